@@ -1,0 +1,26 @@
+// deltatron: one program, subcommands per DESIGN section 7.
+#include <cstdio>
+#include <exception>
+
+#include "apps/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Deltatron: hybrid Gated DeltaNet / softmax-attention language models", "deltatron"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "deltatron 0.1.0");
+  // (subcommands begin)
+  // (subcommands end)
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const dt::Error& e) {
+    std::fprintf(stderr, "deltatron: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "deltatron: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,96 @@
+#include "core/device.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+#ifdef DELTATRON_HAVE_CUDA
+#include <cuda_runtime.h>
+#define DT_CUDA_CHECK(call)                                                                  \
+  do {                                                                                       \
+    cudaError_t err_ = (call);                                                               \
+    DT_CHECK(err_ == cudaSuccess, "CUDA error {} at {}:{}: {}", static_cast<int>(err_),      \
+             __FILE__, __LINE__, cudaGetErrorString(err_));                                   \
+  } while (0)
+#endif
+
+namespace dt {
+
+int cuda_device_count() {
+#ifdef DELTATRON_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: not an error, just no GPU
+    return 0;
+  }
+  return n;
+#else
+  return 0;
+#endif
+}
+
+std::string cuda_device_name(int index) {
+#ifdef DELTATRON_HAVE_CUDA
+  cudaDeviceProp prop{};
+  DT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return prop.name;
+#else
+  (void)index;
+  return "";
+#endif
+}
+
+void* device_alloc(size_t bytes, Device device) {
+  if (bytes == 0) bytes = 1;
+  if (device == Device::kCPU) {
+    size_t rounded = (bytes + 255) / 256 * 256;
+    void* p = std::aligned_alloc(256, rounded);
+    DT_CHECK(p != nullptr, "out of host memory allocating {} bytes", bytes);
+    return p;
+  }
+#ifdef DELTATRON_HAVE_CUDA
+  void* p = nullptr;
+  DT_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
+#else
+  DT_FAIL("this build has no CUDA backend; rebuild with nvcc on PATH or use --device cpu");
+#endif
+}
+
+void device_free(void* p, Device device) {
+  if (!p) return;
+  if (device == Device::kCPU) {
+    std::free(p);
+    return;
+  }
+#ifdef DELTATRON_HAVE_CUDA
+  cudaFree(p);
+#endif
+}
+
+void device_memset(void* p, int value, size_t bytes, Device device) {
+  if (device == Device::kCPU) {
+    std::memset(p, value, bytes);
+    return;
+  }
+#ifdef DELTATRON_HAVE_CUDA
+  DT_CUDA_CHECK(cudaMemset(p, value, bytes));
+#else
+  DT_FAIL("this build has no CUDA backend");
+#endif
+}
+
+void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (dst_dev == Device::kCPU && src_dev == Device::kCPU) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#ifdef DELTATRON_HAVE_CUDA
+  DT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+#else
+  DT_FAIL("this build has no CUDA backend");
+#endif
+}
+
+}  // namespace dt

@@ -1,0 +1,22 @@
+// Device memory and discovery. CPU memory is 256-byte aligned host memory;
+// CUDA memory comes from cudaMalloc when the CUDA backend is built.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace dt {
+
+// Number of usable CUDA devices (0 when the backend is not built or no GPU is present).
+int cuda_device_count();
+std::string cuda_device_name(int index);
+
+void* device_alloc(size_t bytes, Device device);
+void device_free(void* p, Device device);
+void device_memset(void* p, int value, size_t bytes, Device device);
+// Copy between any two devices (host<->device included).
+void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+
+}  // namespace dt

@@ -1,0 +1,77 @@
+// ParamStore: every parameter of the model in one arena, its gradient in a twin
+// arena, and a named table of what each parameter is (STYLE section 8).
+//
+//   ParamStore ps(DType::kF32, Device::kCPU);
+//   int w = ps.declare({"model.layers.0.mlp.up_proj.weight", {F, C}, Init::kNormal, 0.02,
+//                       TpSplit::kColumn, /*decay=*/true});
+//   ps.allocate(); ps.init(seed);
+//   Tensor W = ps.param(w), dW = ps.grad(w);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+
+namespace dt {
+
+enum class Init : uint8_t {
+  kNormal,  // N(0, std^2)
+  kZeros,
+  kOnes,
+  kALog,    // GDN A_log = log(U(1, 16))
+  kDtBias,  // GDN dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.1]
+};
+
+// How tensor parallelism splits a parameter (DESIGN section 3). Shapes here are always full.
+enum class TpSplit : uint8_t {
+  kReplicated,
+  kColumn,  // split along dim 0 (output features / heads)
+  kRow,     // split along dim 1 (input features)
+};
+
+struct ParamInfo {
+  std::string name;  // Hugging Face name, e.g. "model.layers.3.linear_attn.A_log"
+  Shape shape;       // full, unsharded
+  Init init = Init::kNormal;
+  double std = 0.02;
+  TpSplit split = TpSplit::kReplicated;
+  bool decay = true;  // AdamW weight decay applies
+};
+
+class ParamStore {
+ public:
+  ParamStore(DType dtype, Device device);
+
+  int declare(ParamInfo info);  // before allocate(); returns the slot
+  void allocate();
+  // Fill every parameter from Philox: the value of element i of tensor `name`
+  // depends only on (seed, name, i).
+  void init(uint64_t seed);
+  void zero_grads();
+
+  Tensor param(int slot) const { return params_.get(slot); }
+  Tensor grad(int slot) const { return grads_.get(slot); }
+  Tensor param(std::string_view name) const { return params_.get(name); }
+  Tensor grad(std::string_view name) const { return grads_.get(name); }
+  int slot(std::string_view name) const { return params_.slot(name); }
+  bool contains(std::string_view name) const { return params_.contains(name); }
+
+  const std::vector<ParamInfo>& infos() const { return infos_; }
+  int size() const { return static_cast<int>(infos_.size()); }
+  int64_t numel() const;
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  Arena& params_arena() { return params_; }
+  Arena& grads_arena() { return grads_; }
+
+ private:
+  DType dtype_;
+  Device device_;
+  std::vector<ParamInfo> infos_;
+  Arena params_;
+  Arena grads_;
+};
+
+}  // namespace dt

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what Deltatron needs on Debian/Ubuntu. Idempotent: installs only what is missing.
+set -euo pipefail
+
+pkgs=(cmake g++ make pkg-config git python3 python3-pip
+      libyaml-cpp-dev libhdf5-dev libopenmpi-dev openmpi-bin libopenblas-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+      libssl-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
