@@ -26,6 +26,13 @@ namespace dt {
 // ============================================================================
 // (dense section begins)
 
+// y[..., out] = x[..., in] w[out, in]^T
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w);
+// dx[..., in] = dy w (written; skipped when dx is undefined);
+// dw[out, in] += dy^T x (accumulated; skipped when dw is undefined).
+void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy,
+                     const Tensor& x, const Tensor& w);
+
 // (dense section ends)
 
 // ============================================================================
