@@ -1,26 +1,19 @@
 // Errors. Every failure is a dt::Error carrying what went wrong and where
-// (the source location, plus whatever file/key/tensor the message names).
+// (the file, key or tensor at fault; internal checks add the source line).
 // The `deltatron` command prints it as `deltatron: error: <what>` and exits 1.
 #pragma once
 
 #include <fmt/format.h>
 
-#include <source_location>
 #include <stdexcept>
 #include <string>
 
 namespace dt {
 
+// The message names the input at fault (file, key, tensor); DT_ASSERT adds the source line.
 class Error : public std::runtime_error {
  public:
-  Error(std::string what, std::source_location where = std::source_location::current())
-      : std::runtime_error(std::move(what)), file_(where.file_name()), line_(where.line()) {}
-  const char* file() const { return file_; }
-  unsigned line() const { return line_; }
-
- private:
-  const char* file_;
-  unsigned line_;
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
 }  // namespace dt

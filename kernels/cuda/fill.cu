@@ -1,0 +1,58 @@
+// fill on the GPU: one grid-stride kernel per element size (the bit pattern is
+// computed on the host, so every dtype is a plain store of 2, 4 or 8 bytes).
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "kernels/fill.h"
+
+namespace dt {
+
+namespace {
+
+template <class Word>
+__global__ void fill_kernel(Word* p, int64_t n, Word value) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    p[i] = value;
+}
+
+template <class Word>
+void launch(void* p, int64_t n, Word value, cudaStream_t stream) {
+  if (n == 0) return;
+  int threads = 256;
+  int blocks = static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535));
+  fill_kernel<Word><<<blocks, threads, 0, stream>>>(static_cast<Word*>(p), n, value);
+  cudaError_t err = cudaGetLastError();
+  DT_CHECK(err == cudaSuccess, "fill: kernel launch failed: {}", cudaGetErrorString(err));
+}
+
+}  // namespace
+
+void fill_cuda(const Tensor& t, double value, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  int64_t n = t.numel();
+  switch (t.dtype) {
+    case DType::kF32: {
+      float f = static_cast<float>(value);
+      uint32_t w;
+      std::memcpy(&w, &f, 4);
+      return launch<uint32_t>(t.data, n, w, s);
+    }
+    case DType::kF64: {
+      uint64_t w;
+      std::memcpy(&w, &value, 8);
+      return launch<unsigned long long>(t.data, n, w, s);
+    }
+    case DType::kBF16: return launch<uint16_t>(t.data, n, f32_to_bf16(static_cast<float>(value)), s);
+    case DType::kI32: {
+      int32_t v = static_cast<int32_t>(value);
+      uint32_t w;
+      std::memcpy(&w, &v, 4);
+      return launch<uint32_t>(t.data, n, w, s);
+    }
+    case DType::kU16: return launch<uint16_t>(t.data, n, static_cast<uint16_t>(value), s);
+  }
+}
+
+}  // namespace dt
