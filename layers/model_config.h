@@ -29,6 +29,7 @@ struct MlaConfig {
   int qk_rope_head_dim = 32;
   int v_head_dim = 64;
   double rope_theta = 10000.0;
+  bool rope_interleave = true;  // RoPE on adjacent pairs of the rope dims (DeepSeek-V3's HF default)
 };
 
 // Gated DeltaNet, `linear_attn` (the Qwen3.5 form, DESIGN section 2).
