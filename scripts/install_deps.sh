@@ -17,3 +17,9 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# Python packages for the helper scripts (plots). pip may refuse a Debian-managed python (PEP 668).
+if ! python3 -c "import matplotlib" 2>/dev/null; then
+  echo "install_deps: installing matplotlib (pip)"
+  python3 -m pip install -q matplotlib 2>/dev/null || python3 -m pip install -q --break-system-packages matplotlib
+fi
