@@ -4,6 +4,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <vector>
 
@@ -13,6 +14,12 @@
 namespace dt {
 
 namespace {
+
+// The first 512 bytes of the file are an HDF5 user block that HDF5 itself skips. We keep in it a
+// magic line and the SHA-256 of every byte after it, so a corrupted or truncated file is caught
+// before HDF5's parser ever sees it (HDF5 is not hardened against hostile files).
+constexpr hsize_t kUserBlock = 512;
+constexpr char kHeaderMagic[] = "DELTATRON-CHECKPOINT\n";
 
 // HDF5 prints its own error stack to stderr by default; we report our own messages instead.
 void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
@@ -112,9 +119,36 @@ void check_host_f32(const NamedTensor& nt) {
            "checkpoint: bad tensor name '{}'", nt.name);
 }
 
+void write_header(const std::string& path) {
+  std::string digest = sha256_file_hex(path, kUserBlock);
+  std::string header = std::string(kHeaderMagic) + "sha256 " + digest + "\n";
+  header.resize(kUserBlock, '\0');
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  DT_CHECK(f != nullptr, "checkpoint: cannot reopen {} to write its header", path);
+  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  ok = std::fclose(f) == 0 && ok;
+  DT_CHECK(ok, "checkpoint: writing the header of {} failed (disk full?)", path);
+}
+
+void verify_header(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  DT_CHECK(f != nullptr, "checkpoint {} cannot be opened (permissions?)", path);
+  std::string header(kUserBlock, '\0');
+  size_t n = std::fread(header.data(), 1, header.size(), f);
+  std::fclose(f);
+  std::string magic(kHeaderMagic);
+  DT_CHECK(n == kUserBlock && header.compare(0, magic.size(), magic) == 0,
+           "checkpoint {} is not a Deltatron checkpoint (its header is missing or truncated)", path);
+  std::string want = header.substr(magic.size(), 7 + 64);
+  std::string got = "sha256 " + sha256_file_hex(path, kUserBlock);
+  DT_CHECK(want == got, "checkpoint {} is corrupted or truncated: the SHA-256 of its contents does not match the "
+           "one recorded when it was written; resume from an earlier checkpoint", path);
+}
+
 H5Handle open_for_read(const std::string& path) {
   silence_hdf5();
   DT_CHECK(std::filesystem::exists(path), "checkpoint {} does not exist", path);
+  verify_header(path);
   htri_t is_h5 = H5Fis_hdf5(path.c_str());
   DT_CHECK(is_h5 > 0, "checkpoint {} is not a readable HDF5 file (truncated or corrupted?)", path);
   H5Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
@@ -160,6 +194,40 @@ void read_dataset(hid_t group, const std::string& file, const std::string& full,
            "corrupted: resume from an earlier checkpoint", file, full, want.substr(0, 12), got.substr(0, 12));
 }
 
+// The HDF5 part of a save: every attribute and tensor, flushed.
+void write_hdf5(const std::string& tmp, const CheckpointState& state, const std::vector<CheckpointGroup>& groups) {
+  H5Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  H5Pset_userblock(fcpl.get(), kUserBlock);
+  H5Handle f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), H5Fclose);
+  DT_CHECK(f.ok(), "checkpoint: cannot create {} (is the directory writable?)", tmp);
+  hid_t root = f.get();
+  write_attr_i64(root, "format_version", kCheckpointFormatVersion);
+  write_attr_str(root, "config", state.config_yaml);
+  write_attr_i64(root, "step", state.step);
+  write_attr_i64(root, "tokens_seen", state.tokens_seen);
+  write_attr_i64(root, "loader_epoch", static_cast<int64_t>(state.loader_epoch));
+  write_attr_i64(root, "loader_position", static_cast<int64_t>(state.loader_position));
+  write_attr_i64(root, "rng_seed", static_cast<int64_t>(state.rng_seed));
+  write_attr_i64(root, "rng_offset", static_cast<int64_t>(state.rng_offset));
+  write_attr_i64(root, "tp", state.tp);
+  write_attr_i64(root, "dp", state.dp);
+  for (const CheckpointGroup& g : groups) {
+    H5Handle grp(create_groups(root, g.path), H5Gclose);
+    for (const NamedTensor& nt : g.tensors) {
+      check_host_f32(nt);
+      hsize_t dims[kMaxDims];
+      for (int i = 0; i < nt.tensor.ndim(); ++i) dims[i] = static_cast<hsize_t>(nt.tensor.size(i));
+      H5Handle space(nt.tensor.ndim() ? H5Screate_simple(nt.tensor.ndim(), dims, nullptr) : H5Screate(H5S_SCALAR), H5Sclose);
+      H5Handle ds(H5Dcreate2(grp.get(), nt.name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+      DT_CHECK(ds.ok(), "checkpoint: cannot create tensor {}/{} (duplicate name?)", g.path, nt.name);
+      DT_CHECK(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, nt.tensor.data) >= 0,
+               "checkpoint: writing {}/{} failed (disk full?)", g.path, nt.name);
+      write_attr_str(ds.get(), "sha256", sha256_hex(nt.tensor.data, nt.tensor.bytes()));
+    }
+  }
+  DT_CHECK(H5Fflush(root, H5F_SCOPE_GLOBAL) >= 0, "checkpoint: flushing {} failed (disk full?)", tmp);
+}
+
 }  // namespace
 
 void checkpoint_save(const std::string& path, const CheckpointState& state, const std::vector<CheckpointGroup>& groups) {
@@ -170,40 +238,14 @@ void checkpoint_save(const std::string& path, const CheckpointState& state, cons
   DT_CHECK(fs::is_directory(dir), "checkpoint: directory {} does not exist", dir.string());
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
-    H5Handle f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    DT_CHECK(f.ok(), "checkpoint: cannot create {} (is the directory writable?)", tmp);
-    hid_t root = f.get();
-    write_attr_i64(root, "format_version", kCheckpointFormatVersion);
-    write_attr_str(root, "config", state.config_yaml);
-    write_attr_i64(root, "step", state.step);
-    write_attr_i64(root, "tokens_seen", state.tokens_seen);
-    write_attr_i64(root, "loader_epoch", static_cast<int64_t>(state.loader_epoch));
-    write_attr_i64(root, "loader_position", static_cast<int64_t>(state.loader_position));
-    write_attr_i64(root, "rng_seed", static_cast<int64_t>(state.rng_seed));
-    write_attr_i64(root, "rng_offset", static_cast<int64_t>(state.rng_offset));
-    write_attr_i64(root, "tp", state.tp);
-    write_attr_i64(root, "dp", state.dp);
-    for (const CheckpointGroup& g : groups) {
-      H5Handle grp(create_groups(root, g.path), H5Gclose);
-      for (const NamedTensor& nt : g.tensors) {
-        check_host_f32(nt);
-        hsize_t dims[kMaxDims];
-        for (int i = 0; i < nt.tensor.ndim(); ++i) dims[i] = static_cast<hsize_t>(nt.tensor.size(i));
-        H5Handle space(nt.tensor.ndim() ? H5Screate_simple(nt.tensor.ndim(), dims, nullptr) : H5Screate(H5S_SCALAR), H5Sclose);
-        H5Handle ds(H5Dcreate2(grp.get(), nt.name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
-        DT_CHECK(ds.ok(), "checkpoint: cannot create tensor {}/{} (duplicate name?)", g.path, nt.name);
-        DT_CHECK(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, nt.tensor.data) >= 0,
-                 "checkpoint: writing {}/{} failed (disk full?)", g.path, nt.name);
-        write_attr_str(ds.get(), "sha256", sha256_hex(nt.tensor.data, nt.tensor.bytes()));
-      }
-    }
-    DT_CHECK(H5Fflush(root, H5F_SCOPE_GLOBAL) >= 0, "checkpoint: flushing {} failed (disk full?)", tmp);
+    write_hdf5(tmp, state, groups);
+    write_header(tmp);
+    fsync_path(tmp, false);
   } catch (...) {
     std::error_code ignored;
     fs::remove(tmp, ignored);  // the previous checkpoint at `path` is untouched
     throw;
   }
-  fsync_path(tmp, false);
   std::error_code ec;
   fs::rename(tmp, final_path, ec);
   DT_CHECK(!ec, "checkpoint: renaming {} to {} failed: {}", tmp, path, ec.message());

@@ -129,3 +129,29 @@ TEST(Sha256, KnownAnswers) {
 
 }  // namespace
 }  // namespace dt
+
+#include <cstdio>
+#include <filesystem>
+
+namespace dt {
+namespace {
+
+TEST(Sha256, StreamingAndFileMatchOneShot) {
+  std::string text(100000, 'x');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>('a' + i * 7 % 26);
+  Sha256 h;
+  h.update(text.data(), 12345);
+  h.update(text.data() + 12345, text.size() - 12345);
+  EXPECT_EQ(h.hex(), sha256_hex(text.data(), text.size()));
+  std::string path = (std::filesystem::temp_directory_path() / "dt_sha_test.bin").string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  EXPECT_EQ(sha256_file_hex(path), sha256_hex(text.data(), text.size()));
+  EXPECT_EQ(sha256_file_hex(path, 512), sha256_hex(text.data() + 512, text.size() - 512));
+  std::filesystem::remove(path);
+  EXPECT_THROW(sha256_file_hex(path), Error);
+}
+
+}  // namespace
+}  // namespace dt
