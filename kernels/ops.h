@@ -33,6 +33,71 @@ void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy,
                      const Tensor& x, const Tensor& w);
 
+// Token embedding. ids: int32 [...] (n tokens), w [vocab, dim], y [..., dim].
+// y[n] = w[ids[n]]; backward: dw[ids[n]] += dy[n]. Ids outside [0, vocab) are an error.
+void embedding_forward(Context& ctx, const Tensor& y, const Tensor& ids, const Tensor& w);
+void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const Tensor& ids);
+
+// RMSNorm over the last dim D of x [..., D]: rstd[rows] = 1/sqrt(mean(x^2) + eps) (saved),
+// y = x * rstd * w, or * (1 + w) when zero_centered. w [D].
+// Backward writes dx and accumulates dw (skipped when undefined).
+void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                     double eps, bool zero_centered);
+void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                      const Tensor& w, const Tensor& rstd, bool zero_centered);
+
+// SwiGLU product, elementwise: h = silu(gate) * up. Backward writes dgate and dup.
+void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Tensor& up);
+void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const Tensor& dh, const Tensor& gate,
+                     const Tensor& up);
+
+// Sigmoid output gate, elementwise: y = x * sigmoid(g). Backward writes dx and dg.
+void sigmoid_gate_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& g);
+void sigmoid_gate_backward(Context& ctx, const Tensor& dx, const Tensor& dg, const Tensor& dy, const Tensor& x,
+                           const Tensor& g);
+
+// y = a + b, elementwise (y may alias a or b). Its backward is the identity on both sides.
+void residual_add(Context& ctx, const Tensor& y, const Tensor& a, const Tensor& b);
+
+// RoPE on x [B, T, H, D], position of token (b, t) = t: the first rotary_dim dims of each head
+// rotate with inv_freq_i = theta^(-2i/rotary_dim). interleaved = false: rotate-half pairs
+// (i, i + rotary_dim/2) (Qwen3.5); true: adjacent pairs (2i, 2i+1), output de-interleaved, as HF's
+// DeepSeek-V3 apply_rotary_pos_emb_interleave. y may alias x; dx may alias dy.
+void rope_forward(Context& ctx, const Tensor& y, const Tensor& x, int64_t rotary_dim, double theta,
+                  bool interleaved);
+void rope_backward(Context& ctx, const Tensor& dx, const Tensor& dy, int64_t rotary_dim, double theta,
+                   bool interleaved);
+
+// Causal softmax attention, GQA: q [B, T, H, Dqk], k [B, T, Hkv, Dqk], v [B, T, Hkv, Dv],
+// o [B, T, H, Dv], lse [B, H, T] (saved log-sum-exp of the scaled scores). Hkv divides H;
+// query head h reads KV head h / (H / Hkv). Backward writes dq, dk, dv.
+void attention_forward(Context& ctx, const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v, double scale);
+void attention_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+                        double scale);
+
+// Per-head concat: x [..., H, Da + Db] = [a [..., H, Da] | b [..., Hb, Db]], Hb = H, or Hb = 1
+// (b shared by all heads, MLA's k_rope). Its backward, head_concat_backward, writes da and db
+// (db summed over heads when shared). head_split is the same pair the other way round:
+// a, b = torch.split(x, [Da, Db], -1) with Hb = H.
+void head_concat_forward(Context& ctx, const Tensor& x, const Tensor& a, const Tensor& b);
+void head_concat_backward(Context& ctx, const Tensor& da, const Tensor& db, const Tensor& dx);
+inline void head_split_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& x) {
+  head_concat_backward(ctx, a, b, x);
+}
+inline void head_split_backward(Context& ctx, const Tensor& dx, const Tensor& da, const Tensor& db) {
+  head_concat_forward(ctx, dx, da, db);
+}
+
+// Cross-entropy over logits [..., V] with int32 targets [...] (N tokens): losses [N] per token,
+// lse [N] saved. Backward writes dlogits = grad_scale * (softmax(logits) - onehot(target))
+// (grad_scale = loss_scale / N for the mean loss); dlogits may alias logits.
+void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                           const Tensor& targets);
+void cross_entropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                            const Tensor& targets, double grad_scale);
+
 // (dense section ends)
 
 // ============================================================================
@@ -40,6 +105,69 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
 // rule (recurrent and chunked), gated RMSNorm. Implemented in kernels/ops_gdn.cpp.
 // ============================================================================
 // (gdn section begins)
+//
+// Layout: q, k are [B, T, Hk, dk], v and the output o are [B, T, Hv, dv], the gates g, beta are
+// [B, T, Hv] (contiguous), states are [B, Hv, dk, dv] (contiguous). The (b, t) rows of q, k, v
+// and of their gradients may be strided: they are column slices of the conv output
+// [B, T, 2*Hk*dk + Hv*dv] (gdn_head_view); inside a row, heads and features are packed.
+// Value head h reads key head h / (Hv / Hk) (HF: repeat_interleave of q and k).
+// All tensors of one call share one dtype (f32 or f64 on the CPU); the state, gates and
+// decays are computed in that precision.
+
+// The [B, T, heads, dim] view of columns [col, col + heads*dim) of a contiguous [B, T, C] buffer.
+Tensor gdn_head_view(const Tensor& buf, int64_t col, int64_t heads, int64_t dim);
+
+// Causal depthwise conv1d (kernel K, left zero padding, no bias) + SiLU, per channel c:
+//   y[b,t,c] = silu( sum_{i<K} w[c,0,i] x[b, t-K+1+i, c] )
+// x, y: [B, T, C] contiguous; w: [C, 1, K] (HF conv1d.weight).
+void gdn_conv_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w);
+// dx written; dw accumulated.
+void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                       const Tensor& w);
+
+// Per-head L2 norm: y = scale * x / sqrt(sum_d x^2 + 1e-6). x, y: [B, T, H, d], rows may be
+// strided. q takes scale = dk^-1/2, k takes 1.
+void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale);
+// dx written (rows may be strided: it can be a slice of the conv output's gradient).
+void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const Tensor& x, double scale);
+
+// Gates: g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b).
+// a, b, g, beta: [B, T, Hv] contiguous; A_log, dt_bias: [Hv].
+void gdn_gates_forward(Context& ctx, const Tensor& g, const Tensor& beta, const Tensor& a, const Tensor& b,
+                       const Tensor& A_log, const Tensor& dt_bias);
+// da, db written; dA_log, ddt_bias accumulated.
+void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const Tensor& dA_log,
+                        const Tensor& ddt_bias, const Tensor& dg, const Tensor& dbeta, const Tensor& a,
+                        const Tensor& b, const Tensor& A_log, const Tensor& dt_bias);
+
+// The gated delta rule, per (batch, value head), S: dk x dv:
+//   S_t = exp(g_t) S_{t-1} + beta_t k_t (v_t - exp(g_t) S_{t-1}^T k_t)^T,   o_t = S_t^T q_t
+// q must already be l2-normalised and scaled by dk^-1/2, k l2-normalised.
+// S0 (initial state) may be undefined: zero. S_out (final state) may be undefined: not written.
+// The recurrent form runs token by token (the reference); the chunked form runs the WY form in
+// chunks of `chunk` tokens (any T; the last chunk may be partial). They agree to rounding.
+void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                           const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0);
+void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk);
+// Backward: dq, dk, dv, dg, dbeta WRITTEN (dq, dk summed over the value heads reading each key
+// head); dS0 written when defined. dS_out (gradient of the final state) may be undefined: zero.
+void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
+                            const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
+                            const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                            const Tensor& beta, const Tensor& S0);
+void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
+                        const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const Tensor& S0, int chunk);
+
+// Gated RMSNorm per value head (norm, then gate): y = o / sqrt(mean_d(o^2) + eps) * w * silu(z).
+// o, z, y: [B, T, Hv, dv] contiguous; w: [dv].
+void gdn_norm_forward(Context& ctx, const Tensor& y, const Tensor& o, const Tensor& z, const Tensor& w,
+                      double eps);
+// d_o, dz written; dw accumulated.
+void gdn_norm_backward(Context& ctx, const Tensor& d_o, const Tensor& dz, const Tensor& dw, const Tensor& dy,
+                       const Tensor& o, const Tensor& z, const Tensor& w, double eps);
 
 // (gdn section ends)
 

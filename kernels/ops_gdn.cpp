@@ -1,0 +1,349 @@
+// CPU dispatch of the Gated DeltaNet ops (kernels/ops.h, gdn section) to the references in
+// kernels/cpu/gdn_*.h. Every shape is checked here, before any work.
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/cpu/gdn_chunk.h"
+#include "kernels/cpu/gdn_conv.h"
+#include "kernels/cpu/gdn_delta_rule.h"
+#include "kernels/cpu/gdn_gates.h"
+#include "kernels/cpu/gdn_l2norm.h"
+#include "kernels/cpu/gdn_norm.h"
+#include "kernels/ops.h"
+
+namespace dt {
+
+namespace {
+
+using Named = std::pair<const Tensor*, const char*>;  // a tensor and its name in messages
+
+void require_cpu(const Context& ctx, const char* op) {
+  DT_CHECK(ctx.device == Device::kCPU, "{}: the CUDA backend for this op is not built yet", op);
+}
+
+// Calls f(T{}) with T = float or double by the tensor's dtype.
+template <class F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  if (t == DType::kF32) return f(float{});
+  if (t == DType::kF64) return f(double{});
+  DT_FAIL("{}: dtype {} not supported on the CPU (f32 or f64)", op, dtype_name(t));
+}
+
+void check_dtype(const Tensor& t, DType want, const char* op, const char* name) {
+  DT_CHECK(t.dtype == want, "{}: {} is {}, expected {} like the other arguments", op, name, dtype_name(t.dtype),
+           dtype_name(want));
+  DT_CHECK(t.device == Device::kCPU, "{}: {} lives on the GPU, this is the CPU path", op, name);
+}
+
+void check_contiguous(const Tensor& t, DType want, const Shape& s, const char* op, const char* name) {
+  check_dtype(t, want, op, name);
+  DT_CHECK(t.shape == s, "{}: {} has shape {}, expected {}", op, name, t.shape.str(), s.str());
+  DT_CHECK(t.is_contiguous(), "{}: {} {} must be contiguous", op, name, t.str());
+}
+
+// A [B, T, H, d] tensor whose (b, t) rows sit ld elements apart and whose heads are packed.
+template <class T>
+GdnRows<T> rows_of(const Tensor& t, DType want, const Shape& s, const char* op, const char* name) {
+  check_dtype(t, want, op, name);
+  DT_CHECK(t.shape == s, "{}: {} has shape {}, expected {}", op, name, t.shape.str(), s.str());
+  const int64_t Tn = s[1], H = s[2], d = s[3];
+  DT_CHECK((d <= 1 || t.stride[3] == 1) && (H <= 1 || t.stride[2] == d),
+           "{}: {} {} must have packed heads (strides [.., .., {}, 1])", op, name, t.str(), d);
+  const int64_t ld = Tn > 1 ? t.stride[1] : t.stride[0];
+  DT_CHECK(s[0] <= 1 || Tn <= 1 || t.stride[0] == Tn * t.stride[1],
+           "{}: {} {}: rows (b, t) must be evenly strided (stride[0] == T * stride[1])", op, name, t.str());
+  DT_CHECK(s[0] * Tn <= 1 || ld >= H * d, "{}: {} {}: row stride {} is smaller than a row ({})", op, name,
+           t.str(), ld, H * d);
+  using U = std::remove_const_t<T>;
+  return GdnRows<T>{static_cast<U*>(t.data), std::max<int64_t>(ld, H * d)};
+}
+
+template <class T>
+T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.ptr<T>() : nullptr;
+}
+
+// Shapes of one delta-rule call, read from q and v.
+GdnDims delta_dims(const Tensor& q, const Tensor& v, const char* op) {
+  DT_CHECK(q.ndim() == 4, "{}: q must be [B, T, Hk, dk], got {}", op, q.shape.str());
+  DT_CHECK(v.ndim() == 4, "{}: v must be [B, T, Hv, dv], got {}", op, v.shape.str());
+  GdnDims d{q.size(0), q.size(1), q.size(2), v.size(2), q.size(3), v.size(3)};
+  DT_CHECK(v.size(0) == d.B && v.size(1) == d.T, "{}: v {} does not match q {} in [B, T]", op, v.shape.str(),
+           q.shape.str());
+  DT_CHECK(d.Hk > 0 && d.Hv % d.Hk == 0, "{}: value heads ({}) must be a multiple of key heads ({})", op, d.Hv,
+           d.Hk);
+  return d;
+}
+
+Shape qk_shape(const GdnDims& d) { return {d.B, d.T, d.Hk, d.dk}; }
+Shape v_shape(const GdnDims& d) { return {d.B, d.T, d.Hv, d.dv}; }
+Shape gate_shape(const GdnDims& d) { return {d.B, d.T, d.Hv}; }
+Shape state_shape(const GdnDims& d) { return {d.B, d.Hv, d.dk, d.dv}; }
+
+template <class T>
+GdnForwardArgs<T> forward_args(const char* op, const Tensor& o, const Tensor& S_out, const Tensor& q,
+                               const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                               const Tensor& S0) {
+  GdnDims d = delta_dims(q, v, op);
+  DType t = q.dtype;
+  GdnForwardArgs<T> a;
+  a.dims = d;
+  a.q = rows_of<const T>(q, t, qk_shape(d), op, "q");
+  a.k = rows_of<const T>(k, t, qk_shape(d), op, "k");
+  a.v = rows_of<const T>(v, t, v_shape(d), op, "v");
+  check_contiguous(g, t, gate_shape(d), op, "g");
+  check_contiguous(beta, t, gate_shape(d), op, "beta");
+  a.g = g.ptr<T>();
+  a.beta = beta.ptr<T>();
+  if (S0.defined()) check_contiguous(S0, t, state_shape(d), op, "S0");
+  a.S0 = ptr_or_null<T>(S0);
+  a.o = rows_of<T>(o, t, v_shape(d), op, "o");
+  if (S_out.defined()) check_contiguous(S_out, t, state_shape(d), op, "S_out");
+  a.S_out = ptr_or_null<T>(S_out);
+  return a;
+}
+
+template <class T>
+GdnBackwardArgs<T> backward_args(const char* op, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                 const Tensor& dg, const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o,
+                                 const Tensor& dS_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& g, const Tensor& beta, const Tensor& S0) {
+  GdnDims d = delta_dims(q, v, op);
+  DType t = q.dtype;
+  GdnBackwardArgs<T> a;
+  a.dims = d;
+  a.q = rows_of<const T>(q, t, qk_shape(d), op, "q");
+  a.k = rows_of<const T>(k, t, qk_shape(d), op, "k");
+  a.v = rows_of<const T>(v, t, v_shape(d), op, "v");
+  check_contiguous(g, t, gate_shape(d), op, "g");
+  check_contiguous(beta, t, gate_shape(d), op, "beta");
+  a.g = g.ptr<T>();
+  a.beta = beta.ptr<T>();
+  if (S0.defined()) check_contiguous(S0, t, state_shape(d), op, "S0");
+  a.S0 = ptr_or_null<T>(S0);
+  a.d_o = rows_of<const T>(d_o, t, v_shape(d), op, "d_o");
+  if (dS_out.defined()) check_contiguous(dS_out, t, state_shape(d), op, "dS_out");
+  a.dS_out = ptr_or_null<T>(dS_out);
+  a.dq = rows_of<T>(dq, t, qk_shape(d), op, "dq");
+  a.dk = rows_of<T>(dk, t, qk_shape(d), op, "dk");
+  a.dv = rows_of<T>(dv, t, v_shape(d), op, "dv");
+  check_contiguous(dg, t, gate_shape(d), op, "dg");
+  check_contiguous(dbeta, t, gate_shape(d), op, "dbeta");
+  a.dg = dg.ptr<T>();
+  a.dbeta = dbeta.ptr<T>();
+  if (dS0.defined()) check_contiguous(dS0, t, state_shape(d), op, "dS0");
+  a.dS0 = ptr_or_null<T>(dS0);
+  return a;
+}
+
+void check_chunk(int chunk, const char* op) {
+  DT_CHECK(chunk > 0, "{}: chunk size must be positive, got {} (0 selects the recurrent form in the layer)", op,
+           chunk);
+}
+
+// [B, T, C] and w [C, 1, K] (or [C, K]) of the conv.
+void conv_shapes(const char* op, const Tensor& x, const Tensor& w, int64_t& B, int64_t& Tn, int64_t& C,
+                 int64_t& K) {
+  DT_CHECK(x.ndim() == 3, "{}: x must be [B, T, C], got {}", op, x.shape.str());
+  B = x.size(0), Tn = x.size(1), C = x.size(2);
+  DT_CHECK((w.ndim() == 3 && w.size(1) == 1) || w.ndim() == 2, "{}: weight must be [C, 1, K], got {}", op,
+           w.shape.str());
+  DT_CHECK(w.size(0) == C, "{}: weight {} has {} channels, x {} has {}", op, w.shape.str(), w.size(0),
+           x.shape.str(), C);
+  K = w.size(-1);
+  DT_CHECK(K >= 1, "{}: kernel size must be >= 1, weight {}", op, w.shape.str());
+  DT_CHECK(w.is_contiguous(), "{}: weight must be contiguous", op);
+}
+
+}  // namespace
+
+Tensor gdn_head_view(const Tensor& buf, int64_t col, int64_t heads, int64_t dim) {
+  DT_CHECK(buf.ndim() == 3 && buf.is_contiguous(), "gdn_head_view: buffer must be a contiguous [B, T, C], got {}",
+           buf.str());
+  const int64_t C = buf.size(2);
+  DT_CHECK(col >= 0 && heads >= 0 && dim >= 0 && col + heads * dim <= C,
+           "gdn_head_view: columns [{}, {}) do not fit in {}", col, col + heads * dim, buf.str());
+  Tensor t(static_cast<char*>(buf.data) + col * static_cast<int64_t>(dtype_size(buf.dtype)), buf.dtype,
+           buf.device, Shape{buf.size(0), buf.size(1), heads, dim});
+  t.stride = {buf.size(1) * C, C, dim, 1, 0, 0};
+  return t;
+}
+
+void gdn_conv_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w) {
+  const char* op = "gdn_conv_forward";
+  require_cpu(ctx, op);
+  int64_t B, Tn, C, K;
+  conv_shapes(op, x, w, B, Tn, C, K);
+  check_contiguous(x, w.dtype, x.shape, op, "x");
+  check_contiguous(y, w.dtype, x.shape, op, "y");
+  dispatch_float(w.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    gdn_conv_forward_ref<T>(y.ptr<T>(), x.ptr<T>(), w.ptr<T>(), B, Tn, C, K);
+  });
+}
+
+void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                       const Tensor& w) {
+  const char* op = "gdn_conv_backward";
+  require_cpu(ctx, op);
+  int64_t B, Tn, C, K;
+  conv_shapes(op, x, w, B, Tn, C, K);
+  check_contiguous(x, w.dtype, x.shape, op, "x");
+  check_contiguous(dy, w.dtype, x.shape, op, "dy");
+  check_contiguous(dx, w.dtype, x.shape, op, "dx");
+  check_contiguous(dw, w.dtype, w.shape, op, "dw");
+  dispatch_float(w.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    gdn_conv_backward_ref<T>(dx.ptr<T>(), dw.ptr<T>(), dy.ptr<T>(), x.ptr<T>(), w.ptr<T>(), B, Tn, C, K);
+  });
+}
+
+void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale) {
+  const char* op = "gdn_l2norm_forward";
+  require_cpu(ctx, op);
+  DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, d], got {}", op, x.shape.str());
+  dispatch_float(x.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    auto xr = rows_of<const T>(x, x.dtype, x.shape, op, "x");
+    auto yr = rows_of<T>(y, x.dtype, x.shape, op, "y");
+    gdn_l2norm_forward_ref<T>(yr, xr, x.size(0) * x.size(1), x.size(2), x.size(3), static_cast<T>(scale));
+  });
+}
+
+void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const Tensor& x, double scale) {
+  const char* op = "gdn_l2norm_backward";
+  require_cpu(ctx, op);
+  DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, d], got {}", op, x.shape.str());
+  dispatch_float(x.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    auto xr = rows_of<const T>(x, x.dtype, x.shape, op, "x");
+    auto dyr = rows_of<const T>(dy, x.dtype, x.shape, op, "dy");
+    auto dxr = rows_of<T>(dx, x.dtype, x.shape, op, "dx");
+    gdn_l2norm_backward_ref<T>(dxr, dyr, xr, x.size(0) * x.size(1), x.size(2), x.size(3), static_cast<T>(scale));
+  });
+}
+
+void gdn_gates_forward(Context& ctx, const Tensor& g, const Tensor& beta, const Tensor& a, const Tensor& b,
+                       const Tensor& A_log, const Tensor& dt_bias) {
+  const char* op = "gdn_gates_forward";
+  require_cpu(ctx, op);
+  DT_CHECK(a.ndim() == 3, "{}: a must be [B, T, Hv], got {}", op, a.shape.str());
+  const DType t = a.dtype;
+  const int64_t H = a.size(2), rows = a.size(0) * a.size(1);
+  for (auto [ten, name] : std::initializer_list<Named>{{&a, "a"}, {&b, "b"}, {&g, "g"}, {&beta, "beta"}})
+    check_contiguous(*ten, t, a.shape, op, name);
+  check_contiguous(A_log, t, Shape{H}, op, "A_log");
+  check_contiguous(dt_bias, t, Shape{H}, op, "dt_bias");
+  dispatch_float(t, op, [&](auto z) {
+    using T = decltype(z);
+    gdn_gates_forward_ref<T>(g.ptr<T>(), beta.ptr<T>(), a.ptr<T>(), b.ptr<T>(), A_log.ptr<T>(), dt_bias.ptr<T>(),
+                             rows, H);
+  });
+}
+
+void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const Tensor& dA_log,
+                        const Tensor& ddt_bias, const Tensor& dg, const Tensor& dbeta, const Tensor& a,
+                        const Tensor& b, const Tensor& A_log, const Tensor& dt_bias) {
+  const char* op = "gdn_gates_backward";
+  require_cpu(ctx, op);
+  DT_CHECK(a.ndim() == 3, "{}: a must be [B, T, Hv], got {}", op, a.shape.str());
+  const DType t = a.dtype;
+  const int64_t H = a.size(2), rows = a.size(0) * a.size(1);
+  for (auto [ten, name] : std::initializer_list<Named>{{&a, "a"}, {&b, "b"}, {&da, "da"}, {&db, "db"}, {&dg, "dg"}, {&dbeta, "dbeta"}})
+    check_contiguous(*ten, t, a.shape, op, name);
+  for (auto [ten, name] : std::initializer_list<Named>{{&A_log, "A_log"}, {&dt_bias, "dt_bias"}, {&dA_log, "dA_log"},
+                           {&ddt_bias, "ddt_bias"}})
+    check_contiguous(*ten, t, Shape{H}, op, name);
+  dispatch_float(t, op, [&](auto z) {
+    using T = decltype(z);
+    gdn_gates_backward_ref<T>(da.ptr<T>(), db.ptr<T>(), dA_log.ptr<T>(), ddt_bias.ptr<T>(), dg.ptr<T>(),
+                              dbeta.ptr<T>(), a.ptr<T>(), b.ptr<T>(), A_log.ptr<T>(), dt_bias.ptr<T>(), rows, H);
+  });
+}
+
+void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                           const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0) {
+  const char* op = "gdn_recurrent_forward";
+  require_cpu(ctx, op);
+  dispatch_float(q.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    gdn_recurrent_forward_ref<T>(forward_args<T>(op, o, S_out, q, k, v, g, beta, S0));
+  });
+}
+
+void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk) {
+  const char* op = "gdn_chunk_forward";
+  require_cpu(ctx, op);
+  check_chunk(chunk, op);
+  dispatch_float(q.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    gdn_chunk_forward_ref<T>(forward_args<T>(op, o, S_out, q, k, v, g, beta, S0), chunk);
+  });
+}
+
+void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
+                            const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
+                            const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                            const Tensor& beta, const Tensor& S0) {
+  const char* op = "gdn_recurrent_backward";
+  require_cpu(ctx, op);
+  dispatch_float(q.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    gdn_recurrent_backward_ref<T>(
+        backward_args<T>(op, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0));
+  });
+}
+
+void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
+                        const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const Tensor& S0, int chunk) {
+  const char* op = "gdn_chunk_backward";
+  require_cpu(ctx, op);
+  check_chunk(chunk, op);
+  dispatch_float(q.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    gdn_chunk_backward_ref<T>(backward_args<T>(op, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0),
+                              chunk);
+  });
+}
+
+void gdn_norm_forward(Context& ctx, const Tensor& y, const Tensor& o, const Tensor& z, const Tensor& w,
+                      double eps) {
+  const char* op = "gdn_norm_forward";
+  require_cpu(ctx, op);
+  DT_CHECK(o.ndim() == 4, "{}: o must be [B, T, Hv, dv], got {}", op, o.shape.str());
+  const DType t = o.dtype;
+  check_contiguous(o, t, o.shape, op, "o");
+  check_contiguous(z, t, o.shape, op, "z");
+  check_contiguous(y, t, o.shape, op, "y");
+  check_contiguous(w, t, Shape{o.size(3)}, op, "w");
+  dispatch_float(t, op, [&](auto s) {
+    using T = decltype(s);
+    gdn_norm_forward_ref<T>(y.ptr<T>(), o.ptr<T>(), z.ptr<T>(), w.ptr<T>(), o.size(0) * o.size(1), o.size(2),
+                            o.size(3), static_cast<T>(eps));
+  });
+}
+
+void gdn_norm_backward(Context& ctx, const Tensor& d_o, const Tensor& dz, const Tensor& dw, const Tensor& dy,
+                       const Tensor& o, const Tensor& z, const Tensor& w, double eps) {
+  const char* op = "gdn_norm_backward";
+  require_cpu(ctx, op);
+  DT_CHECK(o.ndim() == 4, "{}: o must be [B, T, Hv, dv], got {}", op, o.shape.str());
+  const DType t = o.dtype;
+  for (auto [ten, name] : std::initializer_list<Named>{{&o, "o"}, {&z, "z"}, {&dy, "dy"}, {&d_o, "d_o"}, {&dz, "dz"}})
+    check_contiguous(*ten, t, o.shape, op, name);
+  check_contiguous(w, t, Shape{o.size(3)}, op, "w");
+  check_contiguous(dw, t, Shape{o.size(3)}, op, "dw");
+  dispatch_float(t, op, [&](auto s) {
+    using T = decltype(s);
+    gdn_norm_backward_ref<T>(d_o.ptr<T>(), dz.ptr<T>(), dw.ptr<T>(), dy.ptr<T>(), o.ptr<T>(), z.ptr<T>(),
+                             w.ptr<T>(), o.size(0) * o.size(1), o.size(2), o.size(3), static_cast<T>(eps));
+  });
+}
+
+}  // namespace dt

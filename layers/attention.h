@@ -1,0 +1,51 @@
+// Softmax attention with grouped KV heads, `<prefix>` = "model.layers.{i}.self_attn"
+// (HF Qwen3_5Attention when qk_norm and output_gate are on; Llama-style GQA when off).
+//   qg = q_proj(x)                       [B, T, H * hd], or [B, T, H, 2 hd] = [q_h | gate_h] per head
+//   q, gate = chunk(qg, 2, -1)           (output_gate only)
+//   k = k_proj(x), v = v_proj(x)         [B, T, Hkv, hd]
+//   q, k = q_norm(q), k_norm(k)          (qk_norm only: per-head RMSNorm, zero-centred when the model's are)
+//   q, k = rope(q), rope(k)              (rotate-half on the first rotary_dim dims of each head)
+//   o = causal_softmax(q k^T / sqrt(hd)) v   (query head h reads KV head h / (H / Hkv))
+//   o = o * sigmoid(gate)                (output_gate only)
+//   y = o_proj(o)
+// q_proj, k_proj, v_proj column-parallel; o_proj row-parallel; q_norm, k_norm replicated.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "layers/linear.h"
+#include "layers/rmsnorm.h"
+
+namespace dt {
+
+class Attention : public Layer {
+ public:
+  Attention(const ModelConfig& cfg, std::string prefix);
+
+  void declare(ParamStore& params, Arena& acts, int B, int T) override;
+  void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
+  void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
+
+ private:
+  // A buffer of this layer's activations (or backward scratch) by slot.
+  Tensor buf(int slot) const { return acts_->get(slot); }
+
+  std::string prefix_;
+  AttnConfig a_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  std::optional<RMSNorm> q_norm_, k_norm_;
+  Arena* acts_ = nullptr;
+  // Saved by forward. Shapes: [B, T, heads, hd] unless noted.
+  int qg_ = -1;                  // q_proj output [B, T, H * hd * (gate ? 2 : 1)]
+  int q_raw_ = -1, gate_ = -1;   // q before q_norm, the gate (output_gate only)
+  int k_raw_ = -1, v_ = -1;      // k before k_norm, v
+  int q_n_ = -1, k_n_ = -1;      // after q_norm / k_norm (qk_norm only)
+  int q_ = -1, k_ = -1;          // after RoPE: what attention reads
+  int o_ = -1, lse_ = -1, og_ = -1;  // attention output, its lse [B, H, T], gated output (output_gate only)
+  // Backward scratch.
+  int dog_ = -1, do_ = -1, dgate_ = -1, dq_ = -1, dk_ = -1, dv_ = -1, dq_raw_ = -1, dk_raw_ = -1, dqg_ = -1,
+      dx2_ = -1;
+};
+
+}  // namespace dt

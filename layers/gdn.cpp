@@ -1,0 +1,177 @@
+#include "layers/gdn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "kernels/ops.h"
+#include "parallel/process_grid.h"
+
+namespace dt {
+
+namespace {
+
+// dst += src, elementwise (CPU, f32 / f64); sums the input gradients of the four projections.
+void add_into(const Tensor& dst, const Tensor& src) {
+  DT_CHECK(dst.shape == src.shape && dst.dtype == src.dtype && dst.is_contiguous() && src.is_contiguous(),
+           "GatedDeltaNet: cannot add {} into {}", src.str(), dst.str());
+  auto add = [&](auto* d, const auto* s) {
+    for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
+  };
+  if (dst.dtype == DType::kF64) return add(dst.ptr<double>(), src.ptr<double>());
+  add(dst.ptr<float>(), src.ptr<float>());
+}
+
+}  // namespace
+
+GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, std::string prefix)
+    : prefix_(std::move(prefix)),
+      d_model_(cfg.d_model),
+      n_k_heads_(cfg.gdn.n_k_heads),
+      n_v_heads_(cfg.gdn.n_v_heads),
+      head_k_dim_(cfg.gdn.head_k_dim),
+      head_v_dim_(cfg.gdn.head_v_dim),
+      conv_kernel_(cfg.gdn.conv_kernel),
+      chunk_size_(cfg.gdn.chunk_size),
+      n_layers_(cfg.n_layers()),
+      norm_eps_(cfg.norm_eps),
+      init_std_(cfg.init_std) {
+  const GdnConfig& g = cfg.gdn;
+  DT_CHECK(cfg.d_model > 0, "{}: d_model must be positive, got {}", prefix_, cfg.d_model);
+  DT_CHECK(g.n_k_heads > 0 && g.n_v_heads > 0 && g.head_k_dim > 0 && g.head_v_dim > 0,
+           "{}: gdn n_k_heads, n_v_heads, head_k_dim, head_v_dim must be positive, got {}, {}, {}, {}", prefix_,
+           g.n_k_heads, g.n_v_heads, g.head_k_dim, g.head_v_dim);
+  DT_CHECK(g.n_v_heads % g.n_k_heads == 0,
+           "{}: gdn n_v_heads ({}) must be a multiple of n_k_heads ({}): each key head serves a whole group of "
+           "value heads",
+           prefix_, g.n_v_heads, g.n_k_heads);
+  DT_CHECK(g.conv_kernel >= 1, "{}: gdn conv_kernel must be >= 1, got {}", prefix_, g.conv_kernel);
+  DT_CHECK(g.chunk_size >= 0, "{}: gdn chunk_size must be >= 0 (0: recurrent form), got {}", prefix_,
+           g.chunk_size);
+}
+
+void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
+  params_ = &params;
+  acts_ = &acts;
+  B_ = B, T_ = T;
+  const int64_t D = d_model_, Hv = n_v_heads_, dv = head_v_dim_;
+  const std::string& p = prefix_;
+  // Megatron's scaled init for the projection that writes into the residual stream.
+  const double out_std = init_std_ / std::sqrt(2.0 * std::max(n_layers_, 1));
+  // Column-parallel tensors split by head. in_proj_qkv and conv1d hold three blocks
+  // [q | k | v], each split by head (not one contiguous cut of dim 0).
+  w_qkv_ = params.declare({p + ".in_proj_qkv.weight", {conv_dim(), D}, Init::kNormal, init_std_, TpSplit::kColumn});
+  w_z_ = params.declare({p + ".in_proj_z.weight", {value_dim(), D}, Init::kNormal, init_std_, TpSplit::kColumn});
+  w_b_ = params.declare({p + ".in_proj_b.weight", {Hv, D}, Init::kNormal, init_std_, TpSplit::kColumn});
+  w_a_ = params.declare({p + ".in_proj_a.weight", {Hv, D}, Init::kNormal, init_std_, TpSplit::kColumn});
+  w_conv_ = params.declare(
+      {p + ".conv1d.weight", {conv_dim(), 1, conv_kernel_}, Init::kNormal, init_std_, TpSplit::kColumn});
+  a_log_ = params.declare({p + ".A_log", {Hv}, Init::kALog, 0.0, TpSplit::kColumn, /*decay=*/false});
+  dt_bias_ = params.declare({p + ".dt_bias", {Hv}, Init::kDtBias, 0.0, TpSplit::kColumn, /*decay=*/false});
+  w_norm_ = params.declare({p + ".norm.weight", {dv}, Init::kOnes, 0.0, TpSplit::kReplicated, /*decay=*/false});
+  w_out_ = params.declare({p + ".out_proj.weight", {D, value_dim()}, Init::kNormal, out_std, TpSplit::kRow});
+
+  const DType t = params.dtype();
+  auto decl = [&](const char* name, Shape s) { return acts.declare(p + "." + name, t, s); };
+  const int64_t Hk = n_k_heads_, dk = head_k_dim_;
+  qkv_pre_ = decl("qkv_pre", {B, T, conv_dim()});
+  qkv_ = decl("qkv", {B, T, conv_dim()});
+  z_ = decl("z", {B, T, value_dim()});
+  a_ = decl("a", {B, T, Hv});
+  b_ = decl("b", {B, T, Hv});
+  g_ = decl("g", {B, T, Hv});
+  beta_ = decl("beta", {B, T, Hv});
+  q_ = decl("q", {B, T, Hk, dk});
+  k_ = decl("k", {B, T, Hk, dk});
+  o_ = decl("o", {B, T, Hv, dv});
+  hidden_ = decl("hidden", {B, T, value_dim()});
+  d_hidden_ = decl("grad.hidden", {B, T, value_dim()});
+  d_o_ = decl("grad.o", {B, T, Hv, dv});
+  d_z_ = decl("grad.z", {B, T, value_dim()});
+  d_q_ = decl("grad.q", {B, T, Hk, dk});
+  d_k_ = decl("grad.k", {B, T, Hk, dk});
+  d_g_ = decl("grad.g", {B, T, Hv});
+  d_beta_ = decl("grad.beta", {B, T, Hv});
+  d_a_ = decl("grad.a", {B, T, Hv});
+  d_b_ = decl("grad.b", {B, T, Hv});
+  d_qkv_ = decl("grad.qkv", {B, T, conv_dim()});
+  d_qkv_pre_ = decl("grad.qkv_pre", {B, T, conv_dim()});
+  d_x_part_ = decl("grad.x_part", {B, T, D});
+}
+
+void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
+  DT_CHECK(params_ && acts_, "{}: forward before declare()", prefix_);
+  DT_CHECK(!ctx.grid || ctx.grid->tp_size() == 1, "{}: tensor parallelism (tp = {}) is not wired into "
+           "GatedDeltaNet yet; run with tp = 1", prefix_, ctx.grid ? ctx.grid->tp_size() : 1);
+  const Shape io{B_, T_, d_model_};
+  check_shape(x, io, "GatedDeltaNet input x");
+  check_shape(y, io, "GatedDeltaNet output y");
+  x_ = x;
+  const int Hk = n_k_heads_, Hv = n_v_heads_, dk = head_k_dim_, dv = head_v_dim_;
+
+  linear_forward(ctx, act(qkv_pre_), x, param(w_qkv_));
+  linear_forward(ctx, act(z_), x, param(w_z_));
+  linear_forward(ctx, act(b_), x, param(w_b_));
+  linear_forward(ctx, act(a_), x, param(w_a_));
+  gdn_conv_forward(ctx, act(qkv_), act(qkv_pre_), param(w_conv_));
+
+  const Tensor qkv = act(qkv_);
+  const Tensor v = gdn_head_view(qkv, 2 * key_dim(), Hv, dv);
+  gdn_l2norm_forward(ctx, act(q_), gdn_head_view(qkv, 0, Hk, dk), 1.0 / std::sqrt(double(dk)));
+  gdn_l2norm_forward(ctx, act(k_), gdn_head_view(qkv, key_dim(), Hk, dk), 1.0);
+  gdn_gates_forward(ctx, act(g_), act(beta_), act(a_), act(b_), param(a_log_), param(dt_bias_));
+
+  if (chunk_size_ > 0) {
+    gdn_chunk_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_);
+  } else {
+    gdn_recurrent_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
+  }
+
+  const Tensor hidden = act(hidden_);
+  const Shape heads{B_, T_, Hv, dv};  // the [B, T, Hv*dv] buffers seen per value head
+  gdn_norm_forward(ctx, hidden.view(heads), act(o_), act(z_).view(heads), param(w_norm_), norm_eps_);
+  linear_forward(ctx, y, hidden, param(w_out_));
+}
+
+void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
+  DT_CHECK(x_.defined(), "{}: backward before forward", prefix_);
+  const Shape io{B_, T_, d_model_};
+  check_shape(dy, io, "GatedDeltaNet output gradient dy");
+  check_shape(dx, io, "GatedDeltaNet input gradient dx");
+  const int Hk = n_k_heads_, Hv = n_v_heads_, dk = head_k_dim_, dv = head_v_dim_;
+
+  linear_backward(ctx, act(d_hidden_), grad(w_out_), dy, act(hidden_), param(w_out_));
+  const Shape heads{B_, T_, Hv, dv};
+  gdn_norm_backward(ctx, act(d_o_), act(d_z_).view(heads), grad(w_norm_), act(d_hidden_).view(heads), act(o_),
+                    act(z_).view(heads), param(w_norm_), norm_eps_);
+
+  // The delta rule writes dv straight into the v columns of d_qkv, the l2norms the q and k columns.
+  const Tensor qkv = act(qkv_), d_qkv = act(d_qkv_);
+  const Tensor v = gdn_head_view(qkv, 2 * key_dim(), Hv, dv);
+  const Tensor dv_view = gdn_head_view(d_qkv, 2 * key_dim(), Hv, dv);
+  if (chunk_size_ > 0) {
+    gdn_chunk_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{},
+                       act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_);
+  } else {
+    gdn_recurrent_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_),
+                           Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
+  }
+  gdn_l2norm_backward(ctx, gdn_head_view(d_qkv, 0, Hk, dk), act(d_q_), gdn_head_view(qkv, 0, Hk, dk),
+                      1.0 / std::sqrt(double(dk)));
+  gdn_l2norm_backward(ctx, gdn_head_view(d_qkv, key_dim(), Hk, dk), act(d_k_), gdn_head_view(qkv, key_dim(), Hk, dk),
+                      1.0);
+  gdn_gates_backward(ctx, act(d_a_), act(d_b_), grad(a_log_), grad(dt_bias_), act(d_g_), act(d_beta_), act(a_),
+                     act(b_), param(a_log_), param(dt_bias_));
+  gdn_conv_backward(ctx, act(d_qkv_pre_), grad(w_conv_), d_qkv, act(qkv_pre_), param(w_conv_));
+
+  // x feeds four projections: dx = sum of their input gradients.
+  const Tensor part = act(d_x_part_);
+  linear_backward(ctx, dx, grad(w_qkv_), act(d_qkv_pre_), x_, param(w_qkv_));
+  const std::pair<int, int> others[] = {{d_z_, w_z_}, {d_b_, w_b_}, {d_a_, w_a_}};
+  for (auto [d_proj, w] : others) {
+    linear_backward(ctx, part, grad(w), act(d_proj), x_, param(w));
+    add_into(dx, part);
+  }
+}
+
+}  // namespace dt

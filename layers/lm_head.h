@@ -1,0 +1,40 @@
+// LM head and loss: logits = x W^T with W = `lm_head.weight` [vocab, d_model], or the embedding
+// `model.embed_tokens.weight` when cfg.tie_embeddings; loss = mean over the B*T tokens of
+// cross_entropy(logits, targets)  (torch: F.cross_entropy(logits.view(-1, V), targets.view(-1))).
+// x is the output of the final norm (the Model applies it).
+#pragma once
+
+#include "core/context.h"
+#include "layers/model_config.h"
+#include "layers/params.h"
+
+namespace dt {
+
+class LMHead {
+ public:
+  static constexpr const char* kWeightName = "lm_head.weight";
+
+  explicit LMHead(const ModelConfig& cfg);
+
+  // Declares lm_head.weight (vocab-parallel under TP), or, when tied, looks up the embedding,
+  // which must be declared already.
+  void declare(ParamStore& params, Arena& acts, int B, int T);
+  // x [B, T, d_model], targets int32 [B, T] (on the parameters' device). Returns the mean loss.
+  double forward(Context& ctx, const Tensor& x, const Tensor& targets);
+  // Backward of loss_scale * (mean loss): writes dx [B, T, d_model], accumulates dW.
+  void backward(Context& ctx, double loss_scale, const Tensor& dx);
+
+  Tensor logits() const;  // [B, T, vocab] of the last forward
+  int weight_slot() const { return w_; }
+
+ private:
+  int64_t vocab_, dim_;
+  bool tied_;
+  double init_std_;
+  ParamStore* params_ = nullptr;
+  Arena* acts_ = nullptr;
+  int w_ = -1, logits_ = -1, lse_ = -1, losses_ = -1, dlogits_ = -1;
+  Tensor x_, targets_;
+};
+
+}  // namespace dt

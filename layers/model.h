@@ -1,0 +1,56 @@
+// The whole language model (DESIGN section 2):
+//   h = embed_tokens(inputs); h = block_i(h) for each layer; logits = lm_head(norm(h))
+//   loss = mean over the B*T tokens of cross_entropy(logits, targets)
+// Parameter names are Hugging Face's (model.embed_tokens.weight, model.layers.{i}...., model.norm.weight,
+// lm_head.weight unless tied). One instance serves one micro-batch shape [B, T]; all activations
+// live in one arena allocated by the constructor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/block.h"
+#include "layers/embedding.h"
+#include "layers/lm_head.h"
+
+namespace dt {
+
+class Model {
+ public:
+  Model(const ModelConfig& cfg, int B, int T, DType dtype = DType::kF32, Device device = Device::kCPU);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  int batch() const { return B_; }
+  int seq_len() const { return T_; }
+  ParamStore& params() { return params_; }  // allocated by the constructor
+  void init(uint64_t seed) { params_.init(seed); }
+
+  // inputs, targets: host int32 [B*T]. Returns the mean cross-entropy over the B*T targets.
+  double forward(Context& ctx, const int32_t* inputs, const int32_t* targets);
+  // Backward of (loss_scale * mean loss) from the last forward; ACCUMULATES into params() grads.
+  void backward(Context& ctx, double loss_scale = 1.0);
+  Tensor logits() const { return lm_head_.logits(); }  // [B, T, vocab] of the last forward
+  std::string summary() const;                       // layer pattern and parameter count
+  Arena& activations() { return acts_; }             // every saved activation and backward scratch
+
+ private:
+  ModelConfig cfg_;
+  int B_, T_;
+  ParamStore params_;
+  Arena acts_;
+  Embedding embed_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  RMSNorm norm_;
+  LMHead lm_head_;
+  int ids_ = -1, targets_ = -1;  // int32 [B, T] on the device
+  std::vector<int> hs_;          // residual stream before each block and after the last: L + 1 x [B, T, C]
+  int hn_ = -1;                  // after the final norm
+  int grad_a_ = -1, grad_b_ = -1;  // ping-pong gradients of the residual stream
+  bool have_forward_ = false;
+};
+
+}  // namespace dt
