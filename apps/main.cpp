@@ -10,6 +10,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "deltatron 0.1.0");
   // (subcommands begin)
+  dt::add_prepare_command(app);
+  dt::add_info_command(app);
+  dt::add_train_command(app);
+  dt::add_tokenize_commands(app);
   // (subcommands end)
   try {
     app.parse(argc, argv);

@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(cmake g++ make pkg-config git python3 python3-pip
       libyaml-cpp-dev libhdf5-dev libopenmpi-dev openmpi-bin libopenblas-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-      libssl-dev)
+      libssl-dev libicu-dev zlib1g-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,81 @@
+// `deltatron prepare`: text / JSON lines -> token shards (data/prepare.h).
+#include <cstdio>
+#include <memory>
+
+#include "apps/commands.h"
+#include "core/error.h"
+#include "data/jsonl.h"
+#include "data/prepare.h"
+#include "data/tokenizer.h"
+
+namespace dt {
+
+namespace {
+
+struct PrepareArgs {
+  PrepareOptions options;
+  std::string tokenizer_dir = Tokenizer::default_dir();
+};
+
+void print_summary(const PrepareSummary& s, std::FILE* out) {
+  const int64_t train_docs = s.documents - s.val_documents;
+  std::fprintf(out, "prepare: %lld documents (%.2f MB) -> %lld tokens in %zu shards, %.1f s\n",
+               static_cast<long long>(s.documents), s.input_bytes / 1e6,
+               static_cast<long long>(s.val_tokens + s.train_tokens), s.shards.size(), s.seconds);
+  size_t first_train = 0;
+  if (s.val_documents > 0) {
+    std::fprintf(out, "  validation: the first %lld documents (%s), %lld tokens: %s\n",
+                 static_cast<long long>(s.val_documents), s.val_rule.c_str(), static_cast<long long>(s.val_tokens),
+                 s.shards.front().c_str());
+    first_train = 1;
+  } else {
+    std::fprintf(out, "  validation: none (%s)\n", s.val_rule.c_str());
+  }
+  const size_t n_train = s.shards.size() - first_train;
+  std::fprintf(out, "  train: %lld documents, %lld tokens in %zu shard%s: %s%s%s\n", static_cast<long long>(train_docs),
+               static_cast<long long>(s.train_tokens), n_train, n_train == 1 ? "" : "s",
+               s.shards[first_train].c_str(), n_train > 1 ? " .. " : "",
+               n_train > 1 ? s.shards.back().c_str() : "");
+  if (s.empty_skipped > 0) {
+    std::fprintf(out, "  skipped %lld empty documents\n", static_cast<long long>(s.empty_skipped));
+  }
+}
+
+}  // namespace
+
+void add_prepare_command(CLI::App& app) {
+  auto args = std::make_shared<PrepareArgs>();
+  PrepareOptions& o = args->options;
+  CLI::App* cmd = app.add_subcommand("prepare", "Tokenise text or JSON lines into token shards (llm.c's .bin format)");
+  cmd->footer(
+      "Inputs: FILE.jsonl / FILE.json are JSON lines, one object per line with a string field \"text\" (blank lines\n"
+      "and empty texts are skipped); '-' reads JSON lines from standard input; any other file is one plain-text\n"
+      "document. Each document is tokenised with GPT-2's BPE and preceded by <|endoftext|> (50256).\n"
+      "Outputs: OUT/NAME_val_000000.bin holds the first --val-docs documents; the rest fill\n"
+      "OUT/NAME_train_000001.bin, ... of exactly --shard-tokens tokens each (the last one shorter); a document may\n"
+      "continue from one train shard into the next, as in llm.c. The result is identical for any --threads.\n"
+      "Example: deltatron prepare --input assets/fineweb-edu/fineweb_edu.jsonl --out shards/fineweb_edu");
+  cmd->add_option("--input", o.inputs, "Input files: .jsonl/.json (JSON lines), '-' (JSON lines on stdin), or text")
+      ->required()
+      ->expected(1, -1);
+  cmd->add_option("--out", o.out_dir, "Output directory (created if missing)")->required();
+  cmd->add_option("--val-docs", o.val_docs,
+                  "Documents held out for validation (default 10; a tenth of the input, at least 1, when it holds "
+                  "fewer than 100; 0: no validation shard)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shard-tokens", o.shard_tokens, "Tokens per train shard")->capture_default_str();
+  cmd->add_option("--name", o.name, "Shard name prefix (default: the first input's file name without extension)");
+  cmd->add_option("--threads", o.threads, "Tokeniser threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory with GPT-2's encoder.json and vocab.bpe")
+      ->capture_default_str();
+  cmd->add_flag("--overwrite", o.overwrite, "Replace shards of the same name already in --out");
+  cmd->callback([args] {
+    DocumentReader check_inputs_first(args->options.inputs);  // fail fast, before the tokenizer loads
+    const Tokenizer tokenizer = Tokenizer::load(args->tokenizer_dir);
+    const EncodeFn encode = [&tokenizer](std::string_view text) { return tokenizer.encode(text); };
+    const PrepareSummary summary = prepare_shards(args->options, encode, stderr);
+    print_summary(summary, stdout);
+  });
+}
+
+}  // namespace dt

@@ -1,0 +1,96 @@
+// The run's configuration: what a YAML file with the sections `model`, `data`,
+// `train`, `run` and `parallel` resolves to (docs/config.md lists every key).
+//
+//   Config c = load_config("configs/quickstart.yaml", {"train.steps=50"});
+//   std::string yaml = config_to_yaml(c);   // written to <run dir>/config.yaml
+//   parse_config(yaml) gives back exactly c (config_equal).
+//
+// Every key has a default (default_config()); an unknown key, a value of the
+// wrong type or a value that breaks a rule is a dt::Error naming the key path,
+// the value and the rule.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layers/model_config.h"
+
+namespace dt {
+
+struct DataConfig {
+  std::string train = "shards/fineweb_edu_sample/fineweb_edu_train_*.bin";  // glob, relative to the cwd
+  std::string val = "shards/fineweb_edu_sample/fineweb_edu_val_*.bin";
+  bool shuffle = true;  // shuffle the train windows each epoch (validation is never shuffled)
+};
+
+struct TrainConfig {
+  int batch_size = 16;      // B sequences per step
+  int seq_len = 1024;       // T tokens per sequence
+  int steps = 1000;         // optimizer steps
+  double lr = 6e-4;         // peak learning rate
+  double min_lr = 6e-5;     // reached by the cosine at the last step
+  int warmup_steps = 100;   // linear warmup: step s <= warmup_steps uses lr * s / warmup_steps
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;   // max global gradient norm; 0 disables clipping
+  int eval_every = 100;     // validation every this many steps (0: only at the end)
+  int eval_batches = 20;    // batches of the val shard per validation (0: no validation)
+  uint64_t seed = 1337;     // parameter init and data order
+};
+
+struct RunConfig {
+  std::string dir = "runs";   // run directories live in dir/name
+  std::string name = "";      // empty: the config file's stem (`run` without a file)
+  std::string device = "auto";  // auto | cpu | cuda
+  int threads = 0;            // OpenBLAS threads; 0: all cores
+  int log_every = 10;         // progress line / log.txt every this many steps
+};
+
+struct ParallelConfig {
+  int tp = 1;  // tensor-parallel size; head counts must divide by it
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  RunConfig run;
+  ParallelConfig parallel;
+};
+
+// The defaults: the 124M hybrid, [gdn, gdn, gdn, attn] * 3.
+Config default_config();
+
+// Reads the YAML file at `path`, applies the `--set key.path=value` overrides
+// (values parsed as YAML), checks and validates. An empty run.name becomes the
+// file's stem.
+Config load_config(const std::string& path, const std::vector<std::string>& sets = {});
+
+// Same from YAML text; `source` names it in messages. Without a file, an empty
+// run.name stays empty (resolve it with the stem yourself).
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& sets = {},
+                    const std::string& source = "<config>");
+
+// Throws one dt::Error listing every broken rule (key, value, rule).
+void validate_config(const Config& c);
+
+// The resolved config as YAML; parse_config of it gives back an equal config.
+std::string config_to_yaml(const Config& c);
+
+// Field-by-field equality (doubles compared exactly).
+bool config_equal(const Config& a, const Config& b);
+
+// Every leaf key path, in file order ("model.vocab_size", ..., "parallel.tp").
+std::vector<std::string> config_keys();
+
+// Layer patterns: "[gdn, gdn, gdn, attn] * 3", "[mla] + [gdn, gdn] * 2", "gdn * 4".
+// `key` names the setting in errors.
+std::vector<MixerKind> parse_layer_pattern(const std::string& text, const std::string& key = "model.layers");
+// The shortest form: "[gdn, gdn, gdn, attn] * 3", or "[gdn, attn, mla]" when nothing repeats.
+std::string layer_pattern_to_string(const std::vector<MixerKind>& layers);
+const char* mixer_name(MixerKind k);  // "gdn", "attn", "mla"
+
+}  // namespace dt

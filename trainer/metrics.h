@@ -1,0 +1,54 @@
+// What a run reports: metrics.jsonl (one JSON object per line, flushed at once, so a crashed
+// or running job can be plotted), log.txt (what was printed), and the live progress line:
+//   step 12/300 | loss 7.1234 | lr 6.0e-04 | 12.3K tok/s | ETA 2m31s
+// On a terminal the line is rewritten in place ('\r') every step and kept every log_every
+// steps; otherwise (a file, CI) one line is printed every log_every steps.
+#pragma once
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace dt {
+
+// Appends JSON lines to a file. Doubles are written in the shortest form that reads back
+// to the same bits (nlohmann's round-trip formatting), so runs can be compared exactly.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);  // truncates
+  void write(const nlohmann::ordered_json& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+// Prints to a console stream (stderr; may be null for silence) and copies to log.txt.
+class RunLog {
+ public:
+  RunLog(const std::string& log_path, std::FILE* console, bool console_is_tty);
+  ~RunLog();
+  void print(const std::string& line);  // a whole line: console and log.txt
+  // A progress line: on a terminal redrawn in place; `keep` leaves it on screen and writes it
+  // to log.txt (and is the only case printed when the console is not a terminal).
+  void progress(const std::string& line, bool keep);
+
+ private:
+  void clear_pending();
+  std::ofstream log_;
+  std::FILE* console_;
+  bool tty_;
+  bool pending_ = false;  // a redrawn progress line sits on the terminal without a newline
+};
+
+// "12.3K", "1.2M", "950"
+std::string format_rate(double per_second);
+// "45s", "2m31s", "1h02m"
+std::string format_duration(double seconds);
+// step 12/300 | loss 7.1234 | lr 6.0e-04 | 12.3K tok/s | ETA 2m31s
+std::string format_progress(int step, int steps, double loss, double lr, double tokens_per_s, double eta_s);
+
+}  // namespace dt
