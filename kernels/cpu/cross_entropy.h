@@ -25,6 +25,8 @@ template <class T>
 void cross_entropy_forward_ref(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t n,
                                int64_t vocab) {
   cross_entropy_check_targets(targets, n, vocab);
+  // Rows are independent, so threads over rows keep the result bitwise the same for any thread count.
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T* row = logits + i * vocab;
     T mx = *std::max_element(row, row + vocab);
@@ -41,6 +43,7 @@ template <class T>
 void cross_entropy_backward_ref(T* dlogits, const T* logits, const T* lse, const int32_t* targets, int64_t n,
                                 int64_t vocab, T grad_scale) {
   cross_entropy_check_targets(targets, n, vocab);
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T* row = logits + i * vocab;
     T* drow = dlogits + i * vocab;
