@@ -17,8 +17,17 @@ int main(int argc, char** argv) {
   // (subcommands end)
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A bad flag or argument: the same `deltatron: error:` form and exit code as every other error.
+    std::fprintf(stderr, "deltatron: error: %s\nRun `deltatron --help` (or `deltatron <command> --help`) for usage.\n",
+                 e.what());
+    return 1;
   } catch (const dt::Error& e) {
     std::fprintf(stderr, "deltatron: error: %s\n", e.what());
     return 1;

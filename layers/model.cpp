@@ -11,15 +11,6 @@ namespace dt {
 
 namespace {
 
-const char* mixer_name(MixerKind k) {
-  switch (k) {
-    case MixerKind::kGdn: return "gdn";
-    case MixerKind::kAttn: return "attn";
-    case MixerKind::kMla: return "mla";
-  }
-  return "?";
-}
-
 const ModelConfig& checked(const ModelConfig& cfg, int B, int T) {
   DT_CHECK(B > 0 && T > 0, "model: batch size ({}) and sequence length ({}) must be positive", B, T);
   DT_CHECK(cfg.n_layers() > 0, "model: the layer pattern is empty; give model.layers at least one layer");

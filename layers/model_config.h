@@ -9,6 +9,16 @@ namespace dt {
 
 enum class MixerKind { kGdn, kAttn, kMla };
 
+// The config's name of a mixer: "gdn", "attn", "mla".
+inline const char* mixer_name(MixerKind k) {
+  switch (k) {
+    case MixerKind::kGdn: return "gdn";
+    case MixerKind::kAttn: return "attn";
+    case MixerKind::kMla: return "mla";
+  }
+  return "?";
+}
+
 // Softmax GQA attention, `self_attn` (Qwen3.5 full_attention when output_gate and qk_norm).
 struct AttnConfig {
   int n_heads = 12;

@@ -353,15 +353,6 @@ std::string format_double(double v) { return fmt::format("{}", v); }  // shortes
 
 }  // namespace
 
-const char* mixer_name(MixerKind k) {
-  switch (k) {
-    case MixerKind::kGdn: return "gdn";
-    case MixerKind::kAttn: return "attn";
-    case MixerKind::kMla: return "mla";
-  }
-  return "?";
-}
-
 std::vector<MixerKind> parse_layer_pattern(const std::string& text, const std::string& key) {
   // pattern := term ('+' term)* ;  term := ('[' name (',' name)* ']' | name) ('*' count)?
   size_t pos = 0;

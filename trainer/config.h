@@ -91,6 +91,5 @@ std::vector<std::string> config_keys();
 std::vector<MixerKind> parse_layer_pattern(const std::string& text, const std::string& key = "model.layers");
 // The shortest form: "[gdn, gdn, gdn, attn] * 3", or "[gdn, attn, mla]" when nothing repeats.
 std::string layer_pattern_to_string(const std::vector<MixerKind>& layers);
-const char* mixer_name(MixerKind k);  // "gdn", "attn", "mla"
 
 }  // namespace dt
