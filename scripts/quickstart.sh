@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
-scripts/build.sh
+BUILD_TARGET=deltatron scripts/build.sh
 bin="${BUILD_DIR:-build}/deltatron"
 
 shards=shards/fineweb_edu_sample
