@@ -11,14 +11,17 @@
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "trainer/checkpoint.h"
 
 namespace dt {
 
 namespace {
 
-enum class FileKind { kShard, kHdf5, kUnknown };
+enum class FileKind { kShard, kCheckpoint, kHdf5, kUnknown };
 
 constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+// A Deltatron checkpoint starts with its 512-byte header (trainer/checkpoint.cpp); HDF5 follows it.
+constexpr char kCheckpointMagic[] = "DELTATRON-CHECKPOINT";
 
 struct InfoArgs {
   std::string path;
@@ -36,13 +39,14 @@ FileKind sniff_file_kind(const std::string& path) {
            "{} is a directory; `deltatron info` reads a token shard (.bin) or a checkpoint file", path);
   std::ifstream f(path, std::ios::binary);
   DT_CHECK(f.good(), "{}: cannot open: {}", path, std::strerror(errno));
-  char head[8] = {};
+  char head[sizeof(kCheckpointMagic) - 1] = {};
   f.read(head, sizeof(head));
   const std::streamsize got = f.gcount();
   int32_t magic = 0;
   if (got >= 4) std::memcpy(&magic, head, 4);
   if (got >= 4 && magic == kShardMagic) return FileKind::kShard;
-  if (got == 8 && std::memcmp(head, kHdf5Signature, 8) == 0) return FileKind::kHdf5;
+  if (got >= 8 && std::memcmp(head, kHdf5Signature, 8) == 0) return FileKind::kHdf5;
+  if (got == sizeof(head) && std::memcmp(head, kCheckpointMagic, sizeof(head)) == 0) return FileKind::kCheckpoint;
   return FileKind::kUnknown;
 }
 
@@ -99,21 +103,31 @@ void info_shard(const InfoArgs& a) {
 
 void add_info_command(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
-  CLI::App* cmd = app.add_subcommand("info", "Summary of a token shard (or, later, a checkpoint), with its validity");
+  CLI::App* cmd = app.add_subcommand("info", "Summary of a token shard or a checkpoint, with its validity");
   cmd->add_option("file", args->path, "The file to describe")->required();
   cmd->add_option("--vocab-size", args->vocab_size, "Every token id must be below this")
       ->capture_default_str()
+      ->check(CLI::TypeValidator<int>())
       ->check(CLI::Range(1, 65536));
-  cmd->add_option("--show", args->show, "How many tokens of a shard to show and decode")->capture_default_str();
+  cmd->add_option("--show", args->show, "How many tokens of a shard to show and decode")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory with GPT-2's encoder.json and vocab.bpe")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::ExistingDirectory);
   cmd->callback([args] {
     switch (sniff_file_kind(args->path)) {
       case FileKind::kShard:
         info_shard(*args);
         return;
+      case FileKind::kCheckpoint:  // checkpoint_summary validates every checksum, or throws naming the problem
+        std::fputs(checkpoint_summary(args->path).c_str(), stdout);
+        std::printf("valid:      yes\n");
+        return;
       case FileKind::kHdf5:
-        DT_FAIL("{} is an HDF5 file: checkpoints are not supported yet", args->path);
+        DT_FAIL("{} is an HDF5 file but not a Deltatron checkpoint (those start with a {} header); `deltatron info` "
+                "reads token shards and the checkpoints `deltatron train` writes",
+                args->path, kCheckpointMagic);
       case FileKind::kUnknown:
         DT_FAIL("{} is neither a token shard (first int32 {}) nor an HDF5 checkpoint; is it the right file?",
                 args->path, kShardMagic);

@@ -1,4 +1,5 @@
 // `deltatron prepare`: text / JSON lines -> token shards (data/prepare.h).
+#include <charconv>
 #include <cstdio>
 #include <memory>
 
@@ -41,6 +42,17 @@ void print_summary(const PrepareSummary& s, std::FILE* out) {
   }
 }
 
+// A whole number >= 0. CLI11's NonNegativeNumber would say "not in range 0.000000 to 1.797...e308"
+// (every digit of DBL_MAX); this says the rule. CLI11 prefixes the flag: "--val-docs: '-1' must be ...".
+const CLI::Validator kWholeNumberAtLeastZero(
+    [](std::string& text) -> std::string {
+      long long v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size()) return "'" + text + "' is not a whole number";
+      return v < 0 ? "'" + text + "' must be >= 0" : "";
+    },
+    "NONNEGATIVE");
+
 }  // namespace
 
 void add_prepare_command(CLI::App& app) {
@@ -62,10 +74,10 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--val-docs", o.val_docs,
                   "Documents held out for validation (default 10; a tenth of the input, at least 1, when it holds "
                   "fewer than 100; 0: no validation shard)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kWholeNumberAtLeastZero);
   cmd->add_option("--shard-tokens", o.shard_tokens, "Tokens per train shard")->capture_default_str();
   cmd->add_option("--name", o.name, "Shard name prefix (default: the first input's file name without extension)");
-  cmd->add_option("--threads", o.threads, "Tokeniser threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", o.threads, "Tokeniser threads (default: all cores)")->check(kWholeNumberAtLeastZero);
   cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory with GPT-2's encoder.json and vocab.bpe")
       ->capture_default_str();
   cmd->add_flag("--overwrite", o.overwrite, "Replace shards of the same name already in --out");

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -30,6 +31,10 @@ std::string read_input(const std::string& input) {
     ss << std::cin.rdbuf();
     return std::move(ss).str();
   }
+  // A directory opens (and reads as empty) on Linux: without this check it would be an empty input.
+  std::error_code ec;
+  DT_CHECK(!std::filesystem::is_directory(input, ec),
+           "--input '{}' is a directory; pass a file, or '-' for standard input", input);
   std::ifstream in(input, std::ios::binary);
   DT_CHECK(in, "cannot open --input '{}' ({})", input, std::strerror(errno));
   ss << in.rdbuf();

@@ -10,5 +10,6 @@ void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize (apps/cmd_to
 void add_prepare_command(CLI::App& app);    // apps/cmd_prepare.cpp
 void add_info_command(CLI::App& app);       // apps/cmd_info.cpp
 void add_train_command(CLI::App& app);      // apps/cmd_train.cpp
+void add_eval_command(CLI::App& app);       // apps/cmd_eval.cpp
 
 }  // namespace dt

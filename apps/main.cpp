@@ -1,6 +1,7 @@
 // deltatron: one program, subcommands per DESIGN section 7.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "apps/commands.h"
 #include "core/error.h"
@@ -13,9 +14,19 @@ int main(int argc, char** argv) {
   dt::add_prepare_command(app);
   dt::add_info_command(app);
   dt::add_train_command(app);
+  dt::add_eval_command(app);
   dt::add_tokenize_commands(app);
   // (subcommands end)
   try {
+    if (argc > 1 && argv[1][0] != '-') {  // name the unknown command, rather than "a subcommand is required"
+      std::string commands;
+      bool known = false;
+      for (const CLI::App* sub : app.get_subcommands({})) {
+        known = known || sub->get_name() == argv[1];
+        commands += (commands.empty() ? "" : ", ") + sub->get_name();
+      }
+      DT_CHECK(known, "unknown command '{}'; the commands are: {}", argv[1], commands);
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -31,8 +31,8 @@ def read_metrics(run_dir):
                 sys.exit(f"plot_metrics: error: {path}:{n}: not JSON ({e})")
             if "val_loss" in rec:
                 val.append(rec)
-            elif "loss" in rec:
-                train.append(rec)
+            elif rec.get("loss") is not None and not rec.get("skipped", False):
+                train.append(rec)  # skipped steps (non-finite loss, no update) carry loss null
     if not train and not val:
         sys.exit(f"plot_metrics: error: {path} has no training or evaluation lines")
     return train, val

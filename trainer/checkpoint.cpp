@@ -148,6 +148,8 @@ void verify_header(const std::string& path) {
 H5Handle open_for_read(const std::string& path) {
   silence_hdf5();
   DT_CHECK(std::filesystem::exists(path), "checkpoint {} does not exist", path);
+  DT_CHECK(!std::filesystem::is_directory(path), "checkpoint {} is a directory; name a checkpoint file "
+           "(<run dir>/checkpoints/step_*.h5)", path);
   verify_header(path);
   htri_t is_h5 = H5Fis_hdf5(path.c_str());
   DT_CHECK(is_h5 > 0, "checkpoint {} is not a readable HDF5 file (truncated or corrupted?)", path);
@@ -211,6 +213,9 @@ void write_hdf5(const std::string& tmp, const CheckpointState& state, const std:
   write_attr_i64(root, "rng_offset", static_cast<int64_t>(state.rng_offset));
   write_attr_i64(root, "tp", state.tp);
   write_attr_i64(root, "dp", state.dp);
+  write_attr_i64(root, "optimizer_steps", state.optimizer_steps);
+  write_attr_i64(root, "skipped_steps", state.skipped_steps);
+  write_attr_i64(root, "skips_in_a_row", state.skips_in_a_row);
   for (const CheckpointGroup& g : groups) {
     H5Handle grp(create_groups(root, g.path), H5Gclose);
     for (const NamedTensor& nt : g.tensors) {
@@ -269,9 +274,18 @@ CheckpointState checkpoint_read_state(const std::string& path) {
   s.rng_offset = static_cast<uint64_t>(read_attr_i64(root, path, "rng_offset"));
   s.tp = read_attr_i64(root, path, "tp");
   s.dp = read_attr_i64(root, path, "dp");
-  DT_CHECK(s.step >= 0 && s.tokens_seen >= 0 && s.tp >= 1 && s.dp >= 1,
-           "checkpoint {}: inconsistent attributes (step {}, tokens {}, tp {}, dp {})", path, s.step, s.tokens_seen,
-           s.tp, s.dp);
+  auto optional_i64 = [&](const char* name, int64_t fallback) {
+    return H5Aexists(root, name) > 0 ? read_attr_i64(root, path, name) : fallback;
+  };
+  s.optimizer_steps = optional_i64("optimizer_steps", s.step);
+  s.skipped_steps = optional_i64("skipped_steps", 0);
+  s.skips_in_a_row = optional_i64("skips_in_a_row", 0);
+  DT_CHECK(s.step >= 0 && s.tokens_seen >= 0 && s.tp >= 1 && s.dp >= 1 && s.optimizer_steps >= 0 &&
+               s.optimizer_steps <= s.step && s.skipped_steps >= 0 && s.skips_in_a_row >= 0 &&
+               s.skips_in_a_row <= s.skipped_steps,
+           "checkpoint {}: inconsistent attributes (step {}, tokens {}, tp {}, dp {}, optimizer steps {}, skipped "
+           "{}, skipped in a row {})",
+           path, s.step, s.tokens_seen, s.tp, s.dp, s.optimizer_steps, s.skipped_steps, s.skips_in_a_row);
   return s;
 }
 
@@ -320,10 +334,10 @@ void checkpoint_load_group(const std::string& path, const CheckpointGroup& group
 
 std::string checkpoint_summary(const std::string& path) {
   CheckpointState s = checkpoint_read_state(path);
-  std::string out = fmt::format("checkpoint {}\n  format version {}\n  step {}, tokens seen {}\n  loader cursor "
-                                "epoch {} position {}\n  layout tp {} dp {}\n",
-                                path, kCheckpointFormatVersion, s.step, s.tokens_seen, s.loader_epoch,
-                                s.loader_position, s.tp, s.dp);
+  std::string out = fmt::format("checkpoint {}\n  format version {}\n  step {}, tokens seen {}\n  optimizer steps {}, "
+                                "skipped updates {}\n  loader cursor epoch {} position {}\n  layout tp {} dp {}\n",
+                                path, kCheckpointFormatVersion, s.step, s.tokens_seen, s.optimizer_steps,
+                                s.skipped_steps, s.loader_epoch, s.loader_position, s.tp, s.dp);
   H5Handle f = open_for_read(path);
   for (const std::string group : {"params", "optimizer/m", "optimizer/v"}) {
     if (group != "params" && (H5Lexists(f.get(), "optimizer", H5P_DEFAULT) <= 0 ||

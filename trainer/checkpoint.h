@@ -4,7 +4,7 @@
 //   /optimizer/m/<hf name>     AdamW first moment
 //   /optimizer/v/<hf name>     AdamW second moment
 //   root attributes            format_version, config (YAML), step, tokens_seen, loader cursor,
-//                              RNG seed and offset, TP/DP layout
+//                              RNG seed and offset, TP/DP layout, optimizer steps and skipped updates
 //   each dataset's attribute   sha256 of its bytes (little-endian fp32)
 //
 // Saving is atomic: the file is written under a temporary name in the same directory,
@@ -33,6 +33,12 @@ struct CheckpointState {
   uint64_t rng_offset = 0;
   int64_t tp = 1;
   int64_t dp = 1;
+  // The training loop's counters. A step whose loss or gradient is not finite counts as a step but
+  // makes no AdamW update, so AdamW's own count can trail `step`. Files written before these
+  // attributes existed read as optimizer_steps = step and no skips.
+  int64_t optimizer_steps = 0;
+  int64_t skipped_steps = 0;   // skipped updates so far
+  int64_t skips_in_a_row = 0;  // consecutive skipped updates ending at `step`
 };
 
 // A host tensor (f32, contiguous) to save, or to load into, under a name.

@@ -60,6 +60,7 @@ void visit_fields(C& c, F&& f) {
   f("data.shuffle", c.data.shuffle);
   auto& t = c.train;
   f("train.batch_size", t.batch_size);
+  f("train.grad_accum", t.grad_accum);
   f("train.seq_len", t.seq_len);
   f("train.steps", t.steps);
   f("train.lr", t.lr);
@@ -70,8 +71,11 @@ void visit_fields(C& c, F&& f) {
   f("train.beta2", t.beta2);
   f("train.eps", t.eps);
   f("train.grad_clip", t.grad_clip);
+  f("train.max_skips_in_a_row", t.max_skips_in_a_row);
   f("train.eval_every", t.eval_every);
   f("train.eval_batches", t.eval_batches);
+  f("train.checkpoint_every", t.checkpoint_every);
+  f("train.keep_last", t.keep_last);
   f("train.seed", t.seed);
   f("run.dir", c.run.dir);
   f("run.name", c.run.name);
@@ -472,6 +476,8 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
 Config load_config(const std::string& path, const std::vector<std::string>& sets) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  DT_CHECK(!fs::is_directory(path, ec), "config file '{}' is a directory; pass --config with a YAML file such as "
+           "configs/quickstart.yaml", path);
   DT_CHECK(fs::is_regular_file(path, ec),
            "config file '{}' not found (relative to {}); pass --config with a YAML file such as "
            "configs/quickstart.yaml, or see every key with `deltatron train --print-config`",
@@ -558,6 +564,14 @@ void validate_config(const Config& c) {
   non_negative("train.grad_clip", t.grad_clip);
   non_negative("train.eval_every", t.eval_every);
   non_negative("train.eval_batches", t.eval_batches);
+  positive("train.grad_accum", t.grad_accum);
+  positive("train.max_skips_in_a_row", t.max_skips_in_a_row);
+  non_negative("train.checkpoint_every", t.checkpoint_every);
+  non_negative("train.keep_last", t.keep_last);
+  rule(t.checkpoint_every == 0 || t.keep_last >= 1,
+       fmt::format("train.keep_last = {} must be >= 1 when train.checkpoint_every = {} > 0 (a checkpoint that is "
+                   "deleted at once protects nothing)",
+                   t.keep_last, t.checkpoint_every));
 
   rule(!c.run.dir.empty(), "run.dir is empty: give a folder for run directories, e.g. runs");
   rule(c.run.device == "auto" || c.run.device == "cpu" || c.run.device == "cuda",
@@ -629,6 +643,27 @@ std::string config_to_yaml(const Config& c) {
   out << YAML::EndMap;
   DT_CHECK(out.good(), "internal error writing the config as YAML: {}", out.GetLastError());
   return std::string(out.c_str()) + "\n";
+}
+
+std::vector<std::pair<std::string, std::string>> config_values(const Config& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  visit_fields(c, [&](const char* key, const auto& field) {
+    using T = std::decay_t<decltype(field)>;
+    std::string text;
+    if constexpr (std::is_same_v<T, double>) {
+      text = format_double(field);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      text = "\"" + field + "\"";
+    } else if constexpr (std::is_same_v<T, std::vector<MixerKind>>) {
+      text = layer_pattern_to_string(field);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      text = field ? "true" : "false";
+    } else {
+      text = fmt::format("{}", field);
+    }
+    out.emplace_back(key, std::move(text));
+  });
+  return out;
 }
 
 bool config_equal(const Config& a, const Config& b) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/model_config.h"
@@ -25,7 +26,8 @@ struct DataConfig {
 };
 
 struct TrainConfig {
-  int batch_size = 16;      // B sequences per step
+  int batch_size = 16;      // B sequences per micro-batch
+  int grad_accum = 1;       // micro-batches per optimizer step (a step sees grad_accum * B sequences)
   int seq_len = 1024;       // T tokens per sequence
   int steps = 1000;         // optimizer steps
   double lr = 6e-4;         // peak learning rate
@@ -36,8 +38,11 @@ struct TrainConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;   // max global gradient norm; 0 disables clipping
+  int max_skips_in_a_row = 10;  // non-finite loss/gradient: the update is skipped; this many in a row stop the run
   int eval_every = 100;     // validation every this many steps (0: only at the end)
   int eval_batches = 20;    // batches of the val shard per validation (0: no validation)
+  int checkpoint_every = 0; // save <run dir>/checkpoints/step_XXXXXXXX.h5 every this many steps and at the end (0: never)
+  int keep_last = 3;        // checkpoints kept; older ones are deleted once a newer one is complete
   uint64_t seed = 1337;     // parameter init and data order
 };
 
@@ -85,6 +90,10 @@ bool config_equal(const Config& a, const Config& b);
 
 // Every leaf key path, in file order ("model.vocab_size", ..., "parallel.tp").
 std::vector<std::string> config_keys();
+
+// Every leaf key with its value as it reads in YAML ("train.lr" -> "0.0006", "model.layers" ->
+// "[gdn, gdn, gdn, attn] * 3"), in file order. For messages that compare two configs.
+std::vector<std::pair<std::string, std::string>> config_values(const Config& c);
 
 // Layer patterns: "[gdn, gdn, gdn, attn] * 3", "[mla] + [gdn, gdn] * 2", "gdn * 4".
 // `key` names the setting in errors.

@@ -8,7 +8,8 @@
 
 namespace dt {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+MetricsWriter::MetricsWriter(const std::string& path, bool append)
+    : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
   DT_CHECK(out_.good(), "cannot write the metrics file '{}'; check that its folder is writable", path);
 }
 
@@ -18,8 +19,8 @@ void MetricsWriter::write(const nlohmann::ordered_json& record) {
   DT_CHECK(out_.good(), "writing '{}' failed (disk full?)", path_);
 }
 
-RunLog::RunLog(const std::string& log_path, std::FILE* console, bool console_is_tty)
-    : log_(log_path, std::ios::trunc), console_(console), tty_(console_is_tty) {
+RunLog::RunLog(const std::string& log_path, std::FILE* console, bool console_is_tty, bool append)
+    : log_(log_path, append ? std::ios::app : std::ios::trunc), console_(console), tty_(console_is_tty) {
   DT_CHECK(log_.good(), "cannot write the log file '{}'; check that its folder is writable", log_path);
 }
 

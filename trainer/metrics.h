@@ -17,7 +17,8 @@ namespace dt {
 // to the same bits (nlohmann's round-trip formatting), so runs can be compared exactly.
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);  // truncates
+  // Truncates the file, or appends to it (a resumed run continues its metrics).
+  explicit MetricsWriter(const std::string& path, bool append = false);
   void write(const nlohmann::ordered_json& record);
   const std::string& path() const { return path_; }
 
@@ -29,7 +30,7 @@ class MetricsWriter {
 // Prints to a console stream (stderr; may be null for silence) and copies to log.txt.
 class RunLog {
  public:
-  RunLog(const std::string& log_path, std::FILE* console, bool console_is_tty);
+  RunLog(const std::string& log_path, std::FILE* console, bool console_is_tty, bool append = false);
   ~RunLog();
   void print(const std::string& line);  // a whole line: console and log.txt
   // A progress line: on a terminal redrawn in place; `keep` leaves it on screen and writes it

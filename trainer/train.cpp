@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "data/loader.h"
 #include "layers/model.h"
 #include "trainer/adamw.h"
+#include "trainer/checkpointing.h"
 #include "trainer/evaluate.h"
 #include "trainer/metrics.h"
 #include "trainer/schedule.h"
@@ -35,16 +37,82 @@ std::vector<std::string> shard_paths(const std::string& pattern, const char* key
   }
 }
 
-// Makes the run directory; refuses to overwrite a finished or running run's metrics.
-void prepare_run_dir(const std::string& dir, bool overwrite) {
+void make_dir(const fs::path& dir) {
   std::error_code ec;
-  fs::path metrics = fs::path(dir) / "metrics.jsonl";
-  DT_CHECK(overwrite || !fs::exists(metrics, ec),
-           "the run directory '{}' already holds metrics.jsonl from an earlier run; pass --overwrite to replace it, "
-           "or choose another --run-dir (or run.name)",
-           dir);
   fs::create_directories(dir, ec);
-  DT_CHECK(!ec && fs::is_directory(dir), "cannot create the run directory '{}': {}", dir, ec.message());
+  DT_CHECK(!ec && fs::is_directory(dir), "cannot create the directory '{}': {}", dir.string(), ec.message());
+}
+
+// Removes leftovers of saves cut short by a crash; returns what to report.
+std::vector<std::string> remove_partial_checkpoints(const std::string& ckpt_dir) {
+  std::vector<std::string> notes;
+  for (const std::string& p : list_partial_checkpoints(ckpt_dir)) {
+    std::error_code ec;
+    if (fs::remove(p, ec)) notes.push_back(fmt::format("removed {}, a checkpoint save cut short by a crash", p));
+  }
+  return notes;
+}
+
+// A fresh run refuses a directory that holds an earlier run (metrics or checkpoints) unless
+// `overwrite`; then the earlier checkpoints are deleted, since keep_last and --resume would
+// otherwise mix them with this run's. Returns what to report.
+std::vector<std::string> prepare_fresh_run_dir(const std::string& dir, bool overwrite) {
+  std::error_code ec;
+  const std::string ckpt_dir = checkpoints_dir(dir);
+  std::vector<CheckpointFile> old = list_checkpoints(ckpt_dir);
+  DT_CHECK(overwrite || (!fs::exists(fs::path(dir) / "metrics.jsonl", ec) && old.empty()),
+           "the run directory '{}' already holds {} from an earlier run; pass --resume to continue it, --overwrite "
+           "to replace it, or choose another --run-dir (or run.name)",
+           dir, old.empty() ? "metrics.jsonl" : "checkpoints");
+  make_dir(dir);
+  std::vector<std::string> notes = remove_partial_checkpoints(ckpt_dir);
+  for (const CheckpointFile& f : old)
+    if (fs::remove(f.path, ec)) notes.push_back(fmt::format("--overwrite: deleted {} of the earlier run", f.path));
+  return notes;
+}
+
+// Keeps the lines of metrics.jsonl up to `step` (a resumed run redoes the steps after it) through a
+// temporary file and a rename, so that a crash here loses nothing. Returns the largest time_s kept.
+double truncate_metrics(const fs::path& path, int64_t step, std::vector<std::string>& notes) {
+  std::ifstream in(path);
+  if (!in.good()) return 0;
+  std::stringstream text;
+  text << in.rdbuf();
+  in.close();
+  // A last line without its newline would have the next record appended to it: rewrite then too.
+  const bool torn = !text.str().empty() && text.str().back() != '\n';
+  std::string kept, line;
+  double time_s = 0;
+  int dropped = 0, unreadable = 0;
+  while (std::getline(text, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
+      ++unreadable;  // a line cut short by the crash
+      continue;
+    }
+    if (j["step"].get<int64_t>() > step) {
+      ++dropped;
+      continue;
+    }
+    if (j.contains("time_s") && j["time_s"].is_number()) time_s = std::max(time_s, j["time_s"].get<double>());
+    kept += line + "\n";
+  }
+  if (dropped == 0 && unreadable == 0 && !torn) return time_s;
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    out.flush();
+    DT_CHECK(out.good(), "cannot write '{}' (disk full?)", tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  DT_CHECK(!ec, "cannot replace '{}': {}", path.string(), ec.message());
+  if (dropped) notes.push_back(fmt::format("metrics.jsonl: dropped {} lines after step {} (they are redone)", dropped, step));
+  if (unreadable) notes.push_back(fmt::format("metrics.jsonl: dropped {} unreadable lines (cut short by a crash)", unreadable));
+  return time_s;
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -53,11 +121,51 @@ void write_text(const fs::path& path, const std::string& text) {
   DT_CHECK(out.good(), "cannot write '{}'", path.string());
 }
 
+// What --resume continues from, checked against the current config before anything is written.
+struct ResumePoint {
+  std::string path;
+  CheckpointState state;
+};
+
+ResumePoint find_resume_point(const Config& cfg, const std::string& run_dir, const std::string& resume_from) {
+  ResumePoint r;
+  r.path = resume_from.empty() ? find_resume_checkpoint(run_dir) : resume_from;
+  try {
+    r.state = checkpoint_read_state(r.path);  // verifies the whole file's SHA-256
+  } catch (const Error& e) {
+    DT_FAIL("--resume: {}{}", e.what(),
+            resume_from.empty() ? "; if it is damaged, delete it to resume from the checkpoint before it" : "");
+  }
+  check_resume_config(checkpoint_config(r.path, r.state), cfg, r.path);
+  DT_CHECK(r.state.step <= cfg.train.steps,
+           "--resume: checkpoint {} is at step {}, past train.steps = {}; raise train.steps (--set train.steps=N) to "
+           "train further",
+           r.path, r.state.step, cfg.train.steps);
+  // A newer checkpoint in the run directory belongs to a later point of the run being resumed (or
+  // of another run); continuing from an older one would interleave two histories in one directory.
+  std::vector<CheckpointFile> files = list_checkpoints(checkpoints_dir(run_dir));
+  if (!files.empty() && files.back().step > r.state.step)
+    DT_FAIL("--resume {}: the run directory '{}' already holds a later checkpoint, {}; resume from that one (plain "
+            "--resume), delete the later checkpoints, or continue in another --run-dir",
+            r.path, run_dir, files.back().path);
+  return r;
+}
+
 }  // namespace
 
 std::string run_dir_of(const Config& cfg, const std::string& override_dir) {
   if (!override_dir.empty()) return override_dir;
   return (fs::path(cfg.run.dir) / (cfg.run.name.empty() ? "run" : cfg.run.name)).string();
+}
+
+std::string find_resume_checkpoint(const std::string& run_dir) {
+  const std::string dir = checkpoints_dir(run_dir);
+  std::vector<CheckpointFile> files = list_checkpoints(dir);
+  DT_CHECK(!files.empty(),
+           "--resume: no checkpoint in '{}'{}; set train.checkpoint_every to save checkpoints, pass --resume FILE, "
+           "or start without --resume",
+           dir, fs::exists(run_dir) ? "" : fmt::format(" (the run directory '{}' does not exist)", run_dir));
+  return files.back().path;
 }
 
 TrainSummary train(const Config& cfg, const TrainOptions& options) {
@@ -69,9 +177,13 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
            "parallel.tp = {}: tensor parallelism needs the multi-process backend, which is not built yet; set "
            "parallel.tp: 1",
            cfg.parallel.tp);
+  DT_CHECK(!(options.resume && options.overwrite),
+           "--resume and --overwrite contradict each other: --resume continues the run in the run directory, "
+           "--overwrite replaces it; pass one");
 
-  // Data first: a missing or bad shard is reported before anything is written.
-  const int B = tc.batch_size, T = tc.seq_len;
+  // Data, model and the checkpoint to resume from first: a problem is reported before anything is written.
+  const int B = tc.batch_size, T = tc.seq_len, A = tc.grad_accum;
+  const int64_t tokens_per_step = static_cast<int64_t>(A) * B * T;
   DataLoader train_loader(shard_paths(cfg.data.train, "data.train"), B, T, cfg.model.vocab_size, tc.seed,
                           cfg.data.shuffle);
   std::unique_ptr<DataLoader> val_loader;
@@ -81,22 +193,49 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
 
   TrainSummary summary;
   summary.run_dir = run_dir_of(cfg, options.run_dir);
-  prepare_run_dir(summary.run_dir, options.overwrite);
   const fs::path dir(summary.run_dir);
+  const std::string ckpt_dir = checkpoints_dir(summary.run_dir);
+  Model model(cfg.model, B, T, DType::kF32, Device::kCPU);
+  model.init(tc.seed);
+  ParamStore& params = model.params();
+  AdamW opt(params, {tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+  CheckpointState state;  // the loop's counters, as a checkpoint stores them
+  state.rng_seed = tc.seed;
+  state.rng_offset = 0;  // no random numbers are drawn after the init (no dropout)
+  ResumePoint resume;
+  if (options.resume) {
+    resume = find_resume_point(cfg, summary.run_dir, options.resume_from);
+    state = load_train_checkpoint(resume.path, params, &opt);
+    train_loader.restore({state.loader_epoch, state.loader_position});
+    summary.resumed_from = resume.path;
+    summary.start_step = static_cast<int>(state.step);
+    summary.skipped_steps = static_cast<int>(state.skipped_steps);
+  }
+
+  std::vector<std::string> notes;
+  double time_offset = 0;  // time_s of the run before the resumed checkpoint
+  if (options.resume) {
+    make_dir(dir);
+    notes = remove_partial_checkpoints(ckpt_dir);
+    time_offset = truncate_metrics(dir / "metrics.jsonl", resume.state.step, notes);
+  } else {
+    notes = prepare_fresh_run_dir(summary.run_dir, options.overwrite);
+  }
   write_text(dir / "config.yaml",
              "# The resolved config of this run; `deltatron train --config` with this file repeats it.\n" +
                  config_to_yaml(cfg));
-  MetricsWriter metrics((dir / "metrics.jsonl").string());
+  MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/options.resume);
   bool tty = options.console && ::isatty(::fileno(options.console));
-  RunLog log((dir / "log.txt").string(), options.console, tty);
+  RunLog log((dir / "log.txt").string(), options.console, tty, /*append=*/options.resume);
+  for (const std::string& n : notes) log.print("note: " + n);
 
   if (cfg.run.device == "auto")
     log.print("device: cpu (GPU training arrives with the CUDA backend; until then `auto` trains on the CPU)");
   int threads = cfg.run.threads > 0 ? cfg.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   openblas_set_num_threads(threads);
 
-  Model model(cfg.model, B, T, DType::kF32, Device::kCPU);
-  model.init(tc.seed);
+  if (options.resume)
+    log.print(fmt::format("resuming from {} (step {}, {} tokens seen)", resume.path, state.step, state.tokens_seen));
   log.print(model.summary());
   int64_t n_eval = 0;
   if (val_loader) {
@@ -106,14 +245,13 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
                             "train.eval_batches = {}",
                             n_eval, B, T, tc.eval_batches));
   }
-  log.print(fmt::format("data: {} train tokens ({} batches of {} x {} per epoch), {} validation tokens; {} steps = "
-                        "{:.2f} epochs; {} threads; run directory {}",
+  log.print(fmt::format("data: {} train tokens ({} batches of {} x {} per epoch), {} validation tokens; {} steps of "
+                        "{} x {} x {} tokens = {:.2f} epochs; {} threads; run directory {}",
                         train_loader.tokens_in_shards(), train_loader.batches_per_epoch(), B, T,
-                        val_loader ? val_loader->tokens_in_shards() : 0, tc.steps,
-                        static_cast<double>(tc.steps) / train_loader.batches_per_epoch(), threads, summary.run_dir));
+                        val_loader ? val_loader->tokens_in_shards() : 0, tc.steps, A, B, T,
+                        static_cast<double>(tc.steps) * A / train_loader.batches_per_epoch(), threads,
+                        summary.run_dir));
 
-  ParamStore& params = model.params();
-  AdamW opt(params, {tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
   Context ctx;
   ctx.device = Device::kCPU;
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
@@ -121,54 +259,109 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
-  double train_seconds = 0;  // time in training steps, evaluations left out, for the rate and the ETA
-  int64_t tokens = 0;
+  auto time_s = [&] { return time_offset + seconds_since(start); };
+  double train_seconds = 0;  // time in training steps, evaluations and saves left out, for the rate and the ETA
 
   auto run_eval = [&](int step) {
     double val = evaluate(model, ctx, *val_loader, n_eval);
     summary.val_loss = val;
-    metrics.write({{"step", step}, {"val_loss", val}, {"tokens", tokens}, {"time_s", seconds_since(start)}});
+    metrics.write({{"step", step}, {"val_loss", val}, {"tokens", state.tokens_seen}, {"time_s", time_s()}});
     log.print(fmt::format("eval step {}/{} | val_loss {:.4f}", step, tc.steps, val));
   };
+  auto save_checkpoint = [&](int step) {
+    const auto t0 = clock::now();
+    make_dir(ckpt_dir);
+    std::string path = (fs::path(ckpt_dir) / checkpoint_file_name(step)).string();
+    LoaderCursor cursor = train_loader.cursor();
+    state.loader_epoch = cursor.epoch;
+    state.loader_position = cursor.position;
+    save_train_checkpoint(path, cfg, params, opt, state);
+    std::error_code ec;
+    double mb = static_cast<double>(fs::file_size(path, ec)) / (1 << 20);
+    std::vector<std::string> deleted = prune_checkpoints(ckpt_dir, tc.keep_last, step);
+    std::string pruned;
+    for (const std::string& d : deleted) pruned += (pruned.empty() ? "; deleted " : ", ") + d;
+    log.print(fmt::format("checkpoint step {}/{} saved to {} ({:.1f} MB in {:.2f}s){}", step, tc.steps, path, mb,
+                          seconds_since(t0), pruned));
+  };
 
-  for (int step = 1; step <= tc.steps; ++step) {
+  const int first_step = static_cast<int>(state.step) + 1;
+  if (first_step > tc.steps)
+    log.print(fmt::format("nothing to train: the checkpoint is at the last step, train.steps = {}; raise train.steps "
+                          "(--set train.steps=N) to continue",
+                          tc.steps));
+  for (int step = first_step; step <= tc.steps; ++step) {
     const auto t0 = clock::now();
     params.zero_grads();
-    train_loader.next(inputs.data(), targets.data());
-    double loss = model.forward(ctx, inputs.data(), targets.data());
-    model.backward(ctx);
-    double grad_norm = clip_grad_norm(params, tc.grad_clip);
-    double lr = lr_at_step(step, tc.steps, tc.warmup_steps, tc.lr, tc.min_lr);
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-      metrics.write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}});
-      DT_FAIL("training diverged at step {}: loss {}, gradient norm {}; lower train.lr (now {}), raise "
-              "train.warmup_steps or set train.grad_clip",
-              step, loss, grad_norm, tc.lr);
+    double loss_sum = 0;
+    for (int micro = 0; micro < A; ++micro) {
+      train_loader.next(inputs.data(), targets.data());
+      loss_sum += model.forward(ctx, inputs.data(), targets.data());
+      model.backward(ctx, 1.0 / A);  // grads accumulate: d(mean over the A micro-batches)
     }
-    opt.step(lr);
+    const double loss = loss_sum / A;
+    if (options.after_backward) options.after_backward(step, params);
+    const double grad_norm = clip_grad_norm(params, tc.grad_clip);
+    const double lr = lr_at_step(step, tc.steps, tc.warmup_steps, tc.lr, tc.min_lr);
+    // A non-finite loss or gradient would poison the weights and both moments for good: skip the
+    // update (the batch is still consumed and the step counted, so the schedule stays in place).
+    const bool skip = !std::isfinite(loss) || !std::isfinite(grad_norm);
+    if (skip) {
+      ++state.skipped_steps;
+      ++state.skips_in_a_row;
+    } else {
+      opt.step(lr);
+      state.skips_in_a_row = 0;
+    }
     const double dt = seconds_since(t0);
     train_seconds += dt;
-    tokens += static_cast<int64_t>(B) * T;
-    if (step == 1) summary.first_loss = loss;
+    state.step = step;
+    state.tokens_seen += tokens_per_step;
+    if (step == first_step) summary.first_loss = loss;
     summary.last_loss = loss;
     summary.steps = step;
-    metrics.write({{"step", step},
-                   {"loss", loss},
-                   {"lr", lr},
-                   {"grad_norm", grad_norm},
-                   {"tokens", tokens},
-                   {"tokens_per_s", static_cast<double>(B) * T / dt},
-                   {"time_s", seconds_since(start)}});
-    const bool keep = step % cfg.run.log_every == 0 || step == 1 || step == tc.steps;
-    log.progress(format_progress(step, tc.steps, loss, lr, tokens / train_seconds,
-                                 train_seconds / step * (tc.steps - step)),
+    summary.skipped_steps = static_cast<int>(state.skipped_steps);
+    nlohmann::ordered_json line = {{"step", step},
+                                   {"loss", loss},  // a non-finite value is written as null
+                                   {"lr", lr},
+                                   {"grad_norm", grad_norm},
+                                   {"tokens", state.tokens_seen},
+                                   {"tokens_per_s", static_cast<double>(tokens_per_step) / dt},
+                                   {"time_s", time_s()}};
+    if (skip) {
+      line["skipped"] = true;
+      line["skips_in_a_row"] = state.skips_in_a_row;
+      line["skipped_steps"] = state.skipped_steps;
+    }
+    metrics.write(line);
+    if (skip) {
+      log.print(fmt::format("step {}/{}: loss {}, gradient norm {}: not finite, update skipped ({} in a row, {} in "
+                            "all; train.max_skips_in_a_row = {})",
+                            step, tc.steps, loss, grad_norm, state.skips_in_a_row, state.skipped_steps,
+                            tc.max_skips_in_a_row));
+      DT_CHECK(state.skips_in_a_row < tc.max_skips_in_a_row,
+               "training stopped at step {}: the last {} steps had a non-finite loss or gradient norm (loss {}, "
+               "gradient norm {}), train.max_skips_in_a_row = {}; the run has diverged: lower train.lr (now {}), "
+               "raise train.warmup_steps or set train.grad_clip, and restart or --resume from a checkpoint before "
+               "step {}",
+               step, state.skips_in_a_row, loss, grad_norm, tc.max_skips_in_a_row, tc.lr,
+               step - state.skips_in_a_row + 1);
+    }
+    const int done = step - first_step + 1;
+    const bool keep = step % cfg.run.log_every == 0 || step == first_step || step == tc.steps;
+    log.progress(format_progress(step, tc.steps, loss, lr, static_cast<double>(tokens_per_step) * done / train_seconds,
+                                 train_seconds / done * (tc.steps - step)),
                  keep);
+    // The evaluation comes before the checkpoint, so that a checkpoint's metrics are complete.
     if (val_loader && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps)) run_eval(step);
+    if (tc.checkpoint_every > 0 && (step % tc.checkpoint_every == 0 || step == tc.steps)) save_checkpoint(step);
   }
   summary.seconds = seconds_since(start);
-  log.print(fmt::format("done: {} steps in {} | loss {:.4f} -> {:.4f}{} | {}", summary.steps,
+  if (summary.steps == 0) summary.steps = static_cast<int>(state.step);
+  log.print(fmt::format("done: {} steps in {} | loss {:.4f} -> {:.4f}{}{} | {}", summary.steps - summary.start_step,
                         format_duration(summary.seconds), summary.first_loss, summary.last_loss,
                         std::isnan(summary.val_loss) ? "" : fmt::format(" | val_loss {:.4f}", summary.val_loss),
+                        summary.skipped_steps ? fmt::format(" | {} updates skipped", summary.skipped_steps) : "",
                         summary.run_dir));
   return summary;
 }

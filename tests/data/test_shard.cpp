@@ -230,7 +230,7 @@ TEST(InfoCli, BadFilesExitOneWithAClearMessage) {
                         Case{"tiny", "neither a token shard"}, Case{"version.bin", "version 9 is not supported"},
                         Case{"trunc.bin", "truncated"}, Case{"trail.bin", "trailing bytes"}, Case{"empty.bin", "empty"},
                         Case{"vocab.bin", "token 50300 at position 2 is >= vocab_size 50257"},
-                        Case{"ckpt.h5", "checkpoints are not supported yet"}, Case{".", "is a directory"}}) {
+                        Case{"ckpt.h5", "not a Deltatron checkpoint"}, Case{".", "is a directory"}}) {
     const auto r = run_deltatron("info '" + (dir / c.file) + "'", dir.str());
     EXPECT_EQ(r.code, 1) << c.file << ": " << r.out;
     EXPECT_EQ(r.err.rfind("deltatron: error: ", 0), 0u) << r.err;

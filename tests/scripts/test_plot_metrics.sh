@@ -10,6 +10,7 @@ for run in a b; do
     echo "{\"step\": $s, \"loss\": $((10 - s)).5, \"lr\": 0.001, \"grad_norm\": 1.0, \"tokens\": $((s * 512)), \"tokens_per_s\": 1000}"
   done > "$tmp/$run/metrics.jsonl"
   echo '{"step": 5, "val_loss": 6.0}' >> "$tmp/$run/metrics.jsonl"
+  echo '{"step": 6, "loss": null, "skipped": true, "lr": 0.001, "tokens": 3072}' >> "$tmp/$run/metrics.jsonl"
 done
 python3 "$repo/scripts/plot_metrics.py" "$tmp/a"
 test -s "$tmp/a/loss.png"
@@ -21,5 +22,5 @@ if python3 "$repo/scripts/plot_metrics.py" "$tmp/none" 2>"$tmp/err"; then echo "
 grep -q "metrics.jsonl does not exist" "$tmp/err"
 echo "not json" >> "$tmp/b/metrics.jsonl"
 if python3 "$repo/scripts/plot_metrics.py" "$tmp/b" 2>"$tmp/err"; then echo "expected failure"; exit 1; fi
-grep -q "metrics.jsonl:7: not JSON" "$tmp/err"
+grep -q "metrics.jsonl:8: not JSON" "$tmp/err"
 echo "plot_metrics: all checks passed"

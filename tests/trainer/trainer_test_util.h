@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -120,6 +123,44 @@ inline RunResult run_deltatron(const std::string& args, const std::string& scrat
   r.out = read_text(out);
   r.err = read_text(err);
   return r;
+}
+
+// Bitwise equality of two doubles (== would call -0 and 0 equal, and NaN unequal to itself).
+inline bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof(double)) == 0; }
+
+// step -> value of `key` over the metrics lines that carry it; a step that appears twice is a failure.
+inline std::map<int, double> values_by_step(const std::vector<nlohmann::json>& metrics, const char* key) {
+  std::map<int, double> out;
+  for (const nlohmann::json& m : metrics) {
+    if (!m.contains(key)) continue;
+    int step = m["step"].get<int>();
+    EXPECT_FALSE(out.count(step)) << "step " << step << " has two '" << key << "' lines";
+    out[step] = m[key].is_null() ? std::numeric_limits<double>::quiet_NaN() : m[key].get<double>();
+  }
+  return out;
+}
+
+// Expects both maps to hold the same steps with bitwise equal values.
+inline void expect_same_bits(const std::map<int, double>& a, const std::map<int, double>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    ASSERT_EQ(ia->first, ib->first) << what;
+    EXPECT_TRUE(same_bits(ia->second, ib->second))
+        << what << " at step " << ia->first << ": " << fmt::format("{:.17g} vs {:.17g}", ia->second, ib->second);
+  }
+}
+
+// Writes `cfg` as YAML to `path` and returns the path.
+inline std::string write_config(const std::string& path, const Config& cfg) {
+  write_text(path, config_to_yaml(cfg));
+  return path;
+}
+
+// A failed `deltatron` run: exit code 1, `deltatron: error: ` on stderr, and `piece` in the message.
+inline void expect_cli_error(const RunResult& r, const std::string& piece) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("deltatron: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(piece), std::string::npos) << "expected '" << piece << "' in: " << r.err;
 }
 
 }  // namespace dt::trainer_testing
