@@ -113,6 +113,10 @@ void cross_entropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& l
 // Value head h reads key head h / (Hv / Hk) (HF: repeat_interleave of q and k).
 // All tensors of one call share one dtype (f32 or f64 on the CPU); the state, gates and
 // decays are computed in that precision.
+// On the GPU (ctx.device == kCUDA; kernels/gdn_cuda.h), so far gdn_chunk_*, gdn_recurrent_forward,
+// gdn_l2norm_*, gdn_gates_* and gdn_conv_*: q, k, v, o, d_o, dq, dk, dv (and l2norm's and the
+// conv's x, y, dy, dx) are bf16; g, beta, a, b, A_log, dt_bias, the conv weight, their gradients
+// and the states are fp32; chunk <= 64; dk = dv in {64, 128}.
 
 // The [B, T, heads, dim] view of columns [col, col + heads*dim) of a contiguous [B, T, C] buffer.
 Tensor gdn_head_view(const Tensor& buf, int64_t col, int64_t heads, int64_t dim);

@@ -13,6 +13,9 @@
 #include "kernels/cpu/gdn_l2norm.h"
 #include "kernels/cpu/gdn_norm.h"
 #include "kernels/ops.h"
+#ifdef DELTATRON_HAVE_CUDA
+#include "kernels/gdn_cuda.h"
+#endif
 
 namespace dt {
 
@@ -158,6 +161,140 @@ void conv_shapes(const char* op, const Tensor& x, const Tensor& w, int64_t& B, i
   DT_CHECK(w.is_contiguous(), "{}: weight must be contiguous", op);
 }
 
+#ifdef DELTATRON_HAVE_CUDA
+// ---- CUDA path of the chunked delta rule (kernels/gdn_cuda.h): bf16 q, k, v, o, d_o and their
+// gradients; fp32 g, beta, dg, dbeta and states; everything on the GPU.
+
+void check_cuda_tensor(const Tensor& t, DType want, const Shape& s, const char* op, const char* name) {
+  DT_CHECK(t.defined(), "{}: {} is undefined", op, name);
+  DT_CHECK(t.device == Device::kCUDA, "{}: {} {} is on the CPU; the CUDA path needs every tensor on the GPU", op,
+           name, t.str());
+  DT_CHECK(t.dtype == want, "{}: {} is {}, the CUDA path takes {} here (bf16 activations, fp32 gates and states)",
+           op, name, dtype_name(t.dtype), dtype_name(want));
+  DT_CHECK(t.shape == s, "{}: {} has shape {}, expected {}", op, name, t.shape.str(), s.str());
+}
+
+// Row stride of a bf16 [B, T, H, d] GPU tensor with packed heads (rows may be strided).
+int64_t cuda_rows(const Tensor& t, const Shape& s, const char* op, const char* name) {
+  check_cuda_tensor(t, DType::kBF16, s, op, name);
+  const int64_t Tn = s[1], H = s[2], d = s[3];
+  DT_CHECK((d <= 1 || t.stride[3] == 1) && (H <= 1 || t.stride[2] == d),
+           "{}: {} {} must have packed heads (strides [.., .., {}, 1])", op, name, t.str(), d);
+  DT_CHECK(s[0] <= 1 || Tn <= 1 || t.stride[0] == Tn * t.stride[1],
+           "{}: {} {}: rows (b, t) must be evenly strided (stride[0] == T * stride[1])", op, name, t.str());
+  const int64_t ld = Tn > 1 ? t.stride[1] : t.stride[0];
+  DT_CHECK(s[0] * Tn <= 1 || ld >= H * d, "{}: {} {}: row stride {} is smaller than a row ({})", op, name, t.str(),
+           ld, H * d);
+  return std::max<int64_t>(ld, H * d);
+}
+
+const float* cuda_f32_or_null(const Tensor& t, const Shape& s, const char* op, const char* name) {
+  if (!t.defined()) return nullptr;
+  check_cuda_tensor(t, DType::kF32, s, op, name);
+  DT_CHECK(t.is_contiguous(), "{}: {} {} must be contiguous", op, name, t.str());
+  return static_cast<const float*>(t.data);
+}
+
+float* cuda_f32(const Tensor& t, const Shape& s, const char* op, const char* name) {
+  DT_CHECK(t.defined(), "{}: {} is undefined", op, name);
+  return const_cast<float*>(cuda_f32_or_null(t, s, op, name));
+}
+
+GdnCudaDims cuda_dims(const Tensor& q, const Tensor& v, int chunk, const char* op) {
+  GdnDims d = delta_dims(q, v, op);
+  GdnCudaDims c;
+  c.B = d.B, c.T = d.T, c.Hk = d.Hk, c.Hv = d.Hv, c.dk = d.dk, c.dv = d.dv, c.chunk = chunk;
+  return c;
+}
+
+const uint16_t* bf16_ptr(const Tensor& t) { return static_cast<const uint16_t*>(t.data); }
+uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.data); }
+
+// Fills the forward parameters (checks included); chunk_forward_cuda and the recurrent form share it.
+GdnCudaForwardParams forward_params_cuda(const char* op, const Tensor& o, const Tensor& S_out, const Tensor& q,
+                                         const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                                         const Tensor& S0, int chunk) {
+  GdnCudaForwardParams p;
+  p.dims = cuda_dims(q, v, chunk, op);
+  GdnDims d{p.dims.B, p.dims.T, p.dims.Hk, p.dims.Hv, p.dims.dk, p.dims.dv};
+  p.ld_q = cuda_rows(q, qk_shape(d), op, "q");
+  p.ld_k = cuda_rows(k, qk_shape(d), op, "k");
+  p.ld_v = cuda_rows(v, v_shape(d), op, "v");
+  p.ld_o = cuda_rows(o, v_shape(d), op, "o");
+  p.q = bf16_ptr(q), p.k = bf16_ptr(k), p.v = bf16_ptr(v), p.o = bf16_mut(o);
+  p.g = cuda_f32(g, gate_shape(d), op, "g");
+  p.beta = cuda_f32(beta, gate_shape(d), op, "beta");
+  p.S0 = cuda_f32_or_null(S0, state_shape(d), op, "S0");
+  p.S_out = const_cast<float*>(cuda_f32_or_null(S_out, state_shape(d), op, "S_out"));
+  return p;
+}
+
+void chunk_forward_cuda(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk) {
+  gdn_chunk_forward_cuda(forward_params_cuda("gdn_chunk_forward", o, S_out, q, k, v, g, beta, S0, chunk),
+                         ctx.stream);
+}
+
+void chunk_backward_cuda(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
+                         const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
+                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                         const Tensor& S0, int chunk) {
+  const char* op = "gdn_chunk_backward";
+  GdnCudaBackwardParams p;
+  p.dims = cuda_dims(q, v, chunk, op);
+  GdnDims d{p.dims.B, p.dims.T, p.dims.Hk, p.dims.Hv, p.dims.dk, p.dims.dv};
+  p.ld_q = cuda_rows(q, qk_shape(d), op, "q");
+  p.ld_k = cuda_rows(k, qk_shape(d), op, "k");
+  p.ld_v = cuda_rows(v, v_shape(d), op, "v");
+  p.ld_do = cuda_rows(d_o, v_shape(d), op, "d_o");
+  p.ld_dq = cuda_rows(dq, qk_shape(d), op, "dq");
+  p.ld_dk = cuda_rows(dk, qk_shape(d), op, "dk");
+  p.ld_dv = cuda_rows(dv, v_shape(d), op, "dv");
+  p.q = bf16_ptr(q), p.k = bf16_ptr(k), p.v = bf16_ptr(v), p.d_o = bf16_ptr(d_o);
+  p.dq = bf16_mut(dq), p.dk = bf16_mut(dk), p.dv = bf16_mut(dv);
+  p.g = cuda_f32(g, gate_shape(d), op, "g");
+  p.beta = cuda_f32(beta, gate_shape(d), op, "beta");
+  p.S0 = cuda_f32_or_null(S0, state_shape(d), op, "S0");
+  p.dS_out = cuda_f32_or_null(dS_out, state_shape(d), op, "dS_out");
+  p.dg = cuda_f32(dg, gate_shape(d), op, "dg");
+  p.dbeta = cuda_f32(dbeta, gate_shape(d), op, "dbeta");
+  p.dS0 = const_cast<float*>(cuda_f32_or_null(dS0, state_shape(d), op, "dS0"));
+  gdn_chunk_backward_cuda(p, ctx.stream);
+}
+
+void l2norm_cuda(Context& ctx, const Tensor& out, const Tensor& dy, const Tensor& x, double scale, bool backward) {
+  const char* op = backward ? "gdn_l2norm_backward" : "gdn_l2norm_forward";
+  DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, d], got {}", op, x.shape.str());
+  GdnCudaL2NormParams p;
+  p.rows = x.size(0) * x.size(1), p.H = x.size(2), p.d = x.size(3), p.scale = static_cast<float>(scale);
+  p.ld_x = cuda_rows(x, x.shape, op, "x"), p.x = bf16_ptr(x);
+  p.ld_y = cuda_rows(out, x.shape, op, backward ? "dx" : "y"), p.y = bf16_mut(out);
+  if (backward) p.ld_dy = cuda_rows(dy, x.shape, op, "dy"), p.dy = bf16_ptr(dy);
+  if (backward) gdn_l2norm_backward_cuda(p, ctx.stream);
+  else gdn_l2norm_forward_cuda(p, ctx.stream);
+}
+
+
+// conv on the GPU: x, y, dy, dx bf16 [B, T, C] contiguous; w, dw fp32.
+GdnCudaConvParams conv_params_cuda(const char* op, const Tensor& x, const Tensor& w) {
+  int64_t B, Tn, C, K;
+  conv_shapes(op, x, w, B, Tn, C, K);
+  check_cuda_tensor(x, DType::kBF16, x.shape, op, "x");
+  DT_CHECK(x.is_contiguous(), "{}: x {} must be contiguous", op, x.str());
+  check_cuda_tensor(w, DType::kF32, w.shape, op, "w");
+  GdnCudaConvParams p;
+  p.B = B, p.T = Tn, p.C = C, p.K = K, p.x = bf16_ptr(x), p.w = static_cast<const float*>(w.data);
+  return p;
+}
+
+uint16_t* conv_bf16_out(const Tensor& t, const Shape& s, const char* op, const char* name) {
+  check_cuda_tensor(t, DType::kBF16, s, op, name);
+  DT_CHECK(t.is_contiguous(), "{}: {} {} must be contiguous", op, name, t.str());
+  return bf16_mut(t);
+}
+
+#endif  // DELTATRON_HAVE_CUDA
+
 }  // namespace
 
 Tensor gdn_head_view(const Tensor& buf, int64_t col, int64_t heads, int64_t dim) {
@@ -174,6 +311,13 @@ Tensor gdn_head_view(const Tensor& buf, int64_t col, int64_t heads, int64_t dim)
 
 void gdn_conv_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w) {
   const char* op = "gdn_conv_forward";
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) {
+    GdnCudaConvParams p = conv_params_cuda(op, x, w);
+    p.y = conv_bf16_out(y, x.shape, op, "y");
+    return gdn_conv_forward_cuda(p, ctx.stream);
+  }
+#endif
   require_cpu(ctx, op);
   int64_t B, Tn, C, K;
   conv_shapes(op, x, w, B, Tn, C, K);
@@ -188,6 +332,19 @@ void gdn_conv_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tens
 void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                        const Tensor& w) {
   const char* op = "gdn_conv_backward";
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) {
+    GdnCudaConvParams p = conv_params_cuda(op, x, w);
+    check_cuda_tensor(dy, DType::kBF16, x.shape, op, "dy");
+    DT_CHECK(dy.is_contiguous(), "{}: dy {} must be contiguous", op, dy.str());
+    p.dy = bf16_ptr(dy);
+    p.dx = conv_bf16_out(dx, x.shape, op, "dx");
+    check_cuda_tensor(dw, DType::kF32, w.shape, op, "dw");
+    DT_CHECK(dw.is_contiguous(), "{}: dw {} must be contiguous", op, dw.str());
+    p.dw = static_cast<float*>(dw.data);
+    return gdn_conv_backward_cuda(p, ctx.stream);
+  }
+#endif
   require_cpu(ctx, op);
   int64_t B, Tn, C, K;
   conv_shapes(op, x, w, B, Tn, C, K);
@@ -203,6 +360,9 @@ void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const T
 
 void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale) {
   const char* op = "gdn_l2norm_forward";
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) return l2norm_cuda(ctx, y, Tensor(), x, scale, false);
+#endif
   require_cpu(ctx, op);
   DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, d], got {}", op, x.shape.str());
   dispatch_float(x.dtype, op, [&](auto t) {
@@ -215,6 +375,9 @@ void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double s
 
 void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const Tensor& x, double scale) {
   const char* op = "gdn_l2norm_backward";
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) return l2norm_cuda(ctx, dx, dy, x, scale, true);
+#endif
   require_cpu(ctx, op);
   DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, d], got {}", op, x.shape.str());
   dispatch_float(x.dtype, op, [&](auto t) {
@@ -229,8 +392,19 @@ void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const
 void gdn_gates_forward(Context& ctx, const Tensor& g, const Tensor& beta, const Tensor& a, const Tensor& b,
                        const Tensor& A_log, const Tensor& dt_bias) {
   const char* op = "gdn_gates_forward";
-  require_cpu(ctx, op);
   DT_CHECK(a.ndim() == 3, "{}: a must be [B, T, Hv], got {}", op, a.shape.str());
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) {
+    GdnCudaGatesParams p;
+    p.rows = a.size(0) * a.size(1), p.H = a.size(2);
+    const Shape hs{p.H};
+    p.a = cuda_f32(a, a.shape, op, "a"), p.b = cuda_f32(b, a.shape, op, "b");
+    p.A_log = cuda_f32(A_log, hs, op, "A_log"), p.dt_bias = cuda_f32(dt_bias, hs, op, "dt_bias");
+    p.g = cuda_f32(g, a.shape, op, "g"), p.beta = cuda_f32(beta, a.shape, op, "beta");
+    return gdn_gates_forward_cuda(p, ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
   const DType t = a.dtype;
   const int64_t H = a.size(2), rows = a.size(0) * a.size(1);
   for (auto [ten, name] : std::initializer_list<Named>{{&a, "a"}, {&b, "b"}, {&g, "g"}, {&beta, "beta"}})
@@ -248,8 +422,21 @@ void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const 
                         const Tensor& ddt_bias, const Tensor& dg, const Tensor& dbeta, const Tensor& a,
                         const Tensor& b, const Tensor& A_log, const Tensor& dt_bias) {
   const char* op = "gdn_gates_backward";
-  require_cpu(ctx, op);
   DT_CHECK(a.ndim() == 3, "{}: a must be [B, T, Hv], got {}", op, a.shape.str());
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) {
+    GdnCudaGatesParams p;
+    p.rows = a.size(0) * a.size(1), p.H = a.size(2);
+    const Shape hs{p.H};
+    p.a = cuda_f32(a, a.shape, op, "a"), p.b = cuda_f32(b, a.shape, op, "b");
+    p.A_log = cuda_f32(A_log, hs, op, "A_log"), p.dt_bias = cuda_f32(dt_bias, hs, op, "dt_bias");
+    p.dg = cuda_f32(dg, a.shape, op, "dg"), p.dbeta = cuda_f32(dbeta, a.shape, op, "dbeta");
+    p.da = cuda_f32(da, a.shape, op, "da"), p.db = cuda_f32(db, a.shape, op, "db");
+    p.dA_log = cuda_f32(dA_log, hs, op, "dA_log"), p.ddt_bias = cuda_f32(ddt_bias, hs, op, "ddt_bias");
+    return gdn_gates_backward_cuda(p, ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
   const DType t = a.dtype;
   const int64_t H = a.size(2), rows = a.size(0) * a.size(1);
   for (auto [ten, name] : std::initializer_list<Named>{{&a, "a"}, {&b, "b"}, {&da, "da"}, {&db, "db"}, {&dg, "dg"}, {&dbeta, "dbeta"}})
@@ -267,6 +454,10 @@ void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const 
 void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                            const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0) {
   const char* op = "gdn_recurrent_forward";
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA)
+    return gdn_recurrent_forward_cuda(forward_params_cuda(op, o, S_out, q, k, v, g, beta, S0, 64), ctx.stream);
+#endif
   require_cpu(ctx, op);
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
@@ -277,8 +468,11 @@ void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, c
 void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk) {
   const char* op = "gdn_chunk_forward";
-  require_cpu(ctx, op);
   check_chunk(chunk, op);
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) return chunk_forward_cuda(ctx, o, S_out, q, k, v, g, beta, S0, chunk);
+#endif
+  require_cpu(ctx, op);
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
     gdn_chunk_forward_ref<T>(forward_args<T>(op, o, S_out, q, k, v, g, beta, S0), chunk);
@@ -303,8 +497,12 @@ void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const 
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                         const Tensor& S0, int chunk) {
   const char* op = "gdn_chunk_backward";
-  require_cpu(ctx, op);
   check_chunk(chunk, op);
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA)
+    return chunk_backward_cuda(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, chunk);
+#endif
+  require_cpu(ctx, op);
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
     gdn_chunk_backward_ref<T>(backward_args<T>(op, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0),

@@ -1,0 +1,336 @@
+// The Gated DeltaNet chunk kernels on the GPU: forward and forward+backward, bf16 activations,
+// fp32 gates and state, against ceilings measured in the same run (a large device-to-device
+// cudaMemcpy for bandwidth, a large bf16 cuBLAS matmul for tensor-core throughput), and against
+// fla's chunk_gated_delta_rule when its JSON (bench/bench_gdn_peers.sh, same device call) is given.
+//   bench_gdn [--shapes B,T,H,D;...] [--iters N] [--warmup N] [--json OUT] [--fla-json FLA.json]
+// Times are medians over N runs, each timed with CUDA events.
+// Included, as separate kernels for now: q/k l2norm (fla's timing includes its in-kernel l2norm) and
+// the gates g, beta from a, b (fla takes g and beta precomputed). See bench/NOTES.md.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+#ifdef DELTATRON_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/gdn_cuda.h"
+#endif
+
+#ifdef DELTATRON_HAVE_CUDA
+namespace {
+
+struct Shape4 {
+  int64_t B, T, H, D;
+  std::string key() const {
+    return "B" + std::to_string(B) + "_T" + std::to_string(T) + "_H" + std::to_string(H) + "_D" + std::to_string(D);
+  }
+};
+
+std::vector<Shape4> parse_shapes(const std::string& s) {
+  std::vector<Shape4> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ';')) {
+    Shape4 sh{};
+    DT_CHECK(std::sscanf(item.c_str(), "%ld,%ld,%ld,%ld", &sh.B, &sh.T, &sh.H, &sh.D) == 4,
+             "bench_gdn: --shapes item '{}' is not B,T,H,D (e.g. 16,1024,12,64)", item);
+    out.push_back(sh);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Model FLOPs of the chunked rule per (batch, head, chunk of C), as matmuls (2 flops per MAC):
+// forward K K^T, Q K^T (2 C^2 D each), W, U (C^2 D each, triangular), the solve (C^3 / 3),
+// V' = U - W S, Q S, K^T V' (2 C D^2 each), M V' (C^2 D).
+double flops_forward(const Shape4& s, int C) {
+  const double nc = std::ceil(static_cast<double>(s.T) / C), D = static_cast<double>(s.D);
+  return s.B * s.H * nc * (7.0 * C * C * D + 6.0 * C * D * D + C * C * C / 3.0);
+}
+// The backward recomputes the forward's state pass and does about twice its matmuls again.
+double flops_backward(const Shape4& s, int C) { return 3.0 * flops_forward(s, C); }
+
+// Compulsory traffic: q, k, v, (d_o) in bf16, g, beta in fp32, outputs likewise.
+double bytes_forward(const Shape4& s) { return s.B * s.T * s.H * (4.0 * s.D * 2 + 8); }
+double bytes_fwdbwd(const Shape4& s) { return bytes_forward(s) + s.B * s.T * s.H * (7.0 * s.D * 2 + 24); }
+
+}  // namespace
+
+namespace {
+
+#define BENCH_CUDA(call)                                                                                    \
+  do {                                                                                                      \
+    cudaError_t e_ = (call);                                                                                \
+    DT_CHECK(e_ == cudaSuccess, "bench_gdn: {} failed at line {}: {}", #call, __LINE__, cudaGetErrorString(e_)); \
+  } while (0)
+
+// Median milliseconds of f() over `iters` runs after `warmup` runs.
+template <class F>
+double time_ms(F&& f, int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) f();
+  BENCH_CUDA(cudaDeviceSynchronize());
+  cudaEvent_t a, b;
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    BENCH_CUDA(cudaEventRecord(a));
+    f();
+    BENCH_CUDA(cudaEventRecord(b));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  BENCH_CUDA(cudaEventDestroy(a));
+  BENCH_CUDA(cudaEventDestroy(b));
+  return median(ms);
+}
+
+void* dev_alloc(size_t bytes) {
+  void* p = nullptr;
+  BENCH_CUDA(cudaMalloc(&p, bytes));
+  return p;
+}
+
+// Device-to-device copy bandwidth (read + write bytes), GB/s.
+double measure_copy_gbs(int warmup, int iters) {
+  const size_t bytes = size_t(2) << 30;
+  void* a = dev_alloc(bytes);
+  void* b = dev_alloc(bytes);
+  const double ms = time_ms([&] { BENCH_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }, warmup, iters);
+  BENCH_CUDA(cudaFree(a));
+  BENCH_CUDA(cudaFree(b));
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+// bf16 GEMM throughput (fp32 accumulate), TFLOP/s, n x n x n.
+double measure_gemm_tflops(int warmup, int iters) {
+  const int n = 8192;
+  cublasHandle_t h;
+  DT_CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS, "bench_gdn: cublasCreate failed");
+  void* A = dev_alloc(size_t(n) * n * 2);
+  void* B = dev_alloc(size_t(n) * n * 2);
+  void* Cm = dev_alloc(size_t(n) * n * 2);
+  BENCH_CUDA(cudaMemset(A, 0x3c, size_t(n) * n * 2));  // small finite bf16 values
+  BENCH_CUDA(cudaMemset(B, 0x3c, size_t(n) * n * 2));
+  const float one = 1.f, zero = 0.f;
+  const double ms = time_ms(
+      [&] {
+        DT_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, CUDA_R_16BF, n, B, CUDA_R_16BF, n, &zero,
+                              Cm, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
+                 "bench_gdn: cublasGemmEx failed");
+      },
+      warmup, iters);
+  BENCH_CUDA(cudaFree(A));
+  BENCH_CUDA(cudaFree(B));
+  BENCH_CUDA(cudaFree(Cm));
+  cublasDestroy(h);
+  return 2.0 * n * n * n / (ms * 1e-3) / 1e12;
+}
+
+struct Result {
+  double core_fwd_ms = 0;          // the chunk kernels alone
+  double fwd_ms = 0, fwdbwd_ms = 0;  // with gates and l2norm
+};
+
+Result bench_shape(const Shape4& s, int warmup, int iters) {
+  const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> nd;
+  // q, k: unit rows (q scaled by D^-1/2), as the l2norm would leave them; v, d_o normal.
+  auto unit = [&](float scale) {
+    std::vector<uint16_t> h(n_act);
+    for (int64_t r = 0; r < rows * s.H; ++r) {
+      std::vector<float> t(s.D);
+      double ss = 0;
+      for (auto& e : t) e = nd(rng), ss += double(e) * e;
+      for (int64_t i = 0; i < s.D; ++i) h[r * s.D + i] = dt::f32_to_bf16(float(scale * t[i] / std::sqrt(ss)));
+    }
+    return h;
+  };
+  auto normal = [&] {
+    std::vector<uint16_t> h(n_act);
+    for (auto& e : h) e = dt::f32_to_bf16(nd(rng));
+    return h;
+  };
+  std::vector<float> g(n_gate), beta(n_gate);
+  for (int64_t i = 0; i < n_gate; ++i) {
+    g[i] = -std::log1p(std::exp(-nd(rng)));  // logsigmoid, as the peer script
+    beta[i] = 1.f / (1.f + std::exp(-nd(rng)));
+  }
+  auto up16 = [&](const std::vector<uint16_t>& h) {
+    void* p = dev_alloc(h.size() * 2);
+    BENCH_CUDA(cudaMemcpy(p, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    return static_cast<uint16_t*>(p);
+  };
+  auto up32 = [&](const std::vector<float>& h) {
+    void* p = dev_alloc(h.size() * 4);
+    BENCH_CUDA(cudaMemcpy(p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    return static_cast<float*>(p);
+  };
+  uint16_t *q = up16(unit(1.f / std::sqrt(float(s.D)))), *k = up16(unit(1.f)), *v = up16(normal()),
+           *d_o = up16(normal());
+  float *gd = up32(g), *bd = up32(beta);
+  auto* o = static_cast<uint16_t*>(dev_alloc(n_act * 2));
+  auto* dq = static_cast<uint16_t*>(dev_alloc(n_act * 2));
+  auto* dk = static_cast<uint16_t*>(dev_alloc(n_act * 2));
+  auto* dv = static_cast<uint16_t*>(dev_alloc(n_act * 2));
+  auto* dg = static_cast<float*>(dev_alloc(n_gate * 4));
+  auto* dbeta = static_cast<float*>(dev_alloc(n_gate * 4));
+
+  dt::GdnCudaDims d;
+  d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64;
+  dt::GdnCudaForwardParams fp;
+  fp.dims = d, fp.q = q, fp.k = k, fp.v = v, fp.ld_q = fp.ld_k = fp.ld_v = fp.ld_o = s.H * s.D;
+  fp.g = gd, fp.beta = bd, fp.o = o;
+  dt::GdnCudaBackwardParams bp;
+  bp.dims = d, bp.q = q, bp.k = k, bp.v = v, bp.ld_q = bp.ld_k = bp.ld_v = bp.ld_do = s.H * s.D;
+  bp.ld_dq = bp.ld_dk = bp.ld_dv = s.H * s.D;
+  bp.g = gd, bp.beta = bd, bp.d_o = d_o, bp.dq = dq, bp.dk = dk, bp.dv = dv, bp.dg = dg, bp.dbeta = dbeta;
+
+  // The layer around the core: q, k are l2-normalised from raw projections (qn, kn in place of the
+  // q, k above), g and beta come from a, b through the gates.
+  uint16_t *q_raw = up16(normal()), *k_raw = up16(normal());
+  std::vector<float> ab(n_gate), Ah(s.H, 0.f), dth(s.H, 0.f);
+  for (auto& e : ab) e = nd(rng);
+  float *a = up32(ab), *b = up32(ab), *A_log = up32(Ah), *dt_bias = up32(dth);
+  auto* da = static_cast<float*>(dev_alloc(n_gate * 4));
+  auto* db = static_cast<float*>(dev_alloc(n_gate * 4));
+  float *dA_log = up32(Ah), *ddt_bias = up32(dth);
+  auto* dq_raw = static_cast<uint16_t*>(dev_alloc(n_act * 2));
+  auto* dk_raw = static_cast<uint16_t*>(dev_alloc(n_act * 2));
+  dt::GdnCudaGatesParams gp;
+  gp.rows = rows, gp.H = s.H, gp.a = a, gp.b = b, gp.A_log = A_log, gp.dt_bias = dt_bias, gp.g = gd, gp.beta = bd;
+  gp.dg = dg, gp.dbeta = dbeta, gp.da = da, gp.db = db, gp.dA_log = dA_log, gp.ddt_bias = ddt_bias;
+  auto l2 = [&](const uint16_t* x, uint16_t* y, const uint16_t* dy, float scale) {
+    dt::GdnCudaL2NormParams p;
+    p.rows = rows, p.H = s.H, p.d = s.D, p.scale = scale, p.x = x, p.ld_x = s.H * s.D, p.y = y, p.ld_y = s.H * s.D;
+    p.dy = dy, p.ld_dy = s.H * s.D;
+    return p;
+  };
+  const float qscale = 1.f / std::sqrt(float(s.D));
+  auto layer_forward = [&] {
+    dt::gdn_gates_forward_cuda(gp, nullptr);
+    dt::gdn_l2norm_forward_cuda(l2(q_raw, q, nullptr, qscale), nullptr);
+    dt::gdn_l2norm_forward_cuda(l2(k_raw, k, nullptr, 1.f), nullptr);
+    dt::gdn_chunk_forward_cuda(fp, nullptr);
+  };
+  Result r;
+  r.core_fwd_ms = time_ms([&] { dt::gdn_chunk_forward_cuda(fp, nullptr); }, warmup, iters);
+  r.fwd_ms = time_ms(layer_forward, warmup, iters);
+  r.fwdbwd_ms = time_ms(
+      [&] {
+        layer_forward();
+        dt::gdn_chunk_backward_cuda(bp, nullptr);
+        dt::gdn_l2norm_backward_cuda(l2(q_raw, dq_raw, dq, qscale), nullptr);
+        dt::gdn_l2norm_backward_cuda(l2(k_raw, dk_raw, dk, 1.f), nullptr);
+        dt::gdn_gates_backward_cuda(gp, nullptr);
+      },
+      warmup, iters);
+  for (void* p : {static_cast<void*>(q_raw), static_cast<void*>(k_raw), static_cast<void*>(a), static_cast<void*>(b),
+                  static_cast<void*>(A_log), static_cast<void*>(dt_bias), static_cast<void*>(da),
+                  static_cast<void*>(db), static_cast<void*>(dA_log), static_cast<void*>(ddt_bias),
+                  static_cast<void*>(dq_raw), static_cast<void*>(dk_raw)})
+    BENCH_CUDA(cudaFree(p));
+  for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(d_o),
+                  static_cast<void*>(gd), static_cast<void*>(bd), static_cast<void*>(o), static_cast<void*>(dq),
+                  static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dg), static_cast<void*>(dbeta)})
+    BENCH_CUDA(cudaFree(p));
+  return r;
+}
+
+}  // namespace
+#endif  // DELTATRON_HAVE_CUDA
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_gdn: GDN chunk kernels (CUDA) vs ceilings and fla"};
+  std::string shapes = "16,1024,12,64;4,4096,16,128;1,32768,16,128";
+  std::string json_out, fla_json;
+  int iters = 30, warmup = 5;
+  app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
+  app.add_option("--iters", iters, "timed runs per measurement (median)");
+  app.add_option("--warmup", warmup, "untimed runs first");
+  app.add_option("--json", json_out, "write the results here");
+  app.add_option("--fla-json", fla_json, "fla_kernels.json from ../shared/peers/bench_fla_kernels.py, same device");
+  CLI11_PARSE(app, argc, argv);
+#ifndef DELTATRON_HAVE_CUDA
+  std::fprintf(stderr, "bench_gdn: built without the CUDA backend; nothing to time\n");
+  return 1;
+#else
+  try {
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+      std::fprintf(stderr, "bench_gdn: no CUDA device\n");
+      return 1;
+    }
+    cudaDeviceProp prop{};
+    BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+    nlohmann::json fla;
+    if (!fla_json.empty()) {
+      std::ifstream f(fla_json);
+      DT_CHECK(f.good(), "bench_gdn: cannot read --fla-json {}", fla_json);
+      fla = nlohmann::json::parse(f);
+    }
+    const double copy_gbs = measure_copy_gbs(warmup, iters);
+    const double gemm_tflops = measure_gemm_tflops(warmup, iters);
+    std::printf("device: %s\nceilings (this run): copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, copy_gbs,
+                gemm_tflops);
+    std::printf("%-22s %9s %9s %8s %8s %9s %9s %8s %8s %9s %9s\n", "shape", "fwd ms", "fla fwd", "ratio", "TFLOP/s",
+                "GB/s", "f+b ms", "fla f+b", "ratio", "TFLOP/s", "GB/s");
+    nlohmann::json out;
+    out["device"] = prop.name;
+    out["copy_GBps"] = copy_gbs;
+    out["gemm_bf16_TFLOPs"] = gemm_tflops;
+    out["note"] = "fwd, fwdbwd include gates and q/k l2norm (separate kernels); chunk 64; first (CUDA-core) kernels";
+    for (const Shape4& s : parse_shapes(shapes)) {
+      const Result r = bench_shape(s, warmup, iters);
+      const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
+      double fla_f = NAN, fla_fb = NAN;
+      if (fla.contains(s.key())) {
+        fla_f = fla[s.key()].value("fla_gdn_fwd_ms", NAN);
+        fla_fb = fla[s.key()].value("fla_gdn_fwdbwd_ms", NAN);
+      }
+      const double tf_f = ff / (r.fwd_ms * 1e-3) / 1e12, tf_fb = fb / (r.fwdbwd_ms * 1e-3) / 1e12;
+      const double gb_f = bytes_forward(s) / (r.fwd_ms * 1e-3) / 1e9, gb_fb = bytes_fwdbwd(s) / (r.fwdbwd_ms * 1e-3) / 1e9;
+      std::printf("%-22s %9.3f %9.3f %8.2f %8.1f %9.0f %9.3f %9.3f %8.2f %8.1f %9.0f\n", s.key().c_str(), r.fwd_ms,
+                  fla_f, r.fwd_ms / fla_f, tf_f, gb_f, r.fwdbwd_ms, fla_fb, r.fwdbwd_ms / fla_fb, tf_fb, gb_fb);
+      out["shapes"][s.key()] = {{"core_fwd_ms", r.core_fwd_ms},
+                                {"fwd_ms", r.fwd_ms},
+                                {"fwdbwd_ms", r.fwdbwd_ms},
+                                {"fla_fwd_ms", fla_f},
+                                {"fla_fwdbwd_ms", fla_fb},
+                                {"fwd_over_fla", r.fwd_ms / fla_f},
+                                {"fwdbwd_over_fla", r.fwdbwd_ms / fla_fb},
+                                {"fwd_TFLOPs", tf_f},
+                                {"fwdbwd_TFLOPs", tf_fb},
+                                {"fwd_GBps", gb_f},
+                                {"fwdbwd_GBps", gb_fb},
+                                {"fwd_frac_of_gemm", tf_f / gemm_tflops},
+                                {"fwd_frac_of_copy", gb_f / copy_gbs}};
+    }
+    std::printf("ratio = ours / fla (targets: <= 0.33 at B16_T1024_H12_D64, <= 0.5 at the others)\n");
+    if (!json_out.empty()) std::ofstream(json_out) << out.dump(1) << "\n";
+  } catch (const dt::Error& e) {
+    std::fprintf(stderr, "bench_gdn: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+#endif
+}

@@ -1,0 +1,64 @@
+// Device-side pieces shared by the GDN chunk kernels (kernels/cuda/gdn_chunk.cu): bf16 loads
+// and stores, the launch check, and the fp32 workspace layout.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/gdn_cuda.h"
+
+// Every launch and runtime call goes through this: it names the op, the file and the line.
+#define DT_GDN_CUDA_CHECK(call, what)                                                                      \
+  do {                                                                                                     \
+    cudaError_t err_ = (call);                                                                             \
+    DT_CHECK(err_ == cudaSuccess, "{}: CUDA error {} ({}) at {}:{}", what, static_cast<int>(err_),        \
+             cudaGetErrorString(err_), __FILE__, __LINE__);                                                \
+  } while (0)
+
+namespace dt {
+namespace gdn_cuda {
+
+// Tile sizes (STYLE 7). The first version is simple on purpose: one CTA of kThreads per
+// (batch, head, chunk) for the per-chunk parts, one CTA per (batch, head, kStateCols columns of
+// S) for the sequential state passes. bench/NOTES.md has the plan for the fast version.
+inline constexpr int kThreads = 256;
+inline constexpr int kMaxChunk = 64;
+inline constexpr int kMaxDim = 128;
+inline constexpr int kStateCols = 32;  // columns of S per state-pass CTA; dv % 32 == 0
+
+__device__ __forceinline__ float ld_bf16(const uint16_t* p) {
+  return __bfloat162float(__ushort_as_bfloat16(*p));
+}
+__device__ __forceinline__ void st_bf16(uint16_t* p, float x) {
+  *p = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+// Per-(batch, value head, chunk) fp32 workspace, each block sized for a full chunk C (rows past
+// the chunk's n are never read). `ch` = (b*Hv + h)*NC + c.
+struct Workspace {
+  int64_t C = 0, dk = 0, dv = 0, n_ch = 0;
+  // forward (prep kernel)
+  float *G = nullptr;   // [C]        cumsum of g within the chunk
+  float *W = nullptr;   // [C, dk]    T Kb
+  float *U = nullptr;   // [C, dv]    T Vb
+  float *M = nullptr;   // [C, C]     lower(Q K^T o Gam)
+  float *Tm = nullptr;  // [C, C]     (I + A)^-1
+  // backward
+  float *Sent = nullptr;  // [dk, dv] state entering the chunk
+  float *dSl = nullptr;   // [dk, dv] gradient of the state leaving the chunk
+  float *Vp = nullptr;    // [C, dv]  V' = U - W S
+  float *dVp = nullptr;   // [C, dv]
+  float *KK = nullptr, *dT = nullptr, *TdT = nullptr, *Z = nullptr, *Pp = nullptr, *dMG = nullptr,
+        *X = nullptr;                                   // [C, C]
+  float *dW = nullptr, *PQ = nullptr, *RK = nullptr, *dKb = nullptr;  // [C, dk]
+  float *dVb = nullptr;                                 // [C, dv]
+  float *dq_vh = nullptr, *dk_vh = nullptr;             // [B*T, Hv, dk] per value head
+
+  __device__ __host__ float* at(float* base, int64_t ch, int64_t per) const { return base + ch * per; }
+};
+
+}  // namespace gdn_cuda
+}  // namespace dt

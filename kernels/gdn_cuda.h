@@ -1,0 +1,132 @@
+// Host-side declarations of the Gated DeltaNet CUDA launchers (kernels/cuda/gdn_*.cu).
+// Compiled by g++ and nvcc alike: plain structs of pointers, sizes and strides (STYLE 6),
+// no CUDA types. kernels/ops_gdn.cpp checks the Tensors and fills these; the launchers
+// check sizes again (they may be called directly by benchmarks) and every launch is
+// followed by an error check.
+//
+// Dtypes on the GPU (DESIGN 5): q, k, v, o, d_o, dq, dk, dv are bf16 (passed as the raw
+// uint16_t bits); the gates g, beta, their gradients and every state are fp32.
+// Layout as on the CPU (kernels/ops.h, gdn section): row r = b*T + t of q starts at
+// q + r*ld_q and holds Hk packed heads of dk features; v, o, d_o hold Hv heads of dv;
+// g, beta are [B, T, Hv] contiguous; states are [B, Hv, dk, dv] contiguous.
+#pragma once
+
+#include <cstdint>
+
+namespace dt {
+
+struct GdnCudaDims {
+  int64_t B = 0, T = 0, Hk = 0, Hv = 0, dk = 0, dv = 0;
+  int chunk = 64;  // 1..64 (64 in training; smaller ones help debugging)
+};
+
+struct GdnCudaForwardParams {
+  GdnCudaDims dims;
+  const uint16_t* q = nullptr;  // bf16, l2-normalised and scaled by dk^-1/2
+  const uint16_t* k = nullptr;  // bf16, l2-normalised
+  const uint16_t* v = nullptr;  // bf16
+  int64_t ld_q = 0, ld_k = 0, ld_v = 0;
+  const float* g = nullptr;     // log decay, <= 0
+  const float* beta = nullptr;
+  const float* S0 = nullptr;    // null: zero initial state
+  uint16_t* o = nullptr;        // bf16
+  int64_t ld_o = 0;
+  float* S_out = nullptr;       // null: final state not wanted
+};
+
+struct GdnCudaBackwardParams {
+  GdnCudaDims dims;
+  const uint16_t* q = nullptr;
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  int64_t ld_q = 0, ld_k = 0, ld_v = 0;
+  const float* g = nullptr;
+  const float* beta = nullptr;
+  const float* S0 = nullptr;      // null: zero
+  const uint16_t* d_o = nullptr;  // bf16
+  int64_t ld_do = 0;
+  const float* dS_out = nullptr;  // null: zero
+  uint16_t* dq = nullptr;         // bf16, summed over the value heads of each key head
+  uint16_t* dk = nullptr;
+  uint16_t* dv = nullptr;
+  int64_t ld_dq = 0, ld_dk = 0, ld_dv = 0;
+  float* dg = nullptr;
+  float* dbeta = nullptr;
+  float* dS0 = nullptr;           // null: not wanted
+};
+
+// The chunked gated delta rule (GDN_MATH.md). Stream-ordered on `stream` (a cudaStream_t;
+// null = the legacy default stream). The workspace comes from cudaMallocAsync on the same
+// stream and is freed before return (stream-ordered). Deterministic: no atomics, every sum is
+// taken in a fixed order, so the same inputs give the same bits.
+void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream);
+void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream);
+
+// Bytes of device workspace the calls above allocate (for benchmarks and memory planning).
+int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d);
+int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d);
+
+}  // namespace dt
+
+namespace dt {
+
+// Per-head L2 norm (kernels/cpu/gdn_l2norm.h): y = scale * x / sqrt(sum_d x^2 + 1e-6), bf16 in and
+// out, fp32 math, one warp per (row, head); rows strided (x may be a slice of the conv output).
+// d in {64, 128}.
+struct GdnCudaL2NormParams {
+  int64_t rows = 0, H = 0, d = 0;
+  float scale = 1.f;
+  const uint16_t* x = nullptr;
+  int64_t ld_x = 0;
+  const uint16_t* dy = nullptr;  // backward only
+  int64_t ld_dy = 0;
+  uint16_t* y = nullptr;         // forward: y; backward: dx
+  int64_t ld_y = 0;
+};
+void gdn_l2norm_forward_cuda(const GdnCudaL2NormParams& p, void* stream);
+void gdn_l2norm_backward_cuda(const GdnCudaL2NormParams& p, void* stream);  // writes dx into p.y
+
+// Gates (kernels/cpu/gdn_gates.h), all fp32, [rows, H] contiguous; A_log, dt_bias [H]:
+//   g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b).
+// Backward writes da, db and ACCUMULATES dA_log, ddt_bias (a fixed-order sum over rows per head:
+// one CTA per head, no atomics).
+struct GdnCudaGatesParams {
+  int64_t rows = 0, H = 0;
+  const float *a = nullptr, *b = nullptr, *A_log = nullptr, *dt_bias = nullptr;
+  float *g = nullptr, *beta = nullptr;                            // forward outputs
+  const float *dg = nullptr, *dbeta = nullptr;                    // backward inputs
+  float *da = nullptr, *db = nullptr, *dA_log = nullptr, *ddt_bias = nullptr;  // backward outputs
+};
+void gdn_gates_forward_cuda(const GdnCudaGatesParams& p, void* stream);
+void gdn_gates_backward_cuda(const GdnCudaGatesParams& p, void* stream);
+
+}  // namespace dt
+
+namespace dt {
+
+// The recurrent form, token by token (kernels/cpu/gdn_delta_rule.h), for decoding (T = 1 with the
+// cache state in S0 / S_out, which may alias: each CTA reads its part of S0 before writing S_out)
+// and as a second GPU reference. Same parameters and layout as the chunked forward; chunk unused.
+//   S_t = e^{g_t} S_{t-1} + beta_t k_t (v_t - e^{g_t} S_{t-1}^T k_t)^T,   o_t = S_t^T q_t
+void gdn_recurrent_forward_cuda(const GdnCudaForwardParams& p, void* stream);
+
+}  // namespace dt
+
+namespace dt {
+
+// Causal depthwise conv1d + SiLU (kernels/cpu/gdn_conv.h): x, y, dy, dx bf16 [B, T, C] contiguous;
+// w fp32 [C, K] (conv1d.weight [C, 1, K]); dw fp32, ACCUMULATED in a fixed order (no atomics).
+//   y[b,t,c] = silu(sum_{i<K} w[c,i] x[b, t-K+1+i, c])
+struct GdnCudaConvParams {
+  int64_t B = 0, T = 0, C = 0, K = 0;
+  const uint16_t* x = nullptr;
+  const float* w = nullptr;
+  uint16_t* y = nullptr;          // forward
+  const uint16_t* dy = nullptr;   // backward
+  uint16_t* dx = nullptr;
+  float* dw = nullptr;
+};
+void gdn_conv_forward_cuda(const GdnCudaConvParams& p, void* stream);
+void gdn_conv_backward_cuda(const GdnCudaConvParams& p, void* stream);
+
+}  // namespace dt

@@ -1,0 +1,504 @@
+// The CUDA chunked gated delta rule (kernels/cuda/gdn_chunk.cu) against the CPU reference
+// (gdn_chunk_*_ref) run in double on the same bf16-rounded inputs. Every GPU output is poisoned
+// with NaN before each run; two runs must give identical bits. Skips when there is no GPU.
+//
+// Tolerances (relative RMS error, sqrt(sum (x - ref)^2 / sum ref^2)): o and S_out 5e-3;
+// dq, dk, dv, dS0 1e-2; dbeta, dg 2e-2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "kernels/fill.h"
+#include "kernels/ops.h"
+
+namespace dt {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                   \
+  do {                                                                       \
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present";  \
+  } while (0)
+
+// One device allocation, freed on scope exit.
+struct DevBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n) : bytes(n) { p = device_alloc(n > 0 ? n : 1, Device::kCUDA); }
+  ~DevBuf() { device_free(p, Device::kCUDA); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+struct Case {
+  int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64;
+  bool with_S0 = true, with_dS_out = true;
+  enum class Gates { kNormal, kNearZero, kVeryNegative, kBetaEdges } gates = Gates::kNormal;
+  bool strided = false;  // q, k, v as column slices of one [B, T, C] buffer
+  uint64_t seed = 1;
+
+  std::string name() const {
+    static const char* gate_names[] = {"normal", "g~0", "g<<0", "beta{0,1}"};
+    return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hk=" + std::to_string(Hk) +
+           " Hv=" + std::to_string(Hv) + " D=" + std::to_string(D) + " gates=" + gate_names[static_cast<int>(gates)] +
+           (with_S0 ? " S0" : "") + (with_dS_out ? " dS_out" : "") + (strided ? " strided" : "");
+  }
+};
+
+// Host inputs: q, k, v, d_o hold bf16-representable values (already rounded), stored as float.
+struct Inputs {
+  std::vector<float> q, k, v, g, beta, S0, d_o, dS_out;
+};
+
+Inputs make_inputs(const Case& c) {
+  std::mt19937_64 rng(c.seed);
+  std::normal_distribution<double> nd;
+  const int64_t rows = c.B * c.T, D = c.D;
+  Inputs in;
+  auto unit_rows = [&](std::vector<float>& x, double scale) {
+    x.resize(rows * c.Hk * D);
+    for (int64_t r = 0; r < rows * c.Hk; ++r) {
+      double ss = 0;
+      std::vector<double> t(D);
+      for (auto& e : t) e = nd(rng), ss += e * e;
+      for (int64_t i = 0; i < D; ++i) x[r * D + i] = round_bf16(static_cast<float>(scale * t[i] / std::sqrt(ss + 1e-6)));
+    }
+  };
+  unit_rows(in.q, 1.0 / std::sqrt(static_cast<double>(D)));
+  unit_rows(in.k, 1.0);
+  in.v.resize(rows * c.Hv * D);
+  for (auto& e : in.v) e = round_bf16(static_cast<float>(nd(rng)));
+  in.d_o.resize(rows * c.Hv * D);
+  for (auto& e : in.d_o) e = round_bf16(static_cast<float>(nd(rng)));
+  in.g.resize(rows * c.Hv), in.beta.resize(rows * c.Hv);
+  for (int64_t i = 0; i < rows * c.Hv; ++i) {
+    const double a = nd(rng), b = nd(rng);
+    double g = -std::log1p(std::exp(-a));  // logsigmoid(a), in (-inf, 0)
+    double beta = 1 / (1 + std::exp(-b));
+    switch (c.gates) {
+      case Case::Gates::kNormal: break;
+      case Case::Gates::kNearZero: g = -1e-7 * std::fabs(a); break;
+      case Case::Gates::kVeryNegative: g = (i % 3 == 0) ? -80.0 - 20 * std::fabs(a) : g; break;
+      case Case::Gates::kBetaEdges: beta = (i % 2 == 0) ? 0.0 : 1.0; break;
+    }
+    in.g[i] = static_cast<float>(g), in.beta[i] = static_cast<float>(beta);
+  }
+  const int64_t ns = c.B * c.Hv * D * D;
+  if (c.with_S0) {
+    in.S0.resize(ns);
+    for (auto& e : in.S0) e = static_cast<float>(0.3 * nd(rng));
+  }
+  if (c.with_dS_out) {
+    in.dS_out.resize(ns);
+    for (auto& e : in.dS_out) e = static_cast<float>(0.3 * nd(rng));
+  }
+  return in;
+}
+
+std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+Tensor host_f64(std::vector<double>& x, Shape s) {
+  return x.empty() ? Tensor() : Tensor(x.data(), DType::kF64, Device::kCPU, s);
+}
+
+// The double reference: outputs o, S_out, and the gradients.
+struct Reference {
+  std::vector<double> o, S_out, dq, dk, dv, dg, dbeta, dS0;
+};
+
+Reference run_reference(const Case& c, const Inputs& in) {
+  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D;
+  std::vector<double> q = to_double(in.q), k = to_double(in.k), v = to_double(in.v), g = to_double(in.g),
+                      beta = to_double(in.beta), S0 = to_double(in.S0), d_o = to_double(in.d_o),
+                      dS_out = to_double(in.dS_out);
+  Reference r;
+  r.o.resize(B * T * Hv * D), r.S_out.resize(B * Hv * D * D);
+  r.dq.resize(B * T * Hk * D), r.dk.resize(B * T * Hk * D), r.dv.resize(B * T * Hv * D);
+  r.dg.resize(B * T * Hv), r.dbeta.resize(B * T * Hv), r.dS0.resize(B * Hv * D * D);
+  const Shape qs{B, T, Hk, D}, vs{B, T, Hv, D}, gs{B, T, Hv}, ss{B, Hv, D, D};
+  Context cpu;
+  gdn_chunk_forward(cpu, host_f64(r.o, vs), host_f64(r.S_out, ss), host_f64(q, qs), host_f64(k, qs),
+                    host_f64(v, vs), host_f64(g, gs), host_f64(beta, gs), host_f64(S0, ss), 64);
+  gdn_chunk_backward(cpu, host_f64(r.dq, qs), host_f64(r.dk, qs), host_f64(r.dv, vs), host_f64(r.dg, gs),
+                     host_f64(r.dbeta, gs), host_f64(r.dS0, ss), host_f64(d_o, vs), host_f64(dS_out, ss),
+                     host_f64(q, qs), host_f64(k, qs), host_f64(v, vs), host_f64(g, gs), host_f64(beta, gs),
+                     host_f64(S0, ss), 64);
+  return r;
+}
+
+// Device copies of the inputs and the output buffers, and one run of the CUDA op.
+struct GpuRun {
+  std::vector<float> o, S_out, dq, dk, dv, dg, dbeta, dS0;  // results, back on the host
+  std::vector<uint16_t> o_bits, dq_bits, dk_bits, dv_bits;   // for the bitwise determinism check
+  std::vector<float> dg_raw, dbeta_raw, S_out_raw, dS0_raw;
+};
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> b(x.size());
+  for (size_t i = 0; i < x.size(); ++i) b[i] = f32_to_bf16(x[i]);
+  return b;
+}
+std::vector<float> from_bf16(const std::vector<uint16_t>& b) {
+  std::vector<float> x(b.size());
+  for (size_t i = 0; i < b.size(); ++i) x[i] = bf16_to_f32(b[i]);
+  return x;
+}
+
+template <class T>
+void upload(DevBuf& d, const std::vector<T>& h) {
+  device_copy(d.p, Device::kCUDA, h.data(), Device::kCPU, h.size() * sizeof(T));
+}
+template <class T>
+std::vector<T> download(const DevBuf& d, size_t n) {
+  std::vector<T> h(n);
+  device_copy(h.data(), Device::kCPU, d.p, Device::kCUDA, n * sizeof(T));
+  return h;
+}
+
+GpuRun run_gpu(const Case& c, const Inputs& in) {
+  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, rows = B * T;
+  const Shape qs{B, T, Hk, D}, vs{B, T, Hv, D}, gs{B, T, Hv}, ss{B, Hv, D, D};
+  const size_t nq = rows * Hk * D, nv = rows * Hv * D, ng = rows * Hv, ns = B * Hv * D * D;
+  Context ctx;
+  ctx.device = Device::kCUDA;
+  // q, k, v: either three contiguous buffers, or column slices of one [B, T, 2*Hk*D + Hv*D] buffer
+  // (with two spare columns, so that the row stride is not the row width).
+  const int64_t width = 2 * Hk * D + Hv * D + 2;
+  DevBuf qkv(rows * width * 2), qd(nq * 2), kd(nq * 2), vd(nv * 2);
+  Tensor q, k, v;
+  if (c.strided) {
+    std::vector<uint16_t> h(rows * width, f32_to_bf16(std::numeric_limits<float>::quiet_NaN()));
+    auto qb = to_bf16(in.q), kb = to_bf16(in.k), vb = to_bf16(in.v);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(&h[r * width], &qb[r * Hk * D], Hk * D * 2);
+      std::memcpy(&h[r * width + Hk * D], &kb[r * Hk * D], Hk * D * 2);
+      std::memcpy(&h[r * width + 2 * Hk * D], &vb[r * Hv * D], Hv * D * 2);
+    }
+    upload(qkv, h);
+    Tensor buf(qkv.p, DType::kBF16, Device::kCUDA, Shape{B, T, width});
+    q = gdn_head_view(buf, 0, Hk, D), k = gdn_head_view(buf, Hk * D, Hk, D), v = gdn_head_view(buf, 2 * Hk * D, Hv, D);
+  } else {
+    upload(qd, to_bf16(in.q)), upload(kd, to_bf16(in.k)), upload(vd, to_bf16(in.v));
+    q = Tensor(qd.p, DType::kBF16, Device::kCUDA, qs), k = Tensor(kd.p, DType::kBF16, Device::kCUDA, qs);
+    v = Tensor(vd.p, DType::kBF16, Device::kCUDA, vs);
+  }
+  DevBuf gd(ng * 4), bd(ng * 4), S0d(ns * 4), dod(nv * 2), dSd(ns * 4);
+  upload(gd, in.g), upload(bd, in.beta), upload(dod, to_bf16(in.d_o));
+  if (c.with_S0) upload(S0d, in.S0);
+  if (c.with_dS_out) upload(dSd, in.dS_out);
+  Tensor g(gd.p, DType::kF32, Device::kCUDA, gs), beta(bd.p, DType::kF32, Device::kCUDA, gs);
+  Tensor S0 = c.with_S0 ? Tensor(S0d.p, DType::kF32, Device::kCUDA, ss) : Tensor();
+  Tensor d_o(dod.p, DType::kBF16, Device::kCUDA, vs);
+  Tensor dS_out = c.with_dS_out ? Tensor(dSd.p, DType::kF32, Device::kCUDA, ss) : Tensor();
+
+  DevBuf od(nv * 2), Soutd(ns * 4), dqd(nq * 2), dkd(nq * 2), dvd(nv * 2), dgd(ng * 4), dbd(ng * 4), dS0d(ns * 4);
+  Tensor o(od.p, DType::kBF16, Device::kCUDA, vs), S_out(Soutd.p, DType::kF32, Device::kCUDA, ss);
+  Tensor dq(dqd.p, DType::kBF16, Device::kCUDA, qs), dk(dkd.p, DType::kBF16, Device::kCUDA, qs);
+  Tensor dv(dvd.p, DType::kBF16, Device::kCUDA, vs);
+  Tensor dg(dgd.p, DType::kF32, Device::kCUDA, gs), dbeta(dbd.p, DType::kF32, Device::kCUDA, gs);
+  Tensor dS0(dS0d.p, DType::kF32, Device::kCUDA, ss);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const Tensor* t : {&o, &S_out, &dq, &dk, &dv, &dg, &dbeta, &dS0}) fill_cuda(*t, nan, ctx.stream);
+
+  gdn_chunk_forward(ctx, o, S_out, q, k, v, g, beta, S0, 64);
+  gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64);
+
+  GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
+  r.o_bits = download<uint16_t>(od, nv), r.dq_bits = download<uint16_t>(dqd, nq);
+  r.dk_bits = download<uint16_t>(dkd, nq), r.dv_bits = download<uint16_t>(dvd, nv);
+  r.o = from_bf16(r.o_bits), r.dq = from_bf16(r.dq_bits), r.dk = from_bf16(r.dk_bits), r.dv = from_bf16(r.dv_bits);
+  r.S_out = download<float>(Soutd, ns), r.dS0 = download<float>(dS0d, ns);
+  r.dg = download<float>(dgd, ng), r.dbeta = download<float>(dbd, ng);
+  return r;
+}
+
+// Relative RMS error, and where the largest absolute error is (for the message).
+struct Err {
+  double rel_rms = 0;
+  int64_t nan_count = 0, worst = -1;
+  double worst_got = 0, worst_want = 0;
+};
+
+Err compare(const std::vector<float>& got, const std::vector<double>& want) {
+  Err e;
+  double num = 0, den = 0, worst_abs = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++e.nan_count;
+      continue;
+    }
+    const double d = got[i] - want[i];
+    num += d * d, den += want[i] * want[i];
+    if (std::fabs(d) > worst_abs) worst_abs = std::fabs(d), e.worst = static_cast<int64_t>(i), e.worst_got = got[i],
+                                  e.worst_want = want[i];
+  }
+  e.rel_rms = std::sqrt(num / std::max(den, 1e-300));
+  return e;
+}
+
+void expect_close(const char* tensor, const Case& c, const std::vector<float>& got, const std::vector<double>& want,
+                  double tol) {
+  ASSERT_EQ(got.size(), want.size()) << tensor;
+  const Err e = compare(got, want);
+  EXPECT_EQ(e.nan_count, 0) << tensor << " [" << c.name() << "]: " << e.nan_count << " of " << got.size()
+                            << " elements are NaN/inf (unwritten, poisoned, or overflowed)";
+  EXPECT_LE(e.rel_rms, tol) << tensor << " [" << c.name() << "]: relative RMS error " << e.rel_rms << " > " << tol
+                            << "; largest error at flat index " << e.worst << ": got " << e.worst_got << ", want "
+                            << e.worst_want;
+}
+
+void check_case(const Case& c) {
+  SCOPED_TRACE(c.name());
+  const Inputs in = make_inputs(c);
+  const Reference ref = run_reference(c, in);
+  const GpuRun a = run_gpu(c, in);
+  expect_close("o", c, a.o, ref.o, 5e-3);
+  expect_close("S_out", c, a.S_out, ref.S_out, 5e-3);
+  expect_close("dq", c, a.dq, ref.dq, 1e-2);
+  expect_close("dk", c, a.dk, ref.dk, 1e-2);
+  expect_close("dv", c, a.dv, ref.dv, 1e-2);
+  expect_close("dg", c, a.dg, ref.dg, 2e-2);
+  expect_close("dbeta", c, a.dbeta, ref.dbeta, 2e-2);
+  if (c.with_S0) expect_close("dS0", c, a.dS0, ref.dS0, 1e-2);
+  else expect_close("dS0 (zero S0)", c, a.dS0, ref.dS0, 1e-2);
+  // Determinism: a second run gives the same bits.
+  const GpuRun b = run_gpu(c, in);
+  EXPECT_EQ(a.o_bits, b.o_bits) << "o differs between two runs [" << c.name() << "]";
+  EXPECT_EQ(a.dq_bits, b.dq_bits) << "dq differs between two runs [" << c.name() << "]";
+  EXPECT_EQ(a.dk_bits, b.dk_bits) << "dk differs between two runs [" << c.name() << "]";
+  EXPECT_EQ(a.dv_bits, b.dv_bits) << "dv differs between two runs [" << c.name() << "]";
+  EXPECT_EQ(0, std::memcmp(a.dg.data(), b.dg.data(), a.dg.size() * 4)) << "dg differs between two runs";
+  EXPECT_EQ(0, std::memcmp(a.dbeta.data(), b.dbeta.data(), a.dbeta.size() * 4)) << "dbeta differs between two runs";
+  EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4)) << "S_out differs between two runs";
+  EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4)) << "dS0 differs between two runs";
+}
+
+class GdnCudaLengths : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(GdnCudaLengths, ChunkForwardBackwardMatchReferenceD64) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.T = GetParam(), c.B = 2, c.Hk = 1, c.Hv = 2, c.D = 64, c.seed = 100 + c.T;
+  check_case(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllT, GdnCudaLengths, ::testing::Values(1, 15, 63, 64, 65, 300, 1024, 4096));
+
+TEST(GdnCuda, HeadDim128) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t T : {1, 65, 300}) {
+    Case c;
+    c.T = T, c.B = 1, c.Hk = 2, c.Hv = 2, c.D = 128, c.seed = 7 + T;
+    check_case(c);
+  }
+}
+
+TEST(GdnCuda, NoInitialStateNoFinalStateGradient) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.T = 130, c.B = 1, c.Hk = 2, c.Hv = 4, c.with_S0 = false, c.with_dS_out = false, c.seed = 3;
+  check_case(c);
+}
+
+TEST(GdnCuda, StridedRowsFromOneConvBuffer) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.T = 65, c.B = 2, c.Hk = 1, c.Hv = 2, c.strided = true, c.seed = 11;
+  check_case(c);
+}
+
+TEST(GdnCuda, EdgeGates) {
+  SKIP_WITHOUT_GPU();
+  for (auto gates : {Case::Gates::kNearZero, Case::Gates::kVeryNegative, Case::Gates::kBetaEdges}) {
+    Case c;
+    c.T = 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.gates = gates, c.seed = 21 + static_cast<int>(gates);
+    check_case(c);
+  }
+}
+
+TEST(GdnCuda, RejectsWrongDtypeAndDevice) {
+  SKIP_WITHOUT_GPU();
+  Context ctx;
+  ctx.device = Device::kCUDA;
+  const Shape qs{1, 8, 1, 64}, gs{1, 8, 1};
+  DevBuf a(8 * 64 * 4), b(8 * 64 * 4), gb(8 * 4);
+  Tensor q32(a.p, DType::kF32, Device::kCUDA, qs);  // f32 activations: the CUDA path takes bf16
+  Tensor q(b.p, DType::kBF16, Device::kCUDA, qs), g(gb.p, DType::kF32, Device::kCUDA, gs);
+  try {
+    gdn_chunk_forward(ctx, q, Tensor(), q32, q, q, g, g, Tensor(), 64);
+    FAIL() << "f32 q accepted on the CUDA path";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q is f32"), std::string::npos) << e.what();
+  }
+  std::vector<float> host(8);
+  Tensor g_cpu(host.data(), DType::kF32, Device::kCPU, gs);
+  EXPECT_THROW(gdn_chunk_forward(ctx, q, Tensor(), q, q, q, g_cpu, g, Tensor(), 64), Error);
+  EXPECT_THROW(gdn_chunk_forward(ctx, q, Tensor(), q, q, q, g, g, Tensor(), 65), Error);  // chunk > 64
+}
+
+// ---- pointwise ops: l2norm (bf16) and gates (fp32) ----
+
+TEST(GdnCudaL2Norm, ForwardBackwardMatchReferenceOnStridedRows) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t d : {64, 128}) {
+    const int64_t B = 2, T = 37, H = 3, rows = B * T, width = 2 * H * d + 4;  // x: columns [d, d + H*d)
+    const double scale = 1 / std::sqrt(static_cast<double>(d));
+    std::mt19937_64 rng(5 + d);
+    std::normal_distribution<double> nd;
+    std::vector<uint16_t> xb(rows * width), dyb(rows * H * d);
+    for (auto& e : xb) e = f32_to_bf16(static_cast<float>(2 * nd(rng)));
+    for (auto& e : dyb) e = f32_to_bf16(static_cast<float>(nd(rng)));
+    // double reference on the same bf16 values
+    std::vector<double> x(rows * H * d), dy(rows * H * d), y_ref(rows * H * d), dx_ref(rows * H * d);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < H * d; ++i) x[r * H * d + i] = bf16_to_f32(xb[r * width + d + i]);
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = bf16_to_f32(dyb[i]);
+    Context cpu;
+    const Shape s{B, T, H, d};
+    gdn_l2norm_forward(cpu, host_f64(y_ref, s), host_f64(x, s), scale);
+    gdn_l2norm_backward(cpu, host_f64(dx_ref, s), host_f64(dy, s), host_f64(x, s), scale);
+
+    Context ctx;
+    ctx.device = Device::kCUDA;
+    DevBuf xd(xb.size() * 2), dyd(dyb.size() * 2), yd(dyb.size() * 2), dxd(dyb.size() * 2);
+    upload(xd, xb), upload(dyd, dyb);
+    Tensor xt = gdn_head_view(Tensor(xd.p, DType::kBF16, Device::kCUDA, Shape{B, T, width}), d, H, d);
+    Tensor yt(yd.p, DType::kBF16, Device::kCUDA, s), dyt(dyd.p, DType::kBF16, Device::kCUDA, s);
+    Tensor dxt(dxd.p, DType::kBF16, Device::kCUDA, s);
+    fill_cuda(yt, std::numeric_limits<double>::quiet_NaN(), nullptr);
+    fill_cuda(dxt, std::numeric_limits<double>::quiet_NaN(), nullptr);
+    gdn_l2norm_forward(ctx, yt, xt, scale);
+    gdn_l2norm_backward(ctx, dxt, dyt, xt, scale);
+    Case c;  // for the messages only
+    c.D = d, c.T = T, c.B = B;
+    expect_close("l2norm y", c, from_bf16(download<uint16_t>(yd, dyb.size())), y_ref, 5e-3);
+    expect_close("l2norm dx", c, from_bf16(download<uint16_t>(dxd, dyb.size())), dx_ref, 1e-2);
+  }
+}
+
+TEST(GdnCudaGates, ForwardBackwardMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const int64_t B = 3, T = 101, H = 4, n = B * T * H;
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> nd;
+  std::vector<float> a(n), b(n), dg(n), dbeta(n), A_log(H), dt_bias(H), dA_log0(H, 0.5f), ddt0(H, -0.25f);
+  for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(3 * nd(rng)), b[i] = static_cast<float>(3 * nd(rng)),
+                                  dg[i] = static_cast<float>(nd(rng)), dbeta[i] = static_cast<float>(nd(rng));
+  a[0] = 40.f, a[1] = -40.f, b[2] = 60.f, b[3] = -60.f;  // saturated softplus and sigmoid
+  for (int64_t h = 0; h < H; ++h) A_log[h] = static_cast<float>(0.5 * nd(rng)), dt_bias[h] = static_cast<float>(nd(rng));
+  std::vector<double> ad = to_double(a), bd = to_double(b), dgd = to_double(dg), dbd = to_double(dbeta),
+                      Ad = to_double(A_log), dtd = to_double(dt_bias), g_ref(n), beta_ref(n), da_ref(n), db_ref(n),
+                      dA_ref = to_double(dA_log0), ddt_ref = to_double(ddt0);
+  const Shape s{B, T, H}, hs{H};
+  Context cpu;
+  gdn_gates_forward(cpu, host_f64(g_ref, s), host_f64(beta_ref, s), host_f64(ad, s), host_f64(bd, s),
+                    host_f64(Ad, hs), host_f64(dtd, hs));
+  gdn_gates_backward(cpu, host_f64(da_ref, s), host_f64(db_ref, s), host_f64(dA_ref, hs), host_f64(ddt_ref, hs),
+                     host_f64(dgd, s), host_f64(dbd, s), host_f64(ad, s), host_f64(bd, s), host_f64(Ad, hs),
+                     host_f64(dtd, hs));
+
+  Context ctx;
+  ctx.device = Device::kCUDA;
+  auto dev = [&](const std::vector<float>& h) {
+    auto p = std::make_unique<DevBuf>(h.size() * 4);
+    upload(*p, h);
+    return p;
+  };
+  auto A = dev(a), Bb = dev(b), DG = dev(dg), DB = dev(dbeta), AL = dev(A_log), DT = dev(dt_bias), DAL = dev(dA_log0),
+       DDT = dev(ddt0);
+  DevBuf G(n * 4), BE(n * 4), DA(n * 4), DBo(n * 4);
+  auto t = [&](void* p, const Shape& sh) { return Tensor(p, DType::kF32, Device::kCUDA, sh); };
+  for (void* p : {G.p, BE.p, DA.p, DBo.p}) fill_cuda(t(p, s), std::numeric_limits<double>::quiet_NaN(), nullptr);
+  gdn_gates_forward(ctx, t(G.p, s), t(BE.p, s), t(A->p, s), t(Bb->p, s), t(AL->p, hs), t(DT->p, hs));
+  gdn_gates_backward(ctx, t(DA.p, s), t(DBo.p, s), t(DAL->p, hs), t(DDT->p, hs), t(DG->p, s), t(DB->p, s), t(A->p, s),
+                     t(Bb->p, s), t(AL->p, hs), t(DT->p, hs));
+  Case c;  // for the messages only
+  c.B = B, c.T = T, c.Hv = H;
+  expect_close("gates g", c, download<float>(G, n), g_ref, 1e-5);
+  expect_close("gates beta", c, download<float>(BE, n), beta_ref, 1e-5);
+  expect_close("gates da", c, download<float>(DA, n), da_ref, 1e-5);
+  expect_close("gates db", c, download<float>(DBo, n), db_ref, 1e-5);
+  expect_close("gates dA_log (accumulated onto 0.5)", c, download<float>(*DAL, H), dA_ref, 1e-4);
+  expect_close("gates ddt_bias (accumulated onto -0.25)", c, download<float>(*DDT, H), ddt_ref, 1e-4);
+}
+
+// ---- the recurrent form (decode step) ----
+
+TEST(GdnCudaRecurrent, MatchesReferenceAndDecodesInPlace) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t D : {64, 128})
+    for (int64_t T : {1, 7, 130}) {
+      Case c;
+      c.B = 2, c.T = T, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 300 + T + D;
+      SCOPED_TRACE(c.name());
+      const Inputs in = make_inputs(c);
+      const int64_t B = c.B, Hk = c.Hk, Hv = c.Hv, rows = B * T;
+      const Shape qs{B, T, Hk, D}, vs{B, T, Hv, D}, gs{B, T, Hv}, ss{B, Hv, D, D};
+      std::vector<double> q = to_double(in.q), k = to_double(in.k), v = to_double(in.v), g = to_double(in.g),
+                          beta = to_double(in.beta), S0 = to_double(in.S0), o_ref(rows * Hv * D), S_ref(B * Hv * D * D);
+      Context cpu;
+      gdn_recurrent_forward(cpu, host_f64(o_ref, vs), host_f64(S_ref, ss), host_f64(q, qs), host_f64(k, qs),
+                            host_f64(v, vs), host_f64(g, gs), host_f64(beta, gs), host_f64(S0, ss));
+      Context ctx;
+      ctx.device = Device::kCUDA;
+      DevBuf qd(q.size() * 2), kd(k.size() * 2), vd(v.size() * 2), gd(g.size() * 4), bd(g.size() * 4),
+          Sd(S0.size() * 4), od(o_ref.size() * 2);
+      upload(qd, to_bf16(in.q)), upload(kd, to_bf16(in.k)), upload(vd, to_bf16(in.v));
+      upload(gd, in.g), upload(bd, in.beta), upload(Sd, in.S0);
+      Tensor o(od.p, DType::kBF16, Device::kCUDA, vs), S(Sd.p, DType::kF32, Device::kCUDA, ss);
+      fill_cuda(o, std::numeric_limits<double>::quiet_NaN(), nullptr);
+      // S0 and S_out are the same buffer: the decode cache updated in place.
+      gdn_recurrent_forward(ctx, o, S, Tensor(qd.p, DType::kBF16, Device::kCUDA, qs),
+                            Tensor(kd.p, DType::kBF16, Device::kCUDA, qs), Tensor(vd.p, DType::kBF16, Device::kCUDA, vs),
+                            Tensor(gd.p, DType::kF32, Device::kCUDA, gs), Tensor(bd.p, DType::kF32, Device::kCUDA, gs), S);
+      expect_close("recurrent o", c, from_bf16(download<uint16_t>(od, o_ref.size())), o_ref, 5e-3);
+      expect_close("recurrent S_out (in place)", c, download<float>(Sd, S_ref.size()), S_ref, 5e-3);
+    }
+}
+
+// ---- causal depthwise conv + SiLU ----
+
+TEST(GdnCudaConv, ForwardBackwardMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const int64_t B = 2, T = 37, C = 40, K = 4, n = B * T * C;
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> nd;
+  std::vector<uint16_t> xb(n), dyb(n);
+  for (auto& e : xb) e = f32_to_bf16(static_cast<float>(nd(rng)));
+  for (auto& e : dyb) e = f32_to_bf16(static_cast<float>(nd(rng)));
+  std::vector<float> w(C * K), dw0(C * K, 0.1f);
+  for (auto& e : w) e = static_cast<float>(0.5 * nd(rng));
+  std::vector<double> x(n), dy(n), y_ref(n), dx_ref(n), wd = to_double(w), dw_ref = to_double(dw0);
+  for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(xb[i]), dy[i] = bf16_to_f32(dyb[i]);
+  const Shape s{B, T, C}, ws{C, 1, K};
+  Context cpu;
+  gdn_conv_forward(cpu, host_f64(y_ref, s), host_f64(x, s), host_f64(wd, ws));
+  gdn_conv_backward(cpu, host_f64(dx_ref, s), host_f64(dw_ref, ws), host_f64(dy, s), host_f64(x, s), host_f64(wd, ws));
+
+  Context ctx;
+  ctx.device = Device::kCUDA;
+  DevBuf xd(n * 2), dyd(n * 2), yd(n * 2), dxd(n * 2), wdv(C * K * 4), dwd(C * K * 4);
+  upload(xd, xb), upload(dyd, dyb), upload(wdv, w), upload(dwd, dw0);
+  Tensor xt(xd.p, DType::kBF16, Device::kCUDA, s), yt(yd.p, DType::kBF16, Device::kCUDA, s);
+  Tensor dyt(dyd.p, DType::kBF16, Device::kCUDA, s), dxt(dxd.p, DType::kBF16, Device::kCUDA, s);
+  Tensor wt(wdv.p, DType::kF32, Device::kCUDA, ws), dwt(dwd.p, DType::kF32, Device::kCUDA, ws);
+  fill_cuda(yt, std::numeric_limits<double>::quiet_NaN(), nullptr);
+  fill_cuda(dxt, std::numeric_limits<double>::quiet_NaN(), nullptr);
+  gdn_conv_forward(ctx, yt, xt, wt);
+  gdn_conv_backward(ctx, dxt, dwt, dyt, xt, wt);
+  Case c;  // for the messages only
+  c.B = B, c.T = T;
+  expect_close("conv y", c, from_bf16(download<uint16_t>(yd, n)), y_ref, 5e-3);
+  expect_close("conv dx", c, from_bf16(download<uint16_t>(dxd, n)), dx_ref, 1e-2);
+  expect_close("conv dw (accumulated onto 0.1)", c, download<float>(dwd, C * K), dw_ref, 1e-4);
+}
+
+}  // namespace
+}  // namespace dt
