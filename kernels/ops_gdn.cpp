@@ -86,13 +86,12 @@ Shape v_shape(const GdnDims& d) { return {d.B, d.T, d.Hv, d.dv}; }
 Shape gate_shape(const GdnDims& d) { return {d.B, d.T, d.Hv}; }
 Shape state_shape(const GdnDims& d) { return {d.B, d.Hv, d.dk, d.dv}; }
 
-template <class T>
-GdnForwardArgs<T> forward_args(const char* op, const Tensor& o, const Tensor& S_out, const Tensor& q,
-                               const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                               const Tensor& S0) {
+// The inputs shared by the forward and backward argument structs: q, k, v, g, beta, S0.
+template <class T, class Args>
+void fill_inputs(Args& a, const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                 const Tensor& beta, const Tensor& S0) {
   GdnDims d = delta_dims(q, v, op);
   DType t = q.dtype;
-  GdnForwardArgs<T> a;
   a.dims = d;
   a.q = rows_of<const T>(q, t, qk_shape(d), op, "q");
   a.k = rows_of<const T>(k, t, qk_shape(d), op, "k");
@@ -103,6 +102,16 @@ GdnForwardArgs<T> forward_args(const char* op, const Tensor& o, const Tensor& S_
   a.beta = beta.ptr<T>();
   if (S0.defined()) check_contiguous(S0, t, state_shape(d), op, "S0");
   a.S0 = ptr_or_null<T>(S0);
+}
+
+template <class T>
+GdnForwardArgs<T> forward_args(const char* op, const Tensor& o, const Tensor& S_out, const Tensor& q,
+                               const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                               const Tensor& S0) {
+  GdnForwardArgs<T> a;
+  fill_inputs<T>(a, op, q, k, v, g, beta, S0);
+  const GdnDims& d = a.dims;
+  DType t = q.dtype;
   a.o = rows_of<T>(o, t, v_shape(d), op, "o");
   if (S_out.defined()) check_contiguous(S_out, t, state_shape(d), op, "S_out");
   a.S_out = ptr_or_null<T>(S_out);
@@ -114,19 +123,10 @@ GdnBackwardArgs<T> backward_args(const char* op, const Tensor& dq, const Tensor&
                                  const Tensor& dg, const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o,
                                  const Tensor& dS_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& g, const Tensor& beta, const Tensor& S0) {
-  GdnDims d = delta_dims(q, v, op);
-  DType t = q.dtype;
   GdnBackwardArgs<T> a;
-  a.dims = d;
-  a.q = rows_of<const T>(q, t, qk_shape(d), op, "q");
-  a.k = rows_of<const T>(k, t, qk_shape(d), op, "k");
-  a.v = rows_of<const T>(v, t, v_shape(d), op, "v");
-  check_contiguous(g, t, gate_shape(d), op, "g");
-  check_contiguous(beta, t, gate_shape(d), op, "beta");
-  a.g = g.ptr<T>();
-  a.beta = beta.ptr<T>();
-  if (S0.defined()) check_contiguous(S0, t, state_shape(d), op, "S0");
-  a.S0 = ptr_or_null<T>(S0);
+  fill_inputs<T>(a, op, q, k, v, g, beta, S0);
+  const GdnDims& d = a.dims;
+  DType t = q.dtype;
   a.d_o = rows_of<const T>(d_o, t, v_shape(d), op, "d_o");
   if (dS_out.defined()) check_contiguous(dS_out, t, state_shape(d), op, "dS_out");
   a.dS_out = ptr_or_null<T>(dS_out);
