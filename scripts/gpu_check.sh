@@ -3,8 +3,8 @@
 # and bench_gdn, run `ctest -L gpu`, run bench_gdn and fla's peer benchmark in the same call, and
 # copy logs and JSON to $OUT.
 #
-# UNTESTED ON THE DEVICE: written in a session without device time. Expect to fix small things
-# on its first run (paths of the unpacked .debs, pip flags).
+# Run on the H200 on 2026-11-29 up to the fla peer benchmark (the device time ran out there): the
+# .debs unpacking, configure, build and `ctest -L gpu` (17/17) worked; bench_gdn is not yet run there.
 #
 # Before: scripts/fetch_device_debs.sh here (fills .debs/ and .whl/, both ignored by git).
 # Then:   run(carry=[".debs", ".whl"], command="bash scripts/gpu_check.sh", timeout_s=600)
