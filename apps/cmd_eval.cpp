@@ -20,6 +20,7 @@ struct EvalArgs {
   long long batches = 0;
   int threads = 0;
   bool json = false;
+  std::string device = "auto";
 };
 
 }  // namespace
@@ -36,6 +37,8 @@ void add_eval_command(CLI::App& app) {
   CLI::Option* batches = cmd->add_option("--batches", args->batches,
                   "Batches to evaluate (default: the config's train.eval_batches; at most one pass over the data)");
   cmd->add_option("--threads", args->threads, "OpenBLAS threads (default: the config's run.threads; 0: all cores)");
+  cmd->add_option("--device", args->device, "auto (the GPU when there is one), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_flag("--json", args->json, "Print the result as one JSON object on stdout");
   cmd->callback([args, batches] {
     DT_CHECK(!args->checkpoint.empty(), "eval needs --checkpoint FILE, e.g. --checkpoint "
@@ -47,8 +50,10 @@ void add_eval_command(CLI::App& app) {
     options.data = args->data;
     options.batches = args->batches;
     options.threads = args->threads;
+    options.device = args->device;
     CheckpointEval r = evaluate_checkpoint(args->checkpoint, options);
     if (!r.note.empty()) std::fprintf(stderr, "note: %s\n", r.note.c_str());
+    std::fprintf(stderr, "%s\n", r.device.c_str());
     if (args->json) {
       nlohmann::ordered_json j = {{"checkpoint", r.checkpoint}, {"step", r.step},       {"val_loss", r.val_loss},
                                   {"data", r.data},             {"batches", r.batches}, {"batch_size", r.batch_size},

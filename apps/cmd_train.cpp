@@ -22,6 +22,7 @@ struct TrainArgs {
   std::string resume_from;
   bool overwrite = false;
   bool print_config = false;
+  std::string device;
 };
 
 // The config of a `--resume` given without --config: the one stored in the checkpoint, with --set applied.
@@ -55,12 +56,15 @@ void add_train_command(CLI::App& app) {
                                         "Continue from the newest checkpoint in the run directory, or from FILE")
                             ->expected(0, 1)
                             ->type_name("[FILE]");
+  cmd->add_option("--device", args->device, "auto (the GPU when there is one), cpu or cuda; sets run.device")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_flag("--overwrite", args->overwrite,
                 "Replace an earlier run in the run directory (its metrics; its checkpoints are deleted)");
   cmd->add_flag("--print-config", args->print_config,
                 "Print the resolved config (the defaults without --config) as YAML and exit");
   cmd->callback([args, resume] {
     const bool resuming = resume->count() > 0;
+    if (!args->device.empty()) args->sets.push_back("run.device=" + args->device);
     if (args->print_config) {
       Config c = args->config_path.empty() ? parse_config("", args->sets, "--set") : load_config(args->config_path, args->sets);
       std::fputs(config_to_yaml(c).c_str(), stdout);

@@ -3,6 +3,7 @@
 // cudaMemcpy for bandwidth, a large bf16 cuBLAS matmul for tensor-core throughput), and against
 // fla's chunk_gated_delta_rule when its JSON (bench/bench_gdn_peers.sh, same device call) is given.
 //   bench_gdn [--shapes B,T,H,D;...] [--iters N] [--warmup N] [--json OUT] [--fla-json FLA.json]
+//             [--impl tc|simt] [--no-ceilings]
 // Times are medians over N runs, each timed with CUDA events.
 // Included, as separate kernels for now: q/k l2norm (fla's timing includes its in-kernel l2norm) and
 // the gates g, beta from a, b (fla takes g and beta precomputed). See bench/NOTES.md.
@@ -146,11 +147,11 @@ double measure_gemm_tflops(int warmup, int iters) {
 }
 
 struct Result {
-  double core_fwd_ms = 0;          // the chunk kernels alone
+  double core_fwd_ms = 0, core_bwd_ms = 0;  // the chunk kernels alone
   double fwd_ms = 0, fwdbwd_ms = 0;  // with gates and l2norm
 };
 
-Result bench_shape(const Shape4& s, int warmup, int iters) {
+Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -196,7 +197,8 @@ Result bench_shape(const Shape4& s, int warmup, int iters) {
   auto* dbeta = static_cast<float*>(dev_alloc(n_gate * 4));
 
   dt::GdnCudaDims d;
-  d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64;
+  d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64, d.impl = impl;
+  d.state_cols = state_cols;
   dt::GdnCudaForwardParams fp;
   fp.dims = d, fp.q = q, fp.k = k, fp.v = v, fp.ld_q = fp.ld_k = fp.ld_v = fp.ld_o = s.H * s.D;
   fp.g = gd, fp.beta = bd, fp.o = o;
@@ -234,6 +236,7 @@ Result bench_shape(const Shape4& s, int warmup, int iters) {
   };
   Result r;
   r.core_fwd_ms = time_ms([&] { dt::gdn_chunk_forward_cuda(fp, nullptr); }, warmup, iters);
+  r.core_bwd_ms = time_ms([&] { dt::gdn_chunk_backward_cuda(bp, nullptr); }, warmup, iters);
   r.fwd_ms = time_ms(layer_forward, warmup, iters);
   r.fwdbwd_ms = time_ms(
       [&] {
@@ -264,11 +267,18 @@ int main(int argc, char** argv) {
   std::string shapes = "16,1024,12,64;4,4096,16,128;1,32768,16,128";
   std::string json_out, fla_json;
   int iters = 30, warmup = 5;
+  std::string impl = "tc";
+  int state_cols = 0;
+  bool no_ceilings = false;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)");
   app.add_option("--warmup", warmup, "untimed runs first");
   app.add_option("--json", json_out, "write the results here");
-  app.add_option("--fla-json", fla_json, "fla_kernels.json from ../shared/peers/bench_fla_kernels.py, same device");
+  app.add_option("--fla-json", fla_json, "fla_kernels.json from bench/bench_gdn_peers.py, same device");
+  app.add_option("--impl", impl, "tc: tensor-core kernels (default), simt: the plain fp32 ones")
+      ->check(CLI::IsMember({"tc", "simt"}));
+  app.add_option("--state-cols", state_cols, "tensor-core state passes: columns of S per CTA (0: by size)");
+  app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings (e.g. under a profiler)");
   CLI11_PARSE(app, argc, argv);
 #ifndef DELTATRON_HAVE_CUDA
   std::fprintf(stderr, "bench_gdn: built without the CUDA backend; nothing to time\n");
@@ -288,8 +298,8 @@ int main(int argc, char** argv) {
       DT_CHECK(f.good(), "bench_gdn: cannot read --fla-json {}", fla_json);
       fla = nlohmann::json::parse(f);
     }
-    const double copy_gbs = measure_copy_gbs(warmup, iters);
-    const double gemm_tflops = measure_gemm_tflops(warmup, iters);
+    const double copy_gbs = no_ceilings ? NAN : measure_copy_gbs(warmup, iters);
+    const double gemm_tflops = no_ceilings ? NAN : measure_gemm_tflops(warmup, iters);
     std::printf("device: %s\nceilings (this run): copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, copy_gbs,
                 gemm_tflops);
     std::printf("%-22s %9s %9s %8s %8s %9s %9s %8s %8s %9s %9s\n", "shape", "fwd ms", "fla fwd", "ratio", "TFLOP/s",
@@ -298,9 +308,11 @@ int main(int argc, char** argv) {
     out["device"] = prop.name;
     out["copy_GBps"] = copy_gbs;
     out["gemm_bf16_TFLOPs"] = gemm_tflops;
-    out["note"] = "fwd, fwdbwd include gates and q/k l2norm (separate kernels); chunk 64; first (CUDA-core) kernels";
+    out["note"] = "fwd, fwdbwd include gates and q/k l2norm (separate kernels); chunk 64; kernels: " + impl +
+                  "; state_cols " + std::to_string(state_cols);
     for (const Shape4& s : parse_shapes(shapes)) {
-      const Result r = bench_shape(s, warmup, iters);
+      const Result r =
+          bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       double fla_f = NAN, fla_fb = NAN;
       if (fla.contains(s.key())) {
@@ -311,7 +323,9 @@ int main(int argc, char** argv) {
       const double gb_f = bytes_forward(s) / (r.fwd_ms * 1e-3) / 1e9, gb_fb = bytes_fwdbwd(s) / (r.fwdbwd_ms * 1e-3) / 1e9;
       std::printf("%-22s %9.3f %9.3f %8.2f %8.1f %9.0f %9.3f %9.3f %8.2f %8.1f %9.0f\n", s.key().c_str(), r.fwd_ms,
                   fla_f, r.fwd_ms / fla_f, tf_f, gb_f, r.fwdbwd_ms, fla_fb, r.fwdbwd_ms / fla_fb, tf_fb, gb_fb);
+      std::printf("%-22s chunk kernels alone: fwd %.3f ms, bwd %.3f ms\n", "", r.core_fwd_ms, r.core_bwd_ms);
       out["shapes"][s.key()] = {{"core_fwd_ms", r.core_fwd_ms},
+                                {"core_bwd_ms", r.core_bwd_ms},
                                 {"fwd_ms", r.fwd_ms},
                                 {"fwdbwd_ms", r.fwdbwd_ms},
                                 {"fla_fwd_ms", fla_f},

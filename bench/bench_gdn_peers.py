@@ -3,7 +3,8 @@
 Invocation as ../shared/peers/bench_fla_kernels.py (bf16 q, k, v; fp32 log-decay g = logsigmoid;
 beta; q/k l2norm inside fla's kernel; triton.testing.do_bench medians). Writes
 $OUT/fla_kernels.json keyed B{B}_T{T}_H{H}_D{D} with fla_gdn_fwd_ms and fla_gdn_fwdbwd_ms,
-which `bench_gdn --fla-json` reads. Needs torch, triton and the fla wheels (scripts/gpu_check.sh).
+which `bench_gdn --fla-json` reads (rewritten after every shape). Needs torch, triton and the fla
+wheels (scripts/gpu_check.sh).
 """
 import json
 import os
@@ -49,8 +50,9 @@ def main():
         print(key, results[key], flush=True)
         del q, k, v, g, beta, do
         torch.cuda.empty_cache()
-    with open(os.path.join(out_dir, "fla_kernels.json"), "w") as f:
-        json.dump(results, f, indent=1)
+        # after every shape, so that a run cut short by its time limit still leaves numbers
+        with open(os.path.join(out_dir, "fla_kernels.json"), "w") as f:
+            json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,15 @@ int Arena::declare(const std::string& name, DType dtype, Shape shape) {
   return static_cast<int>(entries_.size()) - 1;
 }
 
+int Arena::declare_shared(const std::string& name, DType dtype, Shape shape) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return declare(name, dtype, shape);
+  const ArenaEntry& e = entries_[it->second];
+  DT_CHECK(e.dtype == dtype && e.shape == shape, "arena '{}': shared slot '{}' is {} {} but now asked as {} {}", kind_,
+           name, dtype_name(e.dtype), e.shape.str(), dtype_name(dtype), shape.str());
+  return it->second;
+}
+
 void Arena::allocate() {
   DT_CHECK(!allocated_, "arena '{}' allocated twice", kind_);
   allocated_ = true;

@@ -33,6 +33,10 @@ class Arena {
 
   // Declare a named slot before allocate(); names are unique. Returns the slot index.
   int declare(const std::string& name, DType dtype, Shape shape);
+  // A scratch slot shared by everyone who declares it under `name` with the same dtype and shape
+  // (e.g. the backward temporaries of every layer of one kind: layers run one at a time). Returns
+  // the existing slot when there is one.
+  int declare_shared(const std::string& name, DType dtype, Shape shape);
   // The single allocation. Contents start zeroed.
   void allocate();
   bool allocated() const { return allocated_; }

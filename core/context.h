@@ -16,6 +16,7 @@ struct Context {
   void* stream = nullptr;        // cudaStream_t on the GPU
   void* cublaslt = nullptr;      // cublasLtHandle_t
   void* cudnn = nullptr;         // cudnnHandle_t
+  void* cuda_state = nullptr;    // the GEMM/attention caches and workspaces (kernels/cuda_context.h)
   const ProcessGrid* grid = nullptr;  // nullptr: a single process
   Arena* workspace = nullptr;
 };

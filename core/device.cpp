@@ -93,4 +93,21 @@ void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
 #endif
 }
 
+void device_synchronize() {
+#ifdef DELTATRON_HAVE_CUDA
+  if (cuda_device_count() > 0) DT_CUDA_CHECK(cudaDeviceSynchronize());
+#endif
+}
+
+size_t device_memory_used() {
+#ifdef DELTATRON_HAVE_CUDA
+  if (cuda_device_count() == 0) return 0;
+  size_t free_b = 0, total_b = 0;
+  DT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return total_b - free_b;
+#else
+  return 0;
+#endif
+}
+
 }  // namespace dt

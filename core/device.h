@@ -18,5 +18,10 @@ void device_free(void* p, Device device);
 void device_memset(void* p, int value, size_t bytes, Device device);
 // Copy between any two devices (host<->device included).
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+// Waits for all work on the current GPU (no-op without CUDA).
+void device_synchronize();
+// Bytes of the current GPU's memory in use (total - free, all processes and the CUDA context
+// included; 0 without CUDA). Sample it at the high points of a step to measure peak memory.
+size_t device_memory_used();
 
 }  // namespace dt

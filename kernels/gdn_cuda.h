@@ -15,9 +15,18 @@
 
 namespace dt {
 
+// Which kernels run the chunked rule. kAuto: the tensor-core kernels (kernels/cuda/gdn_tc_*.cu)
+// when chunk == 64, else the plain fp32 ones (kernels/cuda/gdn_chunk.cu, any chunk <= 64), which
+// stay as a second, simpler GPU reference.
+enum class GdnCudaImpl : uint8_t { kAuto, kTensorCore, kSimt };
+
 struct GdnCudaDims {
   int64_t B = 0, T = 0, Hk = 0, Hv = 0, dk = 0, dv = 0;
   int chunk = 64;  // 1..64 (64 in training; smaller ones help debugging)
+  GdnCudaImpl impl = GdnCudaImpl::kAuto;
+  // Tensor-core kernels: columns of the state per CTA in the sequential state passes, 0 = picked
+  // by the sizes (16 or 32 for dv = 128, 32 or 64 for dv = 64); benchmarks sweep it.
+  int state_cols = 0;
 };
 
 struct GdnCudaForwardParams {
@@ -57,8 +66,10 @@ struct GdnCudaBackwardParams {
 
 // The chunked gated delta rule (GDN_MATH.md). Stream-ordered on `stream` (a cudaStream_t;
 // null = the legacy default stream). The workspace comes from cudaMallocAsync on the same
-// stream and is freed before return (stream-ordered). Deterministic: no atomics, every sum is
-// taken in a fixed order, so the same inputs give the same bits.
+// stream (the device's default memory pool, whose release threshold the first call raises so
+// that freed blocks stay cached: after the first call of a size no cudaMalloc happens) and is
+// freed before return (stream-ordered). Deterministic: no atomics, every sum is taken in a fixed
+// order, so the same inputs give the same bits.
 void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream);
 void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream);
 
@@ -128,5 +139,28 @@ struct GdnCudaConvParams {
 };
 void gdn_conv_forward_cuda(const GdnCudaConvParams& p, void* stream);
 void gdn_conv_backward_cuda(const GdnCudaConvParams& p, void* stream);
+
+}  // namespace dt
+
+namespace dt {
+
+// Gated RMSNorm of the GDN output per value head (kernels/cpu/gdn_norm.h):
+//   y = o / sqrt(mean_d(o^2) + eps) * w * silu(z)
+// o, z, y, dy, d_o, dz: bf16 [rows, H, d] contiguous; w fp32 [d]; dw fp32 [d], ACCUMULATED by a
+// two-pass fixed-order reduction (no atomics). d a multiple of 32 up to 256.
+struct GdnCudaNormParams {
+  int64_t rows = 0, H = 0, d = 0;
+  float eps = 1e-6f;
+  const uint16_t* o = nullptr;
+  const uint16_t* z = nullptr;
+  const float* w = nullptr;
+  uint16_t* y = nullptr;          // forward
+  const uint16_t* dy = nullptr;   // backward
+  uint16_t* d_o = nullptr;
+  uint16_t* dz = nullptr;
+  float* dw = nullptr;
+};
+void gdn_norm_forward_cuda(const GdnCudaNormParams& p, void* stream);
+void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream);
 
 }  // namespace dt

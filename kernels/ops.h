@@ -15,6 +15,8 @@
 //     leading dimensions.
 #pragma once
 
+#include <span>
+
 #include "core/context.h"
 #include "core/tensor.h"
 
@@ -25,13 +27,25 @@ namespace dt {
 // LM head + cross-entropy. Implemented in kernels/ops_dense.cpp.
 // ============================================================================
 // (dense section begins)
+//
+// On the GPU (ctx.device == kCUDA; kernels/cuda_ops.h; DESIGN section 5) activations and matmul
+// operands are bf16 and every sum is taken in fp32:
+//   - linear: x, w, y, dy, dx bf16; dw fp32 (accumulated by the GEMM, beta = 1). y may also be
+//     fp32 (the GDN gate projections feed fp32 gates).
+//   - embedding: ids int32, w and y bf16; dw fp32. Deterministic backward (no float atomics).
+//   - rmsnorm: x, y, dx, dy bf16; w, dw, rstd fp32.
+//   - swiglu, sigmoid gate, residual add, rope, head concat/split: bf16.
+//   - attention: q, k, v, o, dout, dq, dk, dv bf16; lse fp32 [B, H, T] (cuDNN SDPA).
+//   - cross-entropy: logits and dlogits bf16; losses, lse fp32.
+//   - cast: between f32 and bf16.
+// The CPU takes f32 or f64 everywhere (one dtype per call).
 
 // y[..., out] = x[..., in] w[out, in]^T
 void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w);
-// dx[..., in] = dy w (written; skipped when dx is undefined);
-// dw[out, in] += dy^T x (accumulated; skipped when dw is undefined).
+// dx[..., in] = alpha dy w (written; skipped when dx is undefined);
+// dw[out, in] += alpha dy^T x (accumulated; skipped when dw is undefined).
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy,
-                     const Tensor& x, const Tensor& w);
+                     const Tensor& x, const Tensor& w, double alpha = 1.0);
 
 // Token embedding. ids: int32 [...] (n tokens), w [vocab, dim], y [..., dim].
 // y[n] = w[ids[n]]; backward: dw[ids[n]] += dy[n]. Ids outside [0, vocab) are an error.
@@ -97,8 +111,44 @@ void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse
                            const Tensor& targets);
 void cross_entropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                             const Tensor& targets, double grad_scale);
+// Both in one pass over the logits: losses and lse written, logits OVERWRITTEN by
+// dlogits = grad_scale * (softmax(logits) - onehot(target)). The LM head's path on the GPU
+// (the bf16 logits are read once and never exist in fp32).
+void cross_entropy_fused(Context& ctx, const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                         const Tensor& targets, double grad_scale);
+
+// Elementwise dtype conversion, y = x (f32 <-> bf16, f32 <-> f64; round to nearest even).
+void cast(Context& ctx, const Tensor& y, const Tensor& x);
 
 // (dense section ends)
+
+// ============================================================================
+// Optimizer: AdamW over many tensors at once, the global gradient norm.
+// Implemented in kernels/ops_optim.cpp. On the GPU each call is a few launches
+// for all the tensors together, not one per tensor.
+// ============================================================================
+// (optim section begins)
+
+// One parameter tensor's view for a fused AdamW step: p, g, m, v of one dtype (f32 on the GPU,
+// f32 or f64 on the CPU), contiguous, same numel. p_compute (optional, GPU only, bf16): the
+// low-precision copy used by the matmuls, rewritten from the updated p.
+struct AdamWTensor {
+  Tensor p, g, m, v, p_compute;
+  double decay_factor = 1.0;  // 1 - lr * weight_decay where decay applies, else 1
+};
+// PyTorch's AdamW for each tensor, the scalars in double (trainer/adamw.h):
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//   p = p * decay_factor - step_size * m / (sqrt(v) / bc2_sqrt + eps)
+void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double beta1, double beta2,
+                  double step_size, double bc2_sqrt, double eps);
+// Sum of x^2 over every element of every tensor, returned on the host. Deterministic: a fixed
+// reduction order for a given set of shapes (no float atomics), accumulated in double on the
+// CPU, fp32 partials then double on the GPU.
+double sum_squares(Context& ctx, std::span<const Tensor> xs);
+// x *= factor for every tensor.
+void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
+
+// (optim section ends)
 
 // ============================================================================
 // Gated DeltaNet core: causal depthwise conv + SiLU, l2norm, gates, the delta

@@ -11,12 +11,22 @@
 #include "kernels/cpu/swiglu.h"
 #include "kernels/ops.h"
 
+#ifdef DELTATRON_HAVE_CUDA
+#include "kernels/cuda_ops.h"
+// The GPU path of an op: kernels/cuda_ops.h.
+#define DT_CUDA_DISPATCH(fn, ...) \
+  if (ctx.device == Device::kCUDA) return cuda::fn(__VA_ARGS__)
+#else
+#define DT_CUDA_DISPATCH(fn, ...) (void)0
+#endif
+
 namespace dt {
 
 namespace {
 
 void require_cpu(const Context& ctx, const char* op) {
-  DT_CHECK(ctx.device == Device::kCPU, "{}: the CUDA backend for this op is not built yet", op);
+  DT_CHECK(ctx.device == Device::kCPU, "{}: this build has no CUDA backend (nvcc was not found at configure time)",
+           op);
 }
 
 // Calls f(T{}) with T = float or double by the tensor's dtype.
@@ -44,6 +54,7 @@ void check_same_numel(const char* op, const char* a_name, const Tensor& a, const
 }  // namespace
 
 void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w) {
+  DT_CUDA_DISPATCH(linear_forward, ctx, y, x, w);
   require_cpu(ctx, "linear_forward");
   DT_CHECK(w.ndim() == 2, "linear_forward: weight must be 2-D, got {}", w.shape.str());
   int64_t out = w.size(0), in = w.size(1);
@@ -60,7 +71,8 @@ void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor
 }
 
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                     const Tensor& w) {
+                     const Tensor& w, double alpha) {
+  DT_CUDA_DISPATCH(linear_backward, ctx, dx, dw, dy, x, w, alpha);
   require_cpu(ctx, "linear_backward");
   int64_t out = w.size(0), in = w.size(1);
   int64_t rows = x.numel() / in;
@@ -71,7 +83,7 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   dispatch_float(w.dtype, "linear_backward", [&](auto t) {
     using T = decltype(t);
     linear_backward_ref<T>(dx.defined() ? dx.ptr<T>() : nullptr, dw.defined() ? dw.ptr<T>() : nullptr,
-                           dy.ptr<T>(), x.ptr<T>(), w.ptr<T>(), rows, in, out);
+                           dy.ptr<T>(), x.ptr<T>(), w.ptr<T>(), rows, in, out, T(alpha));
   });
 }
 
@@ -82,6 +94,7 @@ namespace dt {
 // ---- embedding ----
 
 void embedding_forward(Context& ctx, const Tensor& y, const Tensor& ids, const Tensor& w) {
+  DT_CUDA_DISPATCH(embedding_forward, ctx, y, ids, w);
   const char* op = "embedding_forward";
   require_cpu(ctx, op);
   DT_CHECK(w.ndim() == 2, "{}: weight must be [vocab, dim], got {}", op, w.shape.str());
@@ -97,6 +110,7 @@ void embedding_forward(Context& ctx, const Tensor& y, const Tensor& ids, const T
 }
 
 void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const Tensor& ids) {
+  DT_CUDA_DISPATCH(embedding_backward, ctx, dw, dy, ids);
   const char* op = "embedding_backward";
   require_cpu(ctx, op);
   DT_CHECK(dw.ndim() == 2, "{}: dw must be [vocab, dim], got {}", op, dw.shape.str());
@@ -128,6 +142,7 @@ int64_t rmsnorm_rows(const char* op, const Tensor& x, const Tensor& w, const Ten
 
 void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
                      double eps, bool zero_centered) {
+  DT_CUDA_DISPATCH(rmsnorm_forward, ctx, y, rstd, x, w, eps, zero_centered);
   const char* op = "rmsnorm_forward";
   require_cpu(ctx, op);
   int64_t rows = rmsnorm_rows(op, x, w, rstd);
@@ -142,6 +157,7 @@ void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Te
 
 void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                       const Tensor& w, const Tensor& rstd, bool zero_centered) {
+  DT_CUDA_DISPATCH(rmsnorm_backward, ctx, dx, dw, dy, x, w, rstd, zero_centered);
   const char* op = "rmsnorm_backward";
   require_cpu(ctx, op);
   int64_t rows = rmsnorm_rows(op, x, w, rstd);
@@ -159,6 +175,7 @@ void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Te
 // ---- elementwise: SwiGLU, sigmoid gate, residual add ----
 
 void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Tensor& up) {
+  DT_CUDA_DISPATCH(swiglu_forward, ctx, h, gate, up);
   const char* op = "swiglu_forward";
   require_cpu(ctx, op);
   check_same_numel(op, "h", h, "gate", gate);
@@ -172,6 +189,7 @@ void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Ten
 
 void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const Tensor& dh, const Tensor& gate,
                      const Tensor& up) {
+  DT_CUDA_DISPATCH(swiglu_backward, ctx, dgate, dup, dh, gate, up);
   const char* op = "swiglu_backward";
   require_cpu(ctx, op);
   for (auto [name, t] : {std::pair{"dgate", &dgate}, {"dup", &dup}, {"dh", &dh}, {"up", &up}})
@@ -184,6 +202,7 @@ void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const
 }
 
 void sigmoid_gate_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& g) {
+  DT_CUDA_DISPATCH(sigmoid_gate_forward, ctx, y, x, g);
   const char* op = "sigmoid_gate_forward";
   require_cpu(ctx, op);
   check_same_numel(op, "y", y, "x", x);
@@ -197,6 +216,7 @@ void sigmoid_gate_forward(Context& ctx, const Tensor& y, const Tensor& x, const 
 
 void sigmoid_gate_backward(Context& ctx, const Tensor& dx, const Tensor& dg, const Tensor& dy, const Tensor& x,
                            const Tensor& g) {
+  DT_CUDA_DISPATCH(sigmoid_gate_backward, ctx, dx, dg, dy, x, g);
   const char* op = "sigmoid_gate_backward";
   require_cpu(ctx, op);
   for (auto [name, t] : {std::pair{"dx", &dx}, {"dg", &dg}, {"dy", &dy}, {"g", &g}})
@@ -209,6 +229,7 @@ void sigmoid_gate_backward(Context& ctx, const Tensor& dx, const Tensor& dg, con
 }
 
 void residual_add(Context& ctx, const Tensor& y, const Tensor& a, const Tensor& b) {
+  DT_CUDA_DISPATCH(residual_add, ctx, y, a, b);
   const char* op = "residual_add";
   require_cpu(ctx, op);
   check_same_numel(op, "y", y, "a", a);
@@ -237,6 +258,7 @@ void rope_check(const char* op, const Tensor& y, const Tensor& x, int64_t rotary
 
 void rope_forward(Context& ctx, const Tensor& y, const Tensor& x, int64_t rotary_dim, double theta,
                   bool interleaved) {
+  DT_CUDA_DISPATCH(rope_forward, ctx, y, x, rotary_dim, theta, interleaved);
   const char* op = "rope_forward";
   require_cpu(ctx, op);
   rope_check(op, y, x, rotary_dim, theta);
@@ -249,6 +271,7 @@ void rope_forward(Context& ctx, const Tensor& y, const Tensor& x, int64_t rotary
 
 void rope_backward(Context& ctx, const Tensor& dx, const Tensor& dy, int64_t rotary_dim, double theta,
                    bool interleaved) {
+  DT_CUDA_DISPATCH(rope_backward, ctx, dx, dy, rotary_dim, theta, interleaved);
   const char* op = "rope_backward";
   require_cpu(ctx, op);
   rope_check(op, dx, dy, rotary_dim, theta);
@@ -288,6 +311,7 @@ AttnDims attention_check(const char* op, const Tensor& o, const Tensor& lse, con
 
 void attention_forward(Context& ctx, const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v, double scale) {
+  DT_CUDA_DISPATCH(attention_forward, ctx, o, lse, q, k, v, scale);
   const char* op = "attention_forward";
   require_cpu(ctx, op);
   AttnDims d = attention_check(op, o, lse, q, k, v);
@@ -301,6 +325,7 @@ void attention_forward(Context& ctx, const Tensor& o, const Tensor& lse, const T
 void attention_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
                         double scale) {
+  DT_CUDA_DISPATCH(attention_backward, ctx, dq, dk, dv, dout, q, k, v, o, lse, scale);
   const char* op = "attention_backward";
   require_cpu(ctx, op);
   AttnDims d = attention_check(op, o, lse, q, k, v);
@@ -342,6 +367,7 @@ ConcatDims head_concat_check(const char* op, const Tensor& x, const Tensor& a, c
 }  // namespace
 
 void head_concat_forward(Context& ctx, const Tensor& x, const Tensor& a, const Tensor& b) {
+  DT_CUDA_DISPATCH(head_concat_forward, ctx, x, a, b);
   const char* op = "head_concat_forward";
   require_cpu(ctx, op);
   ConcatDims d = head_concat_check(op, x, a, b);
@@ -352,6 +378,7 @@ void head_concat_forward(Context& ctx, const Tensor& x, const Tensor& a, const T
 }
 
 void head_concat_backward(Context& ctx, const Tensor& da, const Tensor& db, const Tensor& dx) {
+  DT_CUDA_DISPATCH(head_concat_backward, ctx, da, db, dx);
   const char* op = "head_concat_backward";
   require_cpu(ctx, op);
   ConcatDims d = head_concat_check(op, dx, da, db);
@@ -379,6 +406,7 @@ int64_t cross_entropy_check(const char* op, const Tensor& logits, const Tensor& 
 
 void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse, const Tensor& logits,
                            const Tensor& targets) {
+  DT_CUDA_DISPATCH(cross_entropy_forward, ctx, losses, lse, logits, targets);
   const char* op = "cross_entropy_forward";
   require_cpu(ctx, op);
   int64_t vocab = cross_entropy_check(op, logits, lse, targets);
@@ -393,6 +421,7 @@ void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse
 
 void cross_entropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                             const Tensor& targets, double grad_scale) {
+  DT_CUDA_DISPATCH(cross_entropy_backward, ctx, dlogits, logits, lse, targets, grad_scale);
   const char* op = "cross_entropy_backward";
   require_cpu(ctx, op);
   int64_t vocab = cross_entropy_check(op, logits, lse, targets);
@@ -403,6 +432,41 @@ void cross_entropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& l
     cross_entropy_backward_ref<T>(dlogits.ptr<T>(), logits.ptr<T>(), lse.ptr<T>(), targets.ptr<int32_t>(),
                                   targets.numel(), vocab, T(grad_scale));
   });
+}
+
+void cross_entropy_fused(Context& ctx, const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                         const Tensor& targets, double grad_scale) {
+  DT_CUDA_DISPATCH(cross_entropy_fused, ctx, losses, lse, logits, targets, grad_scale);
+  cross_entropy_forward(ctx, losses, lse, logits, targets);
+  cross_entropy_backward(ctx, logits, logits, lse, targets, grad_scale);
+}
+
+// ---- dtype conversion ----
+
+void cast(Context& ctx, const Tensor& y, const Tensor& x) {
+  const char* op = "cast";
+  DT_CUDA_DISPATCH(cast, ctx, y, x);
+  require_cpu(ctx, op);
+  check_same_numel(op, "y", y, "x", x);
+  DT_CHECK(x.is_contiguous() && y.is_contiguous(), "{}: x {} and y {} must be contiguous", op, x.str(), y.str());
+  const int64_t n = x.numel();
+  auto load = [&](int64_t i) -> double {
+    switch (x.dtype) {
+      case DType::kF32: return x.ptr<float>()[i];
+      case DType::kF64: return x.ptr<double>()[i];
+      case DType::kBF16: return bf16_to_f32(x.ptr<uint16_t>()[i]);
+      default: DT_FAIL("{}: cannot convert from {}", op, dtype_name(x.dtype));
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    double v = load(i);
+    switch (y.dtype) {
+      case DType::kF32: y.ptr<float>()[i] = static_cast<float>(v); break;
+      case DType::kF64: y.ptr<double>()[i] = v; break;
+      case DType::kBF16: y.ptr<uint16_t>()[i] = f32_to_bf16(static_cast<float>(v)); break;
+      default: DT_FAIL("{}: cannot convert to {}", op, dtype_name(y.dtype));
+    }
+  }
 }
 
 }  // namespace dt

@@ -293,6 +293,16 @@ uint16_t* conv_bf16_out(const Tensor& t, const Shape& s, const char* op, const c
   return bf16_mut(t);
 }
 
+// Gated RMSNorm on the GPU: o, z (and y, dy, d_o, dz) bf16 [B, T, Hv, dv] contiguous; w, dw fp32 [dv].
+GdnCudaNormParams norm_params_cuda(const char* op, const Tensor& o, const Tensor& z, const Tensor& w, double eps) {
+  GdnCudaNormParams p;
+  p.o = conv_bf16_out(o, o.shape, op, "o");
+  p.z = conv_bf16_out(z, o.shape, op, "z");
+  p.w = cuda_f32(w, Shape{o.size(3)}, op, "w");
+  p.rows = o.size(0) * o.size(1), p.H = o.size(2), p.d = o.size(3), p.eps = static_cast<float>(eps);
+  return p;
+}
+
 #endif  // DELTATRON_HAVE_CUDA
 
 }  // namespace
@@ -513,8 +523,15 @@ void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const 
 void gdn_norm_forward(Context& ctx, const Tensor& y, const Tensor& o, const Tensor& z, const Tensor& w,
                       double eps) {
   const char* op = "gdn_norm_forward";
-  require_cpu(ctx, op);
   DT_CHECK(o.ndim() == 4, "{}: o must be [B, T, Hv, dv], got {}", op, o.shape.str());
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) {
+    GdnCudaNormParams p = norm_params_cuda(op, o, z, w, eps);
+    p.y = conv_bf16_out(y, o.shape, op, "y");
+    return gdn_norm_forward_cuda(p, ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
   const DType t = o.dtype;
   check_contiguous(o, t, o.shape, op, "o");
   check_contiguous(z, t, o.shape, op, "z");
@@ -530,8 +547,18 @@ void gdn_norm_forward(Context& ctx, const Tensor& y, const Tensor& o, const Tens
 void gdn_norm_backward(Context& ctx, const Tensor& d_o, const Tensor& dz, const Tensor& dw, const Tensor& dy,
                        const Tensor& o, const Tensor& z, const Tensor& w, double eps) {
   const char* op = "gdn_norm_backward";
-  require_cpu(ctx, op);
   DT_CHECK(o.ndim() == 4, "{}: o must be [B, T, Hv, dv], got {}", op, o.shape.str());
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) {
+    GdnCudaNormParams p = norm_params_cuda(op, o, z, w, eps);
+    p.dy = conv_bf16_out(dy, o.shape, op, "dy");
+    p.d_o = conv_bf16_out(d_o, o.shape, op, "d_o");
+    p.dz = conv_bf16_out(dz, o.shape, op, "dz");
+    p.dw = cuda_f32(dw, w.shape, op, "dw");
+    return gdn_norm_backward_cuda(p, ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
   const DType t = o.dtype;
   for (auto [ten, name] : std::initializer_list<Named>{{&o, "o"}, {&z, "z"}, {&dy, "dy"}, {&d_o, "d_o"}, {&dz, "dz"}})
     check_contiguous(*ten, t, o.shape, op, name);

@@ -49,9 +49,12 @@ void Attention::declare(ParamStore& params, Arena& acts, int B, int T) {
     q_norm_->declare(params, acts, B, T);
     k_norm_->declare(params, acts, B, T);
   }
-  const DType dt = params.dtype();
   const int64_t H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim, C = q_proj_.in_features();
-  auto decl = [&](const char* name, Shape s) { return acts.declare(prefix_ + "." + name, dt, s); };
+  // Saved activations per layer; backward temporaries ("grad.*") shared by every attention layer.
+  auto decl = [&](const std::string& name, Shape s) {
+    if (name.rfind("grad.", 0) == 0) return acts.declare_shared("scratch.attn." + name, params.act_dtype(), s);
+    return acts.declare(prefix_ + "." + name, name == "lse" ? params.stat_dtype() : params.act_dtype(), s);
+  };
   qg_ = decl("qg", {B, T, q_proj_.out_features()});
   if (a_.output_gate) {
     q_raw_ = decl("q_raw", {B, T, H, hd});

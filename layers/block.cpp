@@ -39,16 +39,18 @@ void Block::declare(ParamStore& params, Arena& acts, int B, int T) {
   input_layernorm_.declare(params, acts, B, T);
   post_attention_layernorm_.declare(params, acts, B, T);
   const int64_t C = d_model_;
-  const DType dt = params.dtype();
+  const DType dt = params.act_dtype();
   auto decl = [&](const char* name) { return acts.declare(prefix_ + "." + name, dt, {B, T, C}); };
   n1_ = decl("normed_x");
   m_ = decl("mixer_out");
   h_ = decl("h");
   n2_ = decl("normed_h");
   f_ = decl("mlp_out");
-  g0_ = decl("grad.0");
-  g1_ = decl("grad.1");
-  g2_ = decl("grad.2");
+  // Backward temporaries, shared by every block.
+  auto shared = [&](const char* name) { return acts.declare_shared(std::string("scratch.block.") + name, dt, {B, T, C}); };
+  g0_ = shared("grad.0");
+  g1_ = shared("grad.1");
+  g2_ = shared("grad.2");
 }
 
 void Block::forward(Context& ctx, const Tensor& x, const Tensor& y) {

@@ -9,21 +9,6 @@
 
 namespace dt {
 
-namespace {
-
-// dst += src, elementwise (CPU, f32 / f64); sums the input gradients of the four projections.
-void add_into(const Tensor& dst, const Tensor& src) {
-  DT_CHECK(dst.shape == src.shape && dst.dtype == src.dtype && dst.is_contiguous() && src.is_contiguous(),
-           "GatedDeltaNet: cannot add {} into {}", src.str(), dst.str());
-  auto add = [&](auto* d, const auto* s) {
-    for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
-  };
-  if (dst.dtype == DType::kF64) return add(dst.ptr<double>(), src.ptr<double>());
-  add(dst.ptr<float>(), src.ptr<float>());
-}
-
-}  // namespace
-
 GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, std::string prefix)
     : prefix_(std::move(prefix)),
       d_model_(cfg.d_model),
@@ -71,8 +56,16 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   w_norm_ = params.declare({p + ".norm.weight", {dv}, Init::kOnes, 0.0, TpSplit::kReplicated, /*decay=*/false});
   w_out_ = params.declare({p + ".out_proj.weight", {D, value_dim()}, Init::kNormal, out_std, TpSplit::kRow});
 
-  const DType t = params.dtype();
-  auto decl = [&](const char* name, Shape s) { return acts.declare(p + "." + name, t, s); };
+  // Saved activations per layer, backward temporaries ("grad.*") shared by every GDN layer. The gate
+  // inputs and the gates are statistics: fp32 on the GPU (DESIGN section 5).
+  auto decl = [&](const std::string& name, Shape s) {
+    static const char* const kFp32[] = {"a", "b", "g", "beta", "grad.g", "grad.beta", "grad.a", "grad.b"};
+    DType t = params.act_dtype();
+    for (const char* f : kFp32)
+      if (name == f) t = params.stat_dtype();
+    if (name.rfind("grad.", 0) == 0) return acts.declare_shared("scratch.gdn." + name, t, s);
+    return acts.declare(p + "." + name, t, s);
+  };
   const int64_t Hk = n_k_heads_, dk = head_k_dim_;
   qkv_pre_ = decl("qkv_pre", {B, T, conv_dim()});
   qkv_ = decl("qkv", {B, T, conv_dim()});
@@ -97,6 +90,9 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   d_qkv_ = decl("grad.qkv", {B, T, conv_dim()});
   d_qkv_pre_ = decl("grad.qkv_pre", {B, T, conv_dim()});
   d_x_part_ = decl("grad.x_part", {B, T, D});
+  // On the GPU the fp32 gradients of a and b are rounded to bf16 for their projections' GEMMs.
+  if (params.act_dtype() != params.stat_dtype())
+    d_gate_lowp_ = acts.declare_shared("scratch.gdn.grad.gate_input_bf16", params.act_dtype(), {B, T, Hv});
 }
 
 void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
@@ -169,8 +165,13 @@ void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   linear_backward(ctx, dx, grad(w_qkv_), act(d_qkv_pre_), x_, param(w_qkv_));
   const std::pair<int, int> others[] = {{d_z_, w_z_}, {d_b_, w_b_}, {d_a_, w_a_}};
   for (auto [d_proj, w] : others) {
-    linear_backward(ctx, part, grad(w), act(d_proj), x_, param(w));
-    add_into(dx, part);
+    Tensor d = act(d_proj);
+    if (d.dtype != x_.dtype) {
+      cast(ctx, act(d_gate_lowp_), d);
+      d = act(d_gate_lowp_);
+    }
+    linear_backward(ctx, part, grad(w), d, x_, param(w));
+    residual_add(ctx, dx, dx, part);
   }
 }
 

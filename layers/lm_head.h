@@ -2,6 +2,10 @@
 // `model.embed_tokens.weight` when cfg.tie_embeddings; loss = mean over the B*T tokens of
 // cross_entropy(logits, targets)  (torch: F.cross_entropy(logits.view(-1, V), targets.view(-1))).
 // x is the output of the final norm (the Model applies it).
+//
+// On the GPU the forward runs the cross-entropy's forward and backward in one pass over the bf16
+// logits (cross_entropy_fused), which then hold dlogits / N: fp32 logits never exist, and the
+// backward is two GEMMs scaled by loss_scale. logits() is then not available.
 #pragma once
 
 #include "core/context.h"
@@ -24,7 +28,7 @@ class LMHead {
   // Backward of loss_scale * (mean loss): writes dx [B, T, d_model], accumulates dW.
   void backward(Context& ctx, double loss_scale, const Tensor& dx);
 
-  Tensor logits() const;  // [B, T, vocab] of the last forward
+  Tensor logits() const;  // [B, T, vocab] of the last forward (CPU only)
   int weight_slot() const { return w_; }
 
  private:
@@ -34,6 +38,7 @@ class LMHead {
   ParamStore* params_ = nullptr;
   Arena* acts_ = nullptr;
   int w_ = -1, logits_ = -1, lse_ = -1, losses_ = -1, dlogits_ = -1;
+  bool fused_ = false;  // GPU: dlogits computed by the forward, in place of the logits
   Tensor x_, targets_;
 };
 

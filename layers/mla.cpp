@@ -61,10 +61,13 @@ void MLA::declare(ParamStore& params, Arena& acts, int B, int T) {
   kv_b_proj_.declare(params, acts, B, T);
   o_proj_.declare(params, acts, B, T);
 
-  const DType dt = params.dtype();
   const int64_t H = m_.n_heads, dn = m_.qk_nope_head_dim, dr = m_.qk_rope_head_dim, dv = m_.v_head_dim,
                 r = m_.q_lora_rank, kvr = m_.kv_lora_rank, C = kv_a_proj_.in_features();
-  auto decl = [&](const char* name, Shape s) { return acts.declare(prefix_ + "." + name, dt, s); };
+  // Saved activations per layer; backward temporaries ("grad.*") shared by every MLA layer.
+  auto decl = [&](const std::string& name, Shape s) {
+    if (name.rfind("grad.", 0) == 0) return acts.declare_shared("scratch.mla." + name, params.act_dtype(), s);
+    return acts.declare(prefix_ + "." + name, name == "lse" ? params.stat_dtype() : params.act_dtype(), s);
+  };
   if (r > 0) {
     qa_ = decl("q_a", {B, T, r});
     qa_n_ = decl("q_a_normed", {B, T, r});

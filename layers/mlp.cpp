@@ -16,14 +16,15 @@ void MLP::declare(ParamStore& params, Arena& acts, int B, int T) {
   up_proj_.declare(params, acts, B, T);
   down_proj_.declare(params, acts, B, T);
   const int64_t F = gate_proj_.out_features(), C = gate_proj_.in_features();
-  const DType dt = params.dtype();
+  const DType dt = params.act_dtype();
   gate_ = acts.declare(prefix_ + ".gate", dt, {B, T, F});
   up_ = acts.declare(prefix_ + ".up", dt, {B, T, F});
   h_ = acts.declare(prefix_ + ".h", dt, {B, T, F});
-  dh_ = acts.declare(prefix_ + ".grad.h", dt, {B, T, F});
-  dgate_ = acts.declare(prefix_ + ".grad.gate", dt, {B, T, F});
-  dup_ = acts.declare(prefix_ + ".grad.up", dt, {B, T, F});
-  dx2_ = acts.declare(prefix_ + ".grad.x_up", dt, {B, T, C});
+  // Backward temporaries: one set shared by every MLP (layers run one at a time).
+  dh_ = acts.declare_shared("scratch.mlp.grad.h", dt, {B, T, F});
+  dgate_ = acts.declare_shared("scratch.mlp.grad.gate", dt, {B, T, F});
+  dup_ = acts.declare_shared("scratch.mlp.grad.up", dt, {B, T, F});
+  dx2_ = acts.declare_shared("scratch.mlp.grad.x_up", dt, {B, T, C});
 }
 
 void MLP::forward(Context& ctx, const Tensor& x, const Tensor& y) {

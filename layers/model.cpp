@@ -41,11 +41,12 @@ Model::Model(const ModelConfig& cfg, int B, int T, DType dtype, Device device)
   const int64_t C = cfg_.d_model;
   ids_ = acts_.declare("model.input_ids", DType::kI32, {B, T});
   targets_ = acts_.declare("model.target_ids", DType::kI32, {B, T});
+  const DType act = params_.act_dtype();
   for (int i = 0; i <= cfg_.n_layers(); ++i)
-    hs_.push_back(acts_.declare(fmt::format("model.residual.{}", i), dtype, {B, T, C}));
-  hn_ = acts_.declare("model.norm.out", dtype, {B, T, C});
-  grad_a_ = acts_.declare("model.grad.residual_a", dtype, {B, T, C});
-  grad_b_ = acts_.declare("model.grad.residual_b", dtype, {B, T, C});
+    hs_.push_back(acts_.declare(fmt::format("model.residual.{}", i), act, {B, T, C}));
+  hn_ = acts_.declare("model.norm.out", act, {B, T, C});
+  grad_a_ = acts_.declare("model.grad.residual_a", act, {B, T, C});
+  grad_b_ = acts_.declare("model.grad.residual_b", act, {B, T, C});
 
   params_.allocate();
   acts_.allocate();

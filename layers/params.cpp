@@ -5,18 +5,27 @@
 
 #include "core/device.h"
 #include "core/philox.h"
+#include "kernels/ops.h"
 
 namespace dt {
 
 ParamStore::ParamStore(DType dtype, Device device)
-    : dtype_(dtype), device_(device), params_("params", device), grads_("grads", device) {
+    : dtype_(dtype),
+      device_(device),
+      params_("params", device),
+      grads_("grads", device),
+      compute_("params_bf16", device) {
   DT_CHECK(dtype == DType::kF32 || dtype == DType::kF64, "parameters must be f32 or f64, got {}",
            dtype_name(dtype));
+  DT_CHECK(device == Device::kCPU || dtype == DType::kF32,
+           "parameters on the GPU are fp32 masters (with bf16 copies), got {}", dtype_name(dtype));
 }
 
 int ParamStore::declare(ParamInfo info) {
   int slot = params_.declare(info.name, dtype_, info.shape);
   grads_.declare(info.name, dtype_, info.shape);
+  const bool bf16_copy = device_ == Device::kCUDA && info.shape.ndim == 2;
+  compute_slot_.push_back(bf16_copy ? compute_.declare(info.name, DType::kBF16, info.shape) : -1);
   infos_.push_back(std::move(info));
   return slot;
 }
@@ -24,6 +33,16 @@ int ParamStore::declare(ParamInfo info) {
 void ParamStore::allocate() {
   params_.allocate();
   grads_.allocate();
+  compute_.allocate();
+}
+
+void ParamStore::sync_compute() {
+  if (device_ != Device::kCUDA) return;
+  Context ctx;
+  ctx.device = Device::kCUDA;  // the legacy default stream, then a device-wide sync
+  for (int s = 0; s < size(); ++s)
+    if (compute_slot_[s] >= 0) cast(ctx, compute_.get(compute_slot_[s]), params_.get(s));
+  device_synchronize();
 }
 
 int64_t ParamStore::numel() const {
@@ -58,7 +77,7 @@ void ParamStore::init(uint64_t seed) {
     const ParamInfo& p = infos_[s];
     uint64_t stream = philox_stream_of(p.name.c_str());
     int64_t n = p.shape.numel();
-    Tensor t = param(s);
+    Tensor t = master(s);
     std::vector<double> host(n);
     for (int64_t i = 0; i < n; ++i) host[i] = init_value(p, seed, stream, static_cast<uint64_t>(i));
     if (dtype_ == DType::kF64) {
@@ -68,6 +87,7 @@ void ParamStore::init(uint64_t seed) {
       device_copy(t.data, device_, f.data(), Device::kCPU, n * sizeof(float));
     }
   }
+  sync_compute();
 }
 
 }  // namespace dt

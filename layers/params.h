@@ -1,6 +1,14 @@
 // ParamStore: every parameter of the model in one arena, its gradient in a twin
 // arena, and a named table of what each parameter is (STYLE section 8).
 //
+// Mixed precision on the GPU (DESIGN section 5): the parameters and gradients are fp32 (the
+// master weights); every matrix (2-D parameter: the linear weights and the embedding) also has
+// a bf16 copy in a third arena, which the matmuls read. param() returns what the ops take (the
+// bf16 copy for matrices on the GPU, else the master), master() the fp32 master. After writing
+// masters (init, checkpoint load) call sync_compute(); the fused AdamW rewrites the copies.
+// Activations are act_dtype() (bf16 on the GPU), statistics (norms' rstd, softmax lse, losses,
+// GDN gates) stat_dtype() (fp32 on the GPU); on the CPU both are the parameters' dtype.
+//
 //   ParamStore ps(DType::kF32, Device::kCPU);
 //   int w = ps.declare({"model.layers.0.mlp.up_proj.weight", {F, C}, Init::kNormal, 0.02,
 //                       TpSplit::kColumn, /*decay=*/true});
@@ -51,10 +59,16 @@ class ParamStore {
   void init(uint64_t seed);
   void zero_grads();
 
-  Tensor param(int slot) const { return params_.get(slot); }
+  Tensor param(int slot) const { return compute_slot_[slot] >= 0 ? compute_.get(compute_slot_[slot]) : params_.get(slot); }
+  Tensor master(int slot) const { return params_.get(slot); }
   Tensor grad(int slot) const { return grads_.get(slot); }
-  Tensor param(std::string_view name) const { return params_.get(name); }
+  Tensor param(std::string_view name) const { return param(params_.slot(name)); }
+  Tensor master(std::string_view name) const { return params_.get(name); }
   Tensor grad(std::string_view name) const { return grads_.get(name); }
+  // The bf16 copy of slot's parameter, undefined when the ops read the master directly.
+  Tensor compute_copy(int slot) const { return compute_slot_[slot] >= 0 ? compute_.get(compute_slot_[slot]) : Tensor(); }
+  // Rewrites every bf16 copy from its master (after init or a checkpoint load). Synchronous.
+  void sync_compute();
   int slot(std::string_view name) const { return params_.slot(name); }
   bool contains(std::string_view name) const { return params_.contains(name); }
 
@@ -62,6 +76,8 @@ class ParamStore {
   int size() const { return static_cast<int>(infos_.size()); }
   int64_t numel() const;
   DType dtype() const { return dtype_; }
+  DType act_dtype() const { return device_ == Device::kCUDA ? DType::kBF16 : dtype_; }
+  DType stat_dtype() const { return device_ == Device::kCUDA ? DType::kF32 : dtype_; }
   Device device() const { return device_; }
   Arena& params_arena() { return params_; }
   Arena& grads_arena() { return grads_; }
@@ -72,6 +88,8 @@ class ParamStore {
   std::vector<ParamInfo> infos_;
   Arena params_;
   Arena grads_;
+  Arena compute_;                  // bf16 copies of the matrices (GPU only)
+  std::vector<int> compute_slot_;  // per parameter: its slot in compute_, or -1
 };
 
 }  // namespace dt

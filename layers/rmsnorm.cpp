@@ -16,7 +16,7 @@ void RMSNorm::declare(ParamStore& params, Arena& acts, int B, int T) {
   acts_ = &acts;
   w_ = params.declare({name_, {dim_}, zero_centered_ ? Init::kZeros : Init::kOnes, 0.0, TpSplit::kReplicated,
                        /*decay=*/false});
-  rstd_ = acts.declare(prefix_ + ".rstd", params.dtype(), {int64_t{B} * T * heads_});
+  rstd_ = acts.declare(prefix_ + ".rstd", params.stat_dtype(), {int64_t{B} * T * heads_});
 }
 
 // Tensors are seen as [rows, dim], so [B, T, heads * dim] and [B, T, heads, dim] both work.

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# One call on the GPU machine does it all: configure (sm_90a) into build-gpu/, build the GPU tests
-# and bench_gdn, run `ctest -L gpu`, run bench_gdn and fla's peer benchmark in the same call, and
-# copy logs and JSON to $OUT.
-#
-# Run on the H200 on 2026-11-29 up to the fla peer benchmark (the device time ran out there): the
-# .debs unpacking, configure, build and `ctest -L gpu` (17/17) worked; bench_gdn is not yet run there.
+# One call on the GPU machine does it all: configure (sm_90a) into build-gpu/, build, run the GPU
+# tests (`ctest -L gpu`), the training-step benchmark of the 124M models (bench_train) with the
+# peers' training steps in the same call (HF Llama eager / torch.compile, fla's GDN hybrid:
+# bench/bench_train_peers.py), the GDN kernels against fla (bench_gdn, bench_gdn_peers.py), the
+# dense ops (bench_dense_ops), and a GPU training smoke run of `deltatron train`; logs and JSON go
+# to $OUT.
 #
 # Before: scripts/fetch_device_debs.sh here (fills .debs/ and .whl/, both ignored by git).
 # Then:   run(carry=[".debs", ".whl"], command="bash scripts/gpu_check.sh", timeout_s=600)
-# Env:    SKIP_BENCH=1 (tests only), SKIP_PEERS=1 (no fla), JOBS (build parallelism, default nproc).
+# Env:    SKIP_BENCH=1 (tests only; DENSE_BENCH=1 still runs bench_dense_ops), SKIP_PEERS=1 (no peers),
+#         SKIP_GDN_BENCH=1, SKIP_TRAIN_BENCH=1, SKIP_TESTS=1, JOBS (build parallelism, default nproc),
+#         GTEST_FILTER=PATTERN (only those GPU tests: test_gpu runs them directly, ctest is skipped),
+#         PEERS=llama_eager,llama_compiled,fla_hybrid (bench_train_peers.py's list).
+# cuDNN comes from the machine's python3 (torch's nvidia-cudnn-cu13); the cuDNN frontend headers, which
+# the machine lacks, from the carried wheel .whl/nvidia_cudnn_frontend-*.whl.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -47,31 +52,86 @@ if ! pkg-config --exists icu-uc 2>/dev/null || [[ ! -f /usr/include/zlib.h ]]; t
   pkg-config --modversion icu-uc
 fi
 
+# --- cuDNN frontend headers (header-only C++ API) from the carried wheel.
+if ls .whl/nvidia_cudnn_frontend-*.whl >/dev/null 2>&1; then
+  step "cuDNN frontend headers from $(ls .whl/nvidia_cudnn_frontend-*.whl | head -1)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/nvidia_cudnn_frontend-*.whl \
+    && EXTRA_CMAKE+=(-DCUDNN_FRONTEND_INCLUDE_DIR=/tmp/site/include)
+else
+  echo "no .whl/nvidia_cudnn_frontend-*.whl: attention on the GPU will say 'built without cuDNN'" \
+       "(run scripts/fetch_device_debs.sh and carry .whl)"
+fi
+
 step "configure"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DDELTATRON_CUDA=ON \
   -DDELTATRON_BENCH=ON "${EXTRA_CMAKE[@]}" 2>&1 | tail -20 || { echo "configure failed"; exit 3; }
 
-step "build test_gpu bench_gdn"
-cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target test_gpu bench_gdn 2>&1 | tail -40
+step "build deltatron test_gpu bench_gdn bench_dense_ops bench_train"
+cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target deltatron test_gpu bench_gdn bench_dense_ops bench_train 2>&1 | tail -40
 [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "build failed"; exit 4; }
 
-step "ctest -L gpu"
-(cd build-gpu && ctest -L gpu --output-on-failure --timeout 300 2>&1 | tee "$OUT/ctest_gpu.log")
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=5
-# The gtest XML too, for exact per-test numbers.
-build-gpu/tests/test_gpu --gtest_output=xml:"$OUT/test_gpu.xml" > "$OUT/test_gpu_direct.log" 2>&1 || true
+if [[ -n "${SKIP_TESTS:-}" ]]; then
+  echo "SKIP_TESTS: no GPU tests"
+elif [[ -z "${GTEST_FILTER:-}" ]]; then
+  step "ctest -L gpu"
+  (cd build-gpu && ctest -L gpu --output-on-failure --timeout 300 2>&1 | tee "$OUT/ctest_gpu.log")
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=5
+  # The gtest XML too, for exact per-test numbers.
+  build-gpu/tests/test_gpu --gtest_output=xml:"$OUT/test_gpu.xml" > "$OUT/test_gpu_direct.log" 2>&1 || true
+else
+  step "test_gpu --gtest_filter=$GTEST_FILTER"
+  build-gpu/tests/test_gpu --gtest_output=xml:"$OUT/test_gpu.xml" 2>&1 | tee "$OUT/test_gpu_direct.log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=5
+fi
 
-if [[ -z "${SKIP_BENCH:-}" ]]; then
+PEER_ENV=()
+if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_PEERS:-}" ]] && ls .whl/fla*.whl .whl/flash_linear*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl && PEER_ENV=(PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH})
+fi
+
+if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_TRAIN_BENCH:-}" ]]; then
+  # The 124M models at 16 x 1024: the softmax baseline as configured (gated attention, q/k norm,
+  # untied), the same at the HF Llama peer's architecture (plain attention, tied), and the hybrid.
+  step "bench_train"
+  BT=(timeout 150 build-gpu/bench/bench_train --steps 20 --warmup 5)
+  "${BT[@]}" --config configs/softmax_124m.yaml --set model.attn.output_gate=false --set model.attn.qk_norm=false \
+    --set model.tie_embeddings=true --name softmax_124m_llama_arch --json "$OUT/train_softmax_llama_arch.json" \
+    2>&1 | tee "$OUT/bench_train.log"
+  "${BT[@]}" --config configs/softmax_124m.yaml --json "$OUT/train_softmax.json" 2>&1 | tee -a "$OUT/bench_train.log"
+  "${BT[@]}" --config configs/hybrid_124m.yaml --json "$OUT/train_hybrid.json" 2>&1 | tee -a "$OUT/bench_train.log"
+  if [[ -z "${SKIP_PEERS:-}" ]]; then
+    step "peers: training steps (bench_train_peers.py)"
+    env "${PEER_ENV[@]}" PYTHONUNBUFFERED=1 OUT=$OUT timeout 300 python3 bench/bench_train_peers.py 2>&1 | tee "$OUT/train_peers.log"
+  fi
+  python3 bench/report_train.py "$OUT" 2>&1 | tee "$OUT/train_report.txt"
+fi
+
+if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_GDN_BENCH:-}" ]]; then
   FLA_JSON=()
-  if [[ -z "${SKIP_PEERS:-}" ]] && ls .whl/*.whl >/dev/null 2>&1; then
+  if [[ -z "${SKIP_PEERS:-}" && ${#PEER_ENV[@]} -gt 0 ]]; then
     step "fla peer benchmark"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-      && PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 OUT=$OUT timeout 240 \
-         python3 bench/bench_gdn_peers.py 2>&1 | tee "$OUT/fla_peers.log"
+    env "${PEER_ENV[@]}" PYTHONUNBUFFERED=1 OUT=$OUT timeout 240 python3 bench/bench_gdn_peers.py 2>&1 | tee "$OUT/fla_peers.log"
     [[ -f $OUT/fla_kernels.json ]] && FLA_JSON=(--fla-json "$OUT/fla_kernels.json")
   fi
   step "bench_gdn"
   timeout 240 build-gpu/bench/bench_gdn --json "$OUT/bench_gdn.json" "${FLA_JSON[@]}" 2>&1 | tee "$OUT/bench_gdn.log"
+fi
+if [[ -z "${SKIP_BENCH:-}" || -n "${DENSE_BENCH:-}" ]]; then
+  step "bench_dense_ops"
+  timeout 120 build-gpu/bench/bench_dense_ops --json "$OUT/bench_dense_ops.json" 2>&1 | tee "$OUT/bench_dense_ops.log"
+fi
+
+if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_SMOKE:-}" ]]; then
+  # `deltatron train` on the GPU on the bundled sample: the quickstart's model and data, 40 steps.
+  step "deltatron train on the GPU (quickstart, 40 steps)"
+  build-gpu/deltatron prepare --input assets/fineweb-edu/fineweb_edu.jsonl --out /tmp/shards/fineweb_edu_sample \
+    > "$OUT/smoke_prepare.log" 2>&1
+  timeout 120 build-gpu/deltatron train --config configs/quickstart.yaml --device cuda --run-dir /tmp/runs/smoke \
+    --set train.steps=40 --set "data.train=/tmp/shards/fineweb_edu_sample/fineweb_edu_train_*.bin" \
+    --set "data.val=/tmp/shards/fineweb_edu_sample/fineweb_edu_val_*.bin" 2>&1 | tail -8 | tee "$OUT/smoke_train.log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=6
+  cp /tmp/runs/smoke/metrics.jsonl "$OUT/smoke_metrics.jsonl" 2>/dev/null || true
 fi
 
 step "done (status $status)"

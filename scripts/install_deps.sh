@@ -23,3 +23,16 @@ if ! python3 -c "import matplotlib" 2>/dev/null; then
   echo "install_deps: installing matplotlib (pip)"
   python3 -m pip install -q matplotlib 2>/dev/null || python3 -m pip install -q --break-system-packages matplotlib
 fi
+
+# cuDNN 9 and the cuDNN frontend's C++ headers, for attention in CUDA builds (only where nvcc is):
+# cmake/cudnn.cmake asks python3 where these wheels put them. 9.19 is the cuDNN of the GPU machines'
+# torch; the frontend is pinned so its header API stays the one we build against. pip does nothing
+# when the pinned versions are already there.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  cudnn_pkgs=("nvidia-cudnn-cu13==9.19.*")
+  frontend_pkgs=("nvidia-cudnn-frontend==1.32.*")  # --no-deps: only its headers are used
+  python3 -m pip install -q "${cudnn_pkgs[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${cudnn_pkgs[@]}"
+  python3 -m pip install -q --no-deps "${frontend_pkgs[@]}" 2>/dev/null ||
+    python3 -m pip install -q --no-deps --break-system-packages "${frontend_pkgs[@]}"
+fi

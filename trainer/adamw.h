@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/arena.h"
+#include "core/context.h"
 #include "layers/params.h"
 
 namespace dt {
@@ -28,8 +29,10 @@ class AdamW {
  public:
   AdamW(ParamStore& params, AdamWConfig cfg);
 
-  // One update of every parameter from its gradient in `params`, at learning rate `lr`.
-  void step(double lr);
+  // One update of every parameter from its gradient in `params`, at learning rate `lr`: one fused
+  // adamw_update over all of them (kernels/ops.h), which on the GPU also rewrites the bf16 copies.
+  void step(Context& ctx, double lr);
+  void step(double lr);  // CPU parameters
 
   int64_t steps_done() const { return t_; }
   void set_steps_done(int64_t t) { t_ = t; }  // when the moments come from a checkpoint
@@ -45,11 +48,13 @@ class AdamW {
   int64_t t_ = 0;
 };
 
-// sqrt(sum of g^2 over every gradient), accumulated in double.
-double grad_global_norm(const ParamStore& params);
+// sqrt(sum of g^2 over every gradient), accumulated in double (fp32 partials on the GPU).
+double grad_global_norm(Context& ctx, const ParamStore& params);
+double grad_global_norm(const ParamStore& params);  // on the parameters' device, default stream
 
 // Scales every gradient by max_norm / (norm + 1e-6) when that is below 1; max_norm <= 0 disables.
 // Returns the norm before clipping.
+double clip_grad_norm(Context& ctx, ParamStore& params, double max_norm);
 double clip_grad_norm(ParamStore& params, double max_norm);
 
 }  // namespace dt

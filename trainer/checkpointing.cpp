@@ -4,6 +4,7 @@
 #include <charconv>
 #include <filesystem>
 
+#include "core/device.h"
 #include "core/error.h"
 
 namespace dt {
@@ -25,16 +26,42 @@ int64_t step_of_file_name(const std::string& name) {
   return ec == std::errc() && p == last && step >= 0 ? step : -1;
 }
 
-std::vector<NamedTensor> param_tensors(const ParamStore& params) {
+// Host views of the tensors to save or load: device tensors (GPU training) are staged through host
+// buffers, since the HDF5 writer and reader take host memory.
+class HostStage {
+ public:
+  Tensor stage(const Tensor& t) {
+    if (t.device == Device::kCPU) return t;
+    DT_CHECK(t.dtype == DType::kF32 && t.is_contiguous(), "checkpoint: cannot stage {}", t.str());
+    bufs_.emplace_back(static_cast<size_t>(t.numel()));
+    Tensor h(bufs_.back().data(), t.dtype, Device::kCPU, t.shape);
+    pairs_.push_back({t, h});
+    return h;
+  }
+  void download() const {
+    for (const auto& [d, h] : pairs_) device_copy(h.data, Device::kCPU, d.data, d.device, d.bytes());
+  }
+  void upload() const {
+    for (const auto& [d, h] : pairs_) device_copy(d.data, d.device, h.data, Device::kCPU, h.bytes());
+  }
+
+ private:
+  std::vector<std::vector<float>> bufs_;
+  std::vector<std::pair<Tensor, Tensor>> pairs_;
+};
+
+// The fp32 masters, under their names.
+std::vector<NamedTensor> param_tensors(const ParamStore& params, HostStage& stage) {
   std::vector<NamedTensor> out;
-  for (int s = 0; s < params.size(); ++s) out.push_back({params.infos()[s].name, params.param(s)});
+  for (int s = 0; s < params.size(); ++s) out.push_back({params.infos()[s].name, stage.stage(params.master(s))});
   return out;
 }
 
 // AdamW's moment `which` ('m' or 'v') of every parameter, under the parameter's name.
-std::vector<NamedTensor> moment_tensors(const ParamStore& params, const AdamW& opt, char which) {
+std::vector<NamedTensor> moment_tensors(const ParamStore& params, const AdamW& opt, char which, HostStage& stage) {
   std::vector<NamedTensor> out;
-  for (int s = 0; s < params.size(); ++s) out.push_back({params.infos()[s].name, which == 'm' ? opt.m(s) : opt.v(s)});
+  for (int s = 0; s < params.size(); ++s)
+    out.push_back({params.infos()[s].name, stage.stage(which == 'm' ? opt.m(s) : opt.v(s))});
   return out;
 }
 
@@ -72,20 +99,25 @@ void save_train_checkpoint(const std::string& path, const Config& cfg, const Par
   state.tp = cfg.parallel.tp;
   state.dp = 1;  // no data parallelism yet
   state.optimizer_steps = opt.steps_done();
-  checkpoint_save(path, state,
-                  {{"params", param_tensors(params)},
-                   {"optimizer/m", moment_tensors(params, opt, 'm')},
-                   {"optimizer/v", moment_tensors(params, opt, 'v')}});
+  HostStage stage;
+  std::vector<CheckpointGroup> groups = {{"params", param_tensors(params, stage)},
+                                         {"optimizer/m", moment_tensors(params, opt, 'm', stage)},
+                                         {"optimizer/v", moment_tensors(params, opt, 'v', stage)}};
+  stage.download();
+  checkpoint_save(path, state, groups);
 }
 
 CheckpointState load_train_checkpoint(const std::string& path, ParamStore& params, AdamW* opt) {
   CheckpointState state = checkpoint_read_state(path);
-  checkpoint_load_group(path, {"params", param_tensors(params)});
+  HostStage stage;
+  checkpoint_load_group(path, {"params", param_tensors(params, stage)});
   if (opt) {
-    checkpoint_load_group(path, {"optimizer/m", moment_tensors(params, *opt, 'm')});
-    checkpoint_load_group(path, {"optimizer/v", moment_tensors(params, *opt, 'v')});
+    checkpoint_load_group(path, {"optimizer/m", moment_tensors(params, *opt, 'm', stage)});
+    checkpoint_load_group(path, {"optimizer/v", moment_tensors(params, *opt, 'v', stage)});
     opt->set_steps_done(state.optimizer_steps);
   }
+  stage.upload();
+  params.sync_compute();
   return state;
 }
 

@@ -7,6 +7,7 @@
 
 #include "trainer/checkpointing.h"
 #include "trainer/config.h"
+#include "trainer/runtime.h"
 
 namespace dt {
 
@@ -55,11 +56,11 @@ CheckpointEval evaluate_checkpoint(const std::string& path, const CheckpointEval
   int threads = options.threads > 0 ? options.threads : cfg.run.threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   openblas_set_num_threads(threads);
-  Model model(cfg.model, r.batch_size, r.seq_len, DType::kF32, Device::kCPU);
+  Runtime runtime(resolve_device(options.device));
+  r.device = describe_device(runtime.device(), options.device);
+  Model model(cfg.model, r.batch_size, r.seq_len, DType::kF32, runtime.device());
   load_train_checkpoint(path, model.params(), nullptr);
-  Context ctx;
-  ctx.device = Device::kCPU;
-  r.val_loss = evaluate(model, ctx, loader, r.batches);
+  r.val_loss = evaluate(model, runtime.ctx(), loader, r.batches);
   return r;
 }
 

@@ -24,6 +24,7 @@ struct CheckpointEvalOptions {
   std::string data;     // glob of token shards; empty: the checkpoint config's data.val
   int64_t batches = 0;  // 0: the config's train.eval_batches (or one pass over the data when that is 0)
   int threads = 0;      // OpenBLAS threads; 0: the config's run.threads (0 there: all cores)
+  std::string device = "auto";  // auto, cpu or cuda (trainer/runtime.h)
 };
 
 struct CheckpointEval {
@@ -35,6 +36,7 @@ struct CheckpointEval {
   int64_t tokens = 0;     // batches * batch_size * seq_len
   double val_loss = 0;
   std::string note;       // why fewer batches than asked, or empty
+  std::string device;     // the device line (describe_device)
 };
 
 CheckpointEval evaluate_checkpoint(const std::string& path, const CheckpointEvalOptions& options);

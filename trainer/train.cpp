@@ -20,6 +20,7 @@
 #include "trainer/checkpointing.h"
 #include "trainer/evaluate.h"
 #include "trainer/metrics.h"
+#include "trainer/runtime.h"
 #include "trainer/schedule.h"
 
 namespace dt {
@@ -171,8 +172,6 @@ std::string find_resume_checkpoint(const std::string& run_dir) {
 TrainSummary train(const Config& cfg, const TrainOptions& options) {
   validate_config(cfg);
   const TrainConfig& tc = cfg.train;
-  DT_CHECK(cfg.run.device != "cuda",
-           "run.device = cuda: the CUDA backend is not built yet; use run.device: auto or cpu to train on the CPU");
   DT_CHECK(cfg.parallel.tp == 1,
            "parallel.tp = {}: tensor parallelism needs the multi-process backend, which is not built yet; set "
            "parallel.tp: 1",
@@ -195,7 +194,9 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   summary.run_dir = run_dir_of(cfg, options.run_dir);
   const fs::path dir(summary.run_dir);
   const std::string ckpt_dir = checkpoints_dir(summary.run_dir);
-  Model model(cfg.model, B, T, DType::kF32, Device::kCPU);
+  Runtime runtime(resolve_device(cfg.run.device));
+  Context& ctx = runtime.ctx();
+  Model model(cfg.model, B, T, DType::kF32, runtime.device());
   model.init(tc.seed);
   ParamStore& params = model.params();
   AdamW opt(params, {tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
@@ -229,8 +230,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   RunLog log((dir / "log.txt").string(), options.console, tty, /*append=*/options.resume);
   for (const std::string& n : notes) log.print("note: " + n);
 
-  if (cfg.run.device == "auto")
-    log.print("device: cpu (GPU training arrives with the CUDA backend; until then `auto` trains on the CPU)");
+  log.print(describe_device(runtime.device(), cfg.run.device));
   int threads = cfg.run.threads > 0 ? cfg.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   openblas_set_num_threads(threads);
 
@@ -252,8 +252,6 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
                         static_cast<double>(tc.steps) * A / train_loader.batches_per_epoch(), threads,
                         summary.run_dir));
 
-  Context ctx;
-  ctx.device = Device::kCPU;
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
 
   using clock = std::chrono::steady_clock;
@@ -301,7 +299,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     }
     const double loss = loss_sum / A;
     if (options.after_backward) options.after_backward(step, params);
-    const double grad_norm = clip_grad_norm(params, tc.grad_clip);
+    const double grad_norm = clip_grad_norm(ctx, params, tc.grad_clip);
     const double lr = lr_at_step(step, tc.steps, tc.warmup_steps, tc.lr, tc.min_lr);
     // A non-finite loss or gradient would poison the weights and both moments for good: skip the
     // update (the batch is still consumed and the step counted, so the schedule stays in place).
@@ -310,7 +308,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
       ++state.skipped_steps;
       ++state.skips_in_a_row;
     } else {
-      opt.step(lr);
+      opt.step(ctx, lr);
       state.skips_in_a_row = 0;
     }
     const double dt = seconds_since(t0);

@@ -1,7 +1,7 @@
 // Linear layer reference, y = x W^T, with the Hugging Face weight layout W[out, in].
 //   forward:  y[n, o]  = sum_i x[n, i] W[o, i]
-//   backward: dx[n, i] = sum_o dy[n, o] W[o, i]        (written)
-//             dW[o, i] += sum_n dy[n, o] x[n, i]       (accumulated)
+//   backward: dx[n, i] = alpha sum_o dy[n, o] W[o, i]        (written)
+//             dW[o, i] += alpha sum_n dy[n, o] x[n, i]       (accumulated)
 // BLAS does the work (OpenBLAS sgemm/dgemm); rows = product of x's leading dims.
 #pragma once
 
@@ -34,9 +34,9 @@ void linear_forward_ref(T* y, const T* x, const T* w, int64_t rows, int64_t in, 
 // dx may be null (no input gradient wanted); dw may be null (frozen weight).
 template <class T>
 void linear_backward_ref(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t rows, int64_t in,
-                         int64_t out) {
-  if (dx) gemm_ref(false, false, rows, in, out, T(1), dy, out, w, in, T(0), dx, in);
-  if (dw) gemm_ref(true, false, out, in, rows, T(1), dy, out, x, in, T(1), dw, in);
+                         int64_t out, T alpha = T(1)) {
+  if (dx) gemm_ref(false, false, rows, in, out, alpha, dy, out, w, in, T(0), dx, in);
+  if (dw) gemm_ref(true, false, out, in, rows, alpha, dy, out, x, in, T(1), dw, in);
 }
 
 }  // namespace dt

@@ -7,7 +7,8 @@
 //   V' = U - W S      O = (Q o e^G) S + M V'      S' = e^{G_n} S + (K o D)^T V',  D_i = exp(G_n - G_i)
 //
 // This is the FIRST, plainly correct version (fp32 CUDA cores, global-memory scratch, no tensor
-// cores). Its structure is already the one the fast version keeps (bench/NOTES.md):
+// cores), kept as a second GPU reference and for chunk sizes other than 64 (GdnCudaImpl::kSimt;
+// the tensor-core kernels are kernels/cuda/gdn_tc_*.cu). Its structure (bench/NOTES.md):
 //   prep        (b, h, chunk) in parallel: G, M, Tm, W, U                       -> workspace
 //   state pass  (b, h, 32 columns of S) in parallel, sequential over chunks:
 //               V', O, S' (the columns of S are independent: V'[:, y] needs only S[:, y])
@@ -558,17 +559,9 @@ void launch_check(const char* op, const char* kernel) {
 
 }  // namespace
 
-int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d) {
-  Workspace w;
-  return layout(w, d, false, nullptr) * 4;
-}
-int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d) {
-  Workspace w;
-  return layout(w, d, true, nullptr) * 4;
-}
+namespace gdn_cuda {
 
-void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
-  const char* op = "gdn_chunk_forward_cuda";
+void check_forward_params(const GdnCudaForwardParams& p, const char* op) {
   const GdnCudaDims& d = p.dims;
   check_dims(d, op);
   check_rows(p.ld_q, d.Hk * d.dk, p.q, op, "q");
@@ -576,7 +569,30 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   check_rows(p.ld_v, d.Hv * d.dv, p.v, op, "v");
   check_rows(p.ld_o, d.Hv * d.dv, p.o, op, "o");
   DT_CHECK(p.g && p.beta, "{}: g and beta must not be null", op);
-  auto s = static_cast<cudaStream_t>(stream);
+}
+
+void check_backward_params(const GdnCudaBackwardParams& p, const char* op) {
+  const GdnCudaDims& d = p.dims;
+  check_dims(d, op);
+  check_rows(p.ld_q, d.Hk * d.dk, p.q, op, "q");
+  check_rows(p.ld_k, d.Hk * d.dk, p.k, op, "k");
+  check_rows(p.ld_v, d.Hv * d.dv, p.v, op, "v");
+  check_rows(p.ld_do, d.Hv * d.dv, p.d_o, op, "d_o");
+  check_rows(p.ld_dq, d.Hk * d.dk, p.dq, op, "dq");
+  check_rows(p.ld_dk, d.Hk * d.dk, p.dk, op, "dk");
+  check_rows(p.ld_dv, d.Hv * d.dv, p.dv, op, "dv");
+  DT_CHECK(p.g && p.beta && p.dg && p.dbeta, "{}: g, beta, dg and dbeta must not be null", op);
+}
+
+int64_t chunk_workspace_bytes_simt(const GdnCudaDims& d, bool backward) {
+  Workspace w;
+  return layout(w, d, backward, nullptr) * 4;
+}
+
+void chunk_forward_simt(const GdnCudaForwardParams& p, cudaStream_t s) {
+  const char* op = "gdn_chunk_forward_cuda (simt)";
+  const GdnCudaDims& d = p.dims;
+  check_forward_params(p, op);
   Workspace w;
   float* base = alloc_workspace(layout(w, d, false, nullptr), s, op);
   layout(w, d, false, base);
@@ -591,19 +607,10 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   DT_GDN_CUDA_CHECK(cudaFreeAsync(base, s), op);
 }
 
-void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
-  const char* op = "gdn_chunk_backward_cuda";
+void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s) {
+  const char* op = "gdn_chunk_backward_cuda (simt)";
   const GdnCudaDims& d = p.dims;
-  check_dims(d, op);
-  check_rows(p.ld_q, d.Hk * d.dk, p.q, op, "q");
-  check_rows(p.ld_k, d.Hk * d.dk, p.k, op, "k");
-  check_rows(p.ld_v, d.Hv * d.dv, p.v, op, "v");
-  check_rows(p.ld_do, d.Hv * d.dv, p.d_o, op, "d_o");
-  check_rows(p.ld_dq, d.Hk * d.dk, p.dq, op, "dq");
-  check_rows(p.ld_dk, d.Hk * d.dk, p.dk, op, "dk");
-  check_rows(p.ld_dv, d.Hv * d.dv, p.dv, op, "dv");
-  DT_CHECK(p.g && p.beta && p.dg && p.dbeta, "{}: g, beta, dg and dbeta must not be null", op);
-  auto s = static_cast<cudaStream_t>(stream);
+  check_backward_params(p, op);
   Workspace w;
   float* base = alloc_workspace(layout(w, d, true, nullptr), s, op);
   layout(w, d, true, base);
@@ -613,13 +620,11 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
                         static_cast<unsigned>(d.B));
   gdn_prep_kernel<<<chunk_grid, kThreads, 0, s>>>(in, w);
   launch_check(op, "gdn_prep_kernel");
-  gdn_state_forward_kernel<<<state_grid, kThreads, 0, s>>>(in, w,
-                                                           StatePassArgs{p.S0, nullptr, 0, nullptr, true});
+  gdn_state_forward_kernel<<<state_grid, kThreads, 0, s>>>(in, w, StatePassArgs{p.S0, nullptr, 0, nullptr, true});
   launch_check(op, "gdn_state_forward_kernel");
   gdn_state_backward_kernel<<<state_grid, kThreads, 0, s>>>(in, w, StateGradArgs{p.d_o, p.ld_do, p.dS_out, p.dS0});
   launch_check(op, "gdn_state_backward_kernel");
-  gdn_chunk_grad_kernel<<<chunk_grid, kThreads, 0, s>>>(
-      in, w, ChunkGradArgs{p.d_o, p.ld_do, p.dv, p.ld_dv, p.dg, p.dbeta});
+  gdn_chunk_grad_kernel<<<chunk_grid, kThreads, 0, s>>>(in, w, ChunkGradArgs{p.d_o, p.ld_do, p.dv, p.ld_dv, p.dg, p.dbeta});
   launch_check(op, "gdn_chunk_grad_kernel");
   const int64_t rows = d.B * d.T, total = rows * d.Hk * d.dk;
   const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 65535));
@@ -629,5 +634,7 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   launch_check(op, "gdn_sum_heads_kernel (dk)");
   DT_GDN_CUDA_CHECK(cudaFreeAsync(base, s), op);
 }
+
+}  // namespace gdn_cuda
 
 }  // namespace dt

@@ -60,5 +60,12 @@ struct Workspace {
   __device__ __host__ float* at(float* base, int64_t ch, int64_t per) const { return base + ch * per; }
 };
 
+// The plain fp32 chunked kernels (gdn_chunk.cu) and the parameter checks both paths share.
+void check_forward_params(const GdnCudaForwardParams& p, const char* op);
+void check_backward_params(const GdnCudaBackwardParams& p, const char* op);
+void chunk_forward_simt(const GdnCudaForwardParams& p, cudaStream_t s);
+void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s);
+int64_t chunk_workspace_bytes_simt(const GdnCudaDims& d, bool backward);
+
 }  // namespace gdn_cuda
 }  // namespace dt

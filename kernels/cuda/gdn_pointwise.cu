@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/gdn_chunk.cuh"
+#include "kernels/cuda/gdn_mma.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"
 
 namespace dt {
@@ -17,27 +18,67 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-// One warp per (row, head); lane l holds elements l, l + 32, ... (d / 32 of them, d <= 128).
-__global__ void gdn_l2norm_kernel(GdnCudaL2NormParams p, bool backward) {
-  const int64_t item = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / 32;
-  if (item >= p.rows * p.H) return;
+// One warp per (row, head), grid-stride over them; lane l holds the PER = d / 32 contiguous
+// elements [l PER, (l + 1) PER) (one 4- or 8-byte access per lane when vec, else PER 2-byte ones).
+template <int PER>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_l2norm_kernel(GdnCudaL2NormParams p, bool backward,
+                                                                         bool vec) {
   const int lane = threadIdx.x % 32;
-  const int64_t r = item / p.H, h = item % p.H;
-  const int per = static_cast<int>(p.d / 32);
-  const uint16_t* x = p.x + r * p.ld_x + h * p.d;
-  float xv[4], ss = 0.f;
-  for (int i = 0; i < per; ++i) xv[i] = ld_bf16(x + lane + 32 * i), ss += xv[i] * xv[i];
-  const float inv = rsqrtf(warp_sum(ss) + 1e-6f);
-  uint16_t* y = p.y + r * p.ld_y + h * p.d;
-  if (!backward) {
-    for (int i = 0; i < per; ++i) st_bf16(y + lane + 32 * i, p.scale * xv[i] * inv);
-    return;
+  const int64_t items = p.rows * p.H;
+  for (int64_t item = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / 32; item < items;
+       item += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
+    const int64_t r = item / p.H, h = item % p.H;
+    auto load = [&](const uint16_t* src, float (&v)[PER]) {
+      uint16_t b[PER];
+      if (vec && PER == 2) {
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
+        b[0] = static_cast<uint16_t>(w & 0xffffu), b[PER - 1] = static_cast<uint16_t>(w >> 16);
+      } else if (vec && PER == 4) {
+        const uint2 w = *reinterpret_cast<const uint2*>(src);
+        b[0] = static_cast<uint16_t>(w.x & 0xffffu), b[1 % PER] = static_cast<uint16_t>(w.x >> 16);
+        b[2 % PER] = static_cast<uint16_t>(w.y & 0xffffu), b[3 % PER] = static_cast<uint16_t>(w.y >> 16);
+      } else {
+#pragma unroll
+        for (int i = 0; i < PER; ++i) b[i] = src[i];
+      }
+#pragma unroll
+      for (int i = 0; i < PER; ++i) v[i] = __bfloat162float(__ushort_as_bfloat16(b[i]));
+    };
+    auto store = [&](uint16_t* dst, const float (&v)[PER]) {
+      uint16_t b[PER];
+#pragma unroll
+      for (int i = 0; i < PER; ++i) b[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v[i]));
+      if (vec && PER == 2) {
+        *reinterpret_cast<uint32_t*>(dst) = b[0] | (static_cast<uint32_t>(b[PER - 1]) << 16);
+      } else if (vec && PER == 4) {
+        *reinterpret_cast<uint2*>(dst) = make_uint2(b[0] | (static_cast<uint32_t>(b[1 % PER]) << 16),
+                                                    b[2 % PER] | (static_cast<uint32_t>(b[3 % PER]) << 16));
+      } else {
+#pragma unroll
+        for (int i = 0; i < PER; ++i) dst[i] = b[i];
+      }
+    };
+    float xv[PER], ss = 0.f;
+    load(p.x + r * p.ld_x + h * p.d + lane * PER, xv);
+#pragma unroll
+    for (int i = 0; i < PER; ++i) ss += xv[i] * xv[i];
+    const float inv = rsqrtf(warp_sum(ss) + 1e-6f);
+    uint16_t* y = p.y + r * p.ld_y + h * p.d + lane * PER;
+    float out[PER];
+    if (!backward) {
+#pragma unroll
+      for (int i = 0; i < PER; ++i) out[i] = p.scale * xv[i] * inv;
+    } else {
+      float dyv[PER], dot = 0.f;
+      load(p.dy + r * p.ld_dy + h * p.d + lane * PER, dyv);
+#pragma unroll
+      for (int i = 0; i < PER; ++i) dot += xv[i] * inv * dyv[i];
+      dot = warp_sum(dot);
+#pragma unroll
+      for (int i = 0; i < PER; ++i) out[i] = p.scale * inv * (dyv[i] - xv[i] * inv * dot);
+    }
+    store(y, out);
   }
-  const uint16_t* dy = p.dy + r * p.ld_dy + h * p.d;
-  float dyv[4], dot = 0.f;
-  for (int i = 0; i < per; ++i) dyv[i] = ld_bf16(dy + lane + 32 * i), dot += xv[i] * inv * dyv[i];
-  dot = warp_sum(dot);
-  for (int i = 0; i < per; ++i) st_bf16(y + lane + 32 * i, p.scale * inv * (dyv[i] - xv[i] * inv * dot));
 }
 
 __global__ void gdn_gates_forward_kernel(GdnCudaGatesParams p) {
@@ -49,16 +90,18 @@ __global__ void gdn_gates_forward_kernel(GdnCudaGatesParams p) {
   }
 }
 
-// One CTA per head: da, db elementwise; the two parameter sums in a fixed order.
-__global__ void gdn_gates_backward_kernel(GdnCudaGatesParams p) {
-  constexpr int kT = 256;
-  __shared__ float red_a[kT], red_A[kT];
-  const int64_t h = blockIdx.x;
-  const float rate = expf(p.A_log[h]);
+// Gates backward, pass 1: da, db elementwise over this CTA's rows [r0, r1); the CTA has
+// per_head * H threads, so thread t only ever sees head t % H; the per-thread sums of the two
+// parameter gradients are reduced per head in thread order into partial[blockIdx.x][h][2].
+__global__ void gdn_gates_backward_kernel(GdnCudaGatesParams p, int64_t rows_per_block, float* partial) {
+  float* red = reinterpret_cast<float*>(dynamic_smem());  // [blockDim.x][2]
+  const int64_t H = p.H, r0 = blockIdx.x * rows_per_block;
+  const int64_t r1 = r0 + rows_per_block < p.rows ? r0 + rows_per_block : p.rows;
+  const int64_t h = threadIdx.x % H;
+  const float rate = expf(p.A_log[h]), bias = p.dt_bias[h];
   float sum_da = 0.f, sum_dA = 0.f;
-  for (int64_t r = threadIdx.x; r < p.rows; r += kT) {
-    const int64_t i = r * p.H + h;
-    const float x = p.a[i] + p.dt_bias[h];
+  for (int64_t i = r0 * H + threadIdx.x; i < r1 * H; i += blockDim.x) {
+    const float x = p.a[i] + bias;
     const float da = -p.dg[i] * rate * sigmoid_f(x);
     p.da[i] = da;
     sum_da += da;
@@ -66,13 +109,25 @@ __global__ void gdn_gates_backward_kernel(GdnCudaGatesParams p) {
     const float s = sigmoid_f(p.b[i]);
     p.db[i] = p.dbeta[i] * s * (1.f - s);
   }
-  red_a[threadIdx.x] = sum_da, red_A[threadIdx.x] = sum_dA;
+  red[2 * threadIdx.x] = sum_da, red[2 * threadIdx.x + 1] = sum_dA;
   __syncthreads();
-  for (int s = kT / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) red_a[threadIdx.x] += red_a[threadIdx.x + s], red_A[threadIdx.x] += red_A[threadIdx.x + s];
-    __syncthreads();
+  for (int64_t hh = threadIdx.x; hh < H; hh += blockDim.x) {
+    float a = 0.f, A = 0.f;
+    for (int64_t t = hh; t < blockDim.x; t += H) a += red[2 * t], A += red[2 * t + 1];
+    partial[(blockIdx.x * H + hh) * 2] = a;
+    partial[(blockIdx.x * H + hh) * 2 + 1] = A;
   }
-  if (threadIdx.x == 0) p.ddt_bias[h] += red_a[0], p.dA_log[h] += red_A[0];
+}
+
+// Pass 2: ddt_bias[h] += sum over blocks of partial[b][h][0], dA_log[h] likewise, in block order.
+__global__ void gdn_gates_params_kernel(GdnCudaGatesParams p, const float* partial, int blocks) {
+  for (int64_t h = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; h < p.H;
+       h += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float a = 0.f, A = 0.f;
+    for (int b = 0; b < blocks; ++b) a += partial[(b * p.H + h) * 2], A += partial[(b * p.H + h) * 2 + 1];
+    p.ddt_bias[h] += a;
+    p.dA_log[h] += A;
+  }
 }
 
 void check_l2norm(const GdnCudaL2NormParams& p, bool backward, const char* op) {
@@ -86,9 +141,15 @@ void run_l2norm(const GdnCudaL2NormParams& p, void* stream, bool backward, const
   check_l2norm(p, backward, op);
   const int64_t items = p.rows * p.H;
   if (items == 0) return;
-  const int64_t blocks = (items + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  gdn_l2norm_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, static_cast<cudaStream_t>(stream)>>>(
-      p, backward);
+  const int per = static_cast<int>(p.d / 32), bytes = per * 2;
+  auto ok = [&](const void* q, int64_t ld) {
+    return reinterpret_cast<uintptr_t>(q) % bytes == 0 && (ld * 2) % bytes == 0;
+  };
+  const bool vec = ok(p.x, p.ld_x) && ok(p.y, p.ld_y) && (!backward || ok(p.dy, p.ld_dy));
+  const int64_t blocks = std::min<int64_t>((items + kWarpsPerBlock - 1) / kWarpsPerBlock, 132 * 32);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (per == 2) gdn_l2norm_kernel<2><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(p, backward, vec);
+  else gdn_l2norm_kernel<4><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(p, backward, vec);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -115,9 +176,22 @@ void gdn_gates_backward_cuda(const GdnCudaGatesParams& p, void* stream) {
   const char* op = "gdn_gates_backward_cuda";
   DT_CHECK(p.a && p.b && p.A_log && p.dt_bias && p.dg && p.dbeta && p.da && p.db && p.dA_log && p.ddt_bias,
            "{}: null tensor pointer", op);
-  if (p.H == 0) return;
-  gdn_gates_backward_kernel<<<static_cast<unsigned>(p.H), 256, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  DT_CHECK(p.H >= 1 && p.H <= 1024, "{}: {} heads; the GPU kernel takes 1 to 1024", op, p.H);
+  if (p.rows == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  // The split depends on the sizes only, so the summation order (and the bits) are fixed.
+  const int threads = static_cast<int>(std::max<int64_t>(1, 256 / p.H) * p.H);
+  const int64_t rows_per_block = std::max<int64_t>(64, (p.rows + 1023) / 1024);
+  const int blocks = static_cast<int>((p.rows + rows_per_block - 1) / rows_per_block);
+  void* partial = nullptr;
+  DT_GDN_CUDA_CHECK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.H * 2 * sizeof(float), s), op);
+  gdn_gates_backward_kernel<<<static_cast<unsigned>(blocks), threads, threads * 2 * sizeof(float), s>>>(
+      p, rows_per_block, static_cast<float*>(partial));
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  gdn_gates_params_kernel<<<static_cast<unsigned>((p.H + 127) / 128), 128, 0, s>>>(p, static_cast<const float*>(partial),
+                                                                                 blocks);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_GDN_CUDA_CHECK(cudaFreeAsync(partial, s), op);
 }
 
 }  // namespace dt

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/sha256.h"
 #include "data/shard.h"
 #include "tests/apps/bad_input_util.h"
@@ -333,7 +334,8 @@ TEST_F(BadTrain, DataThatDoesNotFitTheConfig) {
   expect_error(c + " --set model.vocab_size=32", {"tiny_train_000001.bin: token", "is >= vocab_size 32"});
   expect_error(c + " --set train.seq_len=900", {"tiny_train_000001.bin: 800 tokens, fewer than one training window"});
   expect_error(c + " --set train.batch_size=100", {"fewer than one global batch"});
-  expect_error(c + " --set run.device=cuda", {"run.device = cuda: the CUDA backend is not built yet"});
+  if (cuda_device_count() == 0) expect_error(c + " --device cuda", {"device cuda: "});  // no CUDA build, or no GPU
+  expect_error(c + " --device tpu", {"--device: tpu not in {auto,cpu,cuda}"});
   expect_error(c + " --set parallel.tp=2 --set model.vocab_size=64 --set model.attn.n_heads=2 "
                    "--set model.gdn.n_k_heads=2 --set model.gdn.n_v_heads=2",
                {"parallel.tp = 2: tensor parallelism needs the multi-process backend"});

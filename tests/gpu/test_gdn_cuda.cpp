@@ -1,6 +1,8 @@
-// The CUDA chunked gated delta rule (kernels/cuda/gdn_chunk.cu) against the CPU reference
-// (gdn_chunk_*_ref) run in double on the same bf16-rounded inputs. Every GPU output is poisoned
-// with NaN before each run; two runs must give identical bits. Skips when there is no GPU.
+// The CUDA chunked gated delta rule against the CPU reference (gdn_chunk_*_ref) run in double on
+// the same bf16-rounded inputs: through kernels/ops.h (the tensor-core kernels,
+// kernels/cuda/gdn_tc_*.cu) and, for some cases, the plain fp32 kernels (kernels/cuda/gdn_chunk.cu,
+// GdnCudaImpl::kSimt) through kernels/gdn_cuda.h. Every GPU output is poisoned with NaN before
+// each run; two runs must give identical bits. Skips when there is no GPU.
 //
 // Tolerances (relative RMS error, sqrt(sum (x - ref)^2 / sum ref^2)): o and S_out 5e-3;
 // dq, dk, dv, dS0 1e-2; dbeta, dg 2e-2.
@@ -12,11 +14,13 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
 #include "kernels/fill.h"
+#include "kernels/gdn_cuda.h"
 #include "kernels/ops.h"
 
 namespace dt {
@@ -162,7 +166,30 @@ std::vector<T> download(const DevBuf& d, size_t n) {
   return h;
 }
 
-GpuRun run_gpu(const Case& c, const Inputs& in) {
+// The launchers of kernels/gdn_cuda.h with an explicit implementation (the ops pick kAuto).
+void run_launchers(GdnCudaImpl impl, int state_cols, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                   const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
+                   const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
+                   const Tensor& d_o, const Tensor& dS_out) {
+  auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.data); };
+  auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data); };
+  auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
+  GdnCudaDims d;
+  d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
+  d.chunk = 64, d.impl = impl, d.state_cols = state_cols;
+  GdnCudaForwardParams f;
+  f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
+  f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
+  gdn_chunk_forward_cuda(f, nullptr);
+  GdnCudaBackwardParams b;
+  b.dims = d, b.q = f.q, b.k = f.k, b.v = f.v, b.ld_q = f.ld_q, b.ld_k = f.ld_k, b.ld_v = f.ld_v;
+  b.g = f.g, b.beta = f.beta, b.S0 = f.S0, b.d_o = bits(d_o), b.ld_do = ld(d_o), b.dS_out = f32(dS_out);
+  b.dq = bits(dq), b.dk = bits(dk), b.dv = bits(dv), b.ld_dq = ld(dq), b.ld_dk = ld(dk), b.ld_dv = ld(dv);
+  b.dg = f32(dg), b.dbeta = f32(dbeta), b.dS0 = f32(dS0);
+  gdn_chunk_backward_cuda(b, nullptr);
+}
+
+GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, D}, gs{B, T, Hv}, ss{B, Hv, D, D};
   const size_t nq = rows * Hk * D, nv = rows * Hv * D, ng = rows * Hv, ns = B * Hv * D * D;
@@ -207,8 +234,12 @@ GpuRun run_gpu(const Case& c, const Inputs& in) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const Tensor* t : {&o, &S_out, &dq, &dk, &dv, &dg, &dbeta, &dS0}) fill_cuda(*t, nan, ctx.stream);
 
-  gdn_chunk_forward(ctx, o, S_out, q, k, v, g, beta, S0, 64);
-  gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64);
+  if (impl == GdnCudaImpl::kAuto && state_cols == 0) {
+    gdn_chunk_forward(ctx, o, S_out, q, k, v, g, beta, S0, 64);
+    gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64);
+  } else {
+    run_launchers(impl, state_cols, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
+  }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
   r.o_bits = download<uint16_t>(od, nv), r.dq_bits = download<uint16_t>(dqd, nq);
@@ -254,11 +285,12 @@ void expect_close(const char* tensor, const Case& c, const std::vector<float>& g
                             << e.worst_want;
 }
 
-void check_case(const Case& c) {
-  SCOPED_TRACE(c.name());
+void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0) {
+  SCOPED_TRACE(c.name() + (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") +
+               (state_cols ? " state_cols=" + std::to_string(state_cols) : ""));
   const Inputs in = make_inputs(c);
   const Reference ref = run_reference(c, in);
-  const GpuRun a = run_gpu(c, in);
+  const GpuRun a = run_gpu(c, in, impl, state_cols);
   expect_close("o", c, a.o, ref.o, 5e-3);
   expect_close("S_out", c, a.S_out, ref.S_out, 5e-3);
   expect_close("dq", c, a.dq, ref.dq, 1e-2);
@@ -269,7 +301,7 @@ void check_case(const Case& c) {
   if (c.with_S0) expect_close("dS0", c, a.dS0, ref.dS0, 1e-2);
   else expect_close("dS0 (zero S0)", c, a.dS0, ref.dS0, 1e-2);
   // Determinism: a second run gives the same bits.
-  const GpuRun b = run_gpu(c, in);
+  const GpuRun b = run_gpu(c, in, impl, state_cols);
   EXPECT_EQ(a.o_bits, b.o_bits) << "o differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dq_bits, b.dq_bits) << "dq differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dk_bits, b.dk_bits) << "dk differs between two runs [" << c.name() << "]";
@@ -297,6 +329,35 @@ TEST(GdnCuda, HeadDim128) {
     Case c;
     c.T = T, c.B = 1, c.Hk = 2, c.Hv = 2, c.D = 128, c.seed = 7 + T;
     check_case(c);
+  }
+}
+
+// Many heads: the D = 128 state passes take 32-column tiles once batch x heads fills the GPU
+// (16-column tiles below that); value heads 12 per key head (GQA).
+TEST(GdnCuda, HeadDim128WideTilesManyValueHeads) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.T = 70, c.B = 3, c.Hk = 1, c.Hv = 12, c.D = 128, c.seed = 17;
+  check_case(c);
+}
+
+// Every column-tile width of the tensor-core state passes (the sizes pick one per head dim).
+TEST(GdnCuda, EveryStateTileWidth) {
+  SKIP_WITHOUT_GPU();
+  for (auto [D, cols] : {std::pair<int64_t, int>{64, 32}, {64, 64}, {128, 16}, {128, 32}}) {
+    Case c;
+    c.T = 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 60 + cols + D;
+    check_case(c, GdnCudaImpl::kTensorCore, cols);
+  }
+}
+
+// The plain fp32 kernels (GdnCudaImpl::kSimt) stay a second GPU reference.
+TEST(GdnCuda, SimtKernelsMatchReference) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t D : {64, 128}) {
+    Case c;
+    c.T = 130, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 50 + D;
+    check_case(c, GdnCudaImpl::kSimt);
   }
 }
 
@@ -427,6 +488,51 @@ TEST(GdnCudaGates, ForwardBackwardMatchReference) {
   expect_close("gates db", c, download<float>(DBo, n), db_ref, 1e-5);
   expect_close("gates dA_log (accumulated onto 0.5)", c, download<float>(*DAL, H), dA_ref, 1e-4);
   expect_close("gates ddt_bias (accumulated onto -0.25)", c, download<float>(*DDT, H), ddt_ref, 1e-4);
+}
+
+// ---- gated RMSNorm of the output (bf16 o, z, y; fp32 w, dw) ----
+
+TEST(GdnCudaNorm, ForwardBackwardMatchReferenceAndDwIsDeterministic) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t d : {64, 128}) {
+    const int64_t B = 2, T = 37, H = 3, n = B * T * H * d;
+    const double eps = 1e-6;
+    std::mt19937_64 rng(40 + d);
+    std::normal_distribution<double> nd;
+    std::vector<uint16_t> ob(n), zb(n), dyb(n);
+    for (auto& e : ob) e = f32_to_bf16(static_cast<float>(0.3 * nd(rng)));
+    for (auto& e : zb) e = f32_to_bf16(static_cast<float>(2 * nd(rng)));
+    for (auto& e : dyb) e = f32_to_bf16(static_cast<float>(nd(rng)));
+    std::vector<float> w(d), dw0(d, 0.3f);
+    for (auto& e : w) e = static_cast<float>(1 + 0.2 * nd(rng));
+    std::vector<double> o = to_double(from_bf16(ob)), z = to_double(from_bf16(zb)), dy = to_double(from_bf16(dyb)),
+                        wd = to_double(w), y_ref(n), do_ref(n), dz_ref(n), dw_ref = to_double(dw0);
+    const Shape s{B, T, H, d}, ws{d};
+    Context cpu;
+    gdn_norm_forward(cpu, host_f64(y_ref, s), host_f64(o, s), host_f64(z, s), host_f64(wd, ws), eps);
+    gdn_norm_backward(cpu, host_f64(do_ref, s), host_f64(dz_ref, s), host_f64(dw_ref, ws), host_f64(dy, s),
+                      host_f64(o, s), host_f64(z, s), host_f64(wd, ws), eps);
+
+    Context ctx;
+    ctx.device = Device::kCUDA;
+    DevBuf od(n * 2), zd(n * 2), dyd(n * 2), yd(n * 2), dod(n * 2), dzd(n * 2), wdv(d * 4), dw1(d * 4), dw2(d * 4);
+    upload(od, ob), upload(zd, zb), upload(dyd, dyb), upload(wdv, w), upload(dw1, dw0), upload(dw2, dw0);
+    auto bf = [&](DevBuf& b) { return Tensor(b.p, DType::kBF16, Device::kCUDA, s); };
+    auto f32 = [&](DevBuf& b) { return Tensor(b.p, DType::kF32, Device::kCUDA, ws); };
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (DevBuf* b : {&yd, &dod, &dzd}) fill_cuda(bf(*b), nan, nullptr);
+    gdn_norm_forward(ctx, bf(yd), bf(od), bf(zd), f32(wdv), eps);
+    gdn_norm_backward(ctx, bf(dod), bf(dzd), f32(dw1), bf(dyd), bf(od), bf(zd), f32(wdv), eps);
+    Case c;  // for the messages only
+    c.B = B, c.T = T, c.Hv = H, c.D = d;
+    expect_close("norm y", c, from_bf16(download<uint16_t>(yd, n)), y_ref, 5e-3);
+    expect_close("norm d_o", c, from_bf16(download<uint16_t>(dod, n)), do_ref, 1e-2);
+    expect_close("norm dz", c, from_bf16(download<uint16_t>(dzd, n)), dz_ref, 1e-2);
+    const std::vector<float> dw_a = download<float>(dw1, d);
+    expect_close("norm dw (accumulated onto 0.3)", c, dw_a, dw_ref, 1e-3);
+    gdn_norm_backward(ctx, bf(dod), bf(dzd), f32(dw2), bf(dyd), bf(od), bf(zd), f32(wdv), eps);
+    EXPECT_EQ(0, std::memcmp(dw_a.data(), download<float>(dw2, d).data(), d * 4)) << "norm dw differs between runs";
+  }
 }
 
 // ---- the recurrent form (decode step) ----

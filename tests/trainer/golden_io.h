@@ -176,12 +176,16 @@ class GoldenFile {
 // Comparisons
 // ---------------------------------------------------------------------------------------------
 
-// A tensor (f32 or f64, any device, contiguous) as host doubles.
+// A tensor (f32, f64 or bf16, any device, contiguous) as host doubles.
 inline std::vector<double> to_host_f64(const Tensor& t) {
   DT_CHECK(t.is_contiguous(), "golden: {} is not contiguous", t.str());
   std::vector<double> out(static_cast<size_t>(t.numel()));
   if (t.dtype == DType::kF64) {
     device_copy(out.data(), Device::kCPU, t.data, t.device, t.bytes());
+  } else if (t.dtype == DType::kBF16) {
+    std::vector<uint16_t> h(out.size());
+    device_copy(h.data(), Device::kCPU, t.data, t.device, t.bytes());
+    for (size_t i = 0; i < h.size(); ++i) out[i] = bf16_to_f32(h[i]);
   } else {
     DT_CHECK(t.dtype == DType::kF32, "golden: {} is neither f32 nor f64", t.str());
     std::vector<float> f(out.size());
@@ -191,11 +195,15 @@ inline std::vector<double> to_host_f64(const Tensor& t) {
   return out;
 }
 
-// Host floats into a tensor of the same number of elements (f32 or f64, any device).
+// Host floats into a tensor of the same number of elements (f32, f64 or bf16, any device).
 inline void from_host(const Tensor& t, const std::vector<float>& v) {
   DT_CHECK(static_cast<int64_t>(v.size()) == t.numel(), "golden: {} values for {}", v.size(), t.str());
   if (t.dtype == DType::kF32) {
     device_copy(t.data, t.device, v.data(), Device::kCPU, t.bytes());
+  } else if (t.dtype == DType::kBF16) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+    device_copy(t.data, t.device, h.data(), Device::kCPU, t.bytes());
   } else {
     std::vector<double> d(v.begin(), v.end());
     device_copy(t.data, t.device, d.data(), Device::kCPU, t.bytes());
@@ -266,7 +274,8 @@ inline bool load_params(const GoldenFile& f, ParamStore& ps) {
                   << (shapes.empty() ? "" : "\nshapes that differ:" + shapes);
     return false;
   }
-  for (const std::string& n : hf) from_host(ps.param(n), f.read<float>("params/" + n));
+  for (const std::string& n : hf) from_host(ps.master(n), f.read<float>("params/" + n));
+  ps.sync_compute();  // the GPU's bf16 copies
   return true;
 }
 
@@ -277,11 +286,13 @@ inline void compare_grads(const GoldenFile& f, ParamStore& ps, ErrorTable& error
 }
 
 // One layer alone against a layer file (x, R, y, dx, params, grads; attributes config_json and
-// prefix): y = layer(x), then the backward of sum(y * R), in float32 on the CPU.
+// prefix): y = layer(x), then the backward of sum(y * R), in float32 on the CPU (or bf16 mixed
+// precision on the GPU: device kCUDA with `ctx` from a CUDA runtime).
 // `config_from_hf` maps the file's Hugging Face config; `adjust` may then change it (chunk size).
 template <class L, class MapConfig, class Adjust>
 void check_layer(const std::string& file, const std::string& title, MapConfig config_from_hf, Adjust adjust,
-                 double tol_out, double tol_grad) {
+                 double tol_out, double tol_grad, Context* gpu_ctx = nullptr) {
+  const Device device = gpu_ctx ? Device::kCUDA : Device::kCPU;
   GoldenFile f(golden_path(file));
   ModelConfig cfg = config_from_hf(nlohmann::json::parse(f.attr_string("config_json")));
   adjust(cfg);
@@ -291,21 +302,23 @@ void check_layer(const std::string& file, const std::string& title, MapConfig co
   const int B = static_cast<int>(xs[0]), T = static_cast<int>(xs[1]);
   const int64_t C = xs[2];
 
-  ParamStore ps(DType::kF32, Device::kCPU);
-  Arena acts("activations", Device::kCPU);
+  ParamStore ps(DType::kF32, device);
+  Arena acts("activations", device);
   L layer(cfg, f.attr_string("prefix"));
   layer.declare(ps, acts, B, T);
   ps.allocate();
   acts.allocate();
   ASSERT_TRUE(load_params(f, ps));
 
-  Arena io("golden io", Device::kCPU);
-  int x = io.declare("x", DType::kF32, {B, T, C}), y = io.declare("y", DType::kF32, {B, T, C});
-  int dy = io.declare("dy", DType::kF32, {B, T, C}), dx = io.declare("dx", DType::kF32, {B, T, C});
+  Arena io("golden io", device);
+  const DType act = ps.act_dtype();
+  int x = io.declare("x", act, {B, T, C}), y = io.declare("y", act, {B, T, C});
+  int dy = io.declare("dy", act, {B, T, C}), dx = io.declare("dx", act, {B, T, C});
   io.allocate();
   from_host(io.get(x), f.read<float>("x"));
   from_host(io.get(dy), f.read<float>("R"));  // d sum(y * R) / dy = R
-  Context ctx;
+  Context cpu_ctx;
+  Context& ctx = gpu_ctx ? *gpu_ctx : cpu_ctx;
   fill(ctx, io.get(y), NAN);  // poison: anything forward or backward leaves unwritten fails
   fill(ctx, io.get(dx), NAN);
   ps.zero_grads();

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "trainer/schedule.h"
 #include "trainer/train.h"
@@ -138,7 +139,7 @@ TEST(Train, ClearErrorsBeforeAnythingIsWritten) {
   expect_error(c, "50");
   c = tiny_config(dir.str());
   c.run.device = "cuda";
-  expect_error(c, "run.device = cuda");
+  if (cuda_device_count() == 0) expect_error(c, "device cuda: ");  // no CUDA build, or no GPU
   c = tiny_config(dir.str());
   c.parallel.tp = 2;
   c.model.attn.n_kv_heads = 2;

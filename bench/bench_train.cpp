@@ -1,0 +1,190 @@
+// Whole training steps of a model from a config, on random tokens: forward, backward, gradient
+// norm + clipping, fused AdamW -- what `deltatron train` does per step, without the data loader.
+//   bench_train --config configs/softmax_124m.yaml [--set key=value ...] [--steps 20] [--warmup 5]
+//               [--device auto|cpu|cuda] [--name NAME] [--json OUT.json]
+// Prints the step time, tokens/s, MFU, peak memory, and the time of each phase (forward, backward,
+// optimizer; measured in separate synchronised steps after the timed ones), and writes them as JSON.
+//
+// MFU counts model FLOPs per token: 6 x (parameters used in matmuls, the LM head included, the
+// embedding lookup not) + 6 x T x H x head_dim per softmax-attention layer (causal: half the
+// 12 x ... of full attention), over the card's dense bf16 peak (--peak-tflops, 989 for H100/H200 SXM).
+// The GDN layers' delta-rule FLOPs are left out (their projections are counted).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/device.h"
+#include "core/philox.h"
+#include "layers/model.h"
+#include "trainer/adamw.h"
+#include "trainer/config.h"
+#include "trainer/runtime.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// Model FLOPs per token (see the header).
+double flops_per_token(const dt::Model& model) {
+  const dt::ModelConfig& c = model.config();
+  double matmul_params = 0;
+  const dt::ParamStore& ps = const_cast<dt::Model&>(model).params();
+  for (const dt::ParamInfo& p : ps.infos())
+    if (p.shape.ndim == 2 && p.name != "model.embed_tokens.weight") matmul_params += static_cast<double>(p.shape.numel());
+  if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size) * c.d_model;  // the LM head's matmul
+  double attn = 0;
+  for (dt::MixerKind k : c.layers) {
+    if (k == dt::MixerKind::kAttn) attn += 6.0 * model.seq_len() * c.attn.n_heads * c.attn.head_dim;
+    if (k == dt::MixerKind::kMla)
+      attn += 3.0 * model.seq_len() * c.mla.n_heads *
+              (c.mla.qk_nope_head_dim + c.mla.qk_rope_head_dim + c.mla.v_head_dim);
+  }
+  return 6.0 * matmul_params + attn;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Deltatron training-step benchmark"};
+  std::string config_path, name, json_path, device = "auto";
+  std::vector<std::string> sets;
+  int steps = 20, warmup = 5;
+  double peak_tflops = 989.0;
+  app.add_option("--config", config_path, "YAML config (configs/softmax_124m.yaml, ...)")->required();
+  app.add_option("--set", sets, "Override a key: --set model.tie_embeddings=true (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--steps", steps, "Timed steps");
+  app.add_option("--warmup", warmup, "Untimed steps first");
+  app.add_option("--device", device, "auto, cpu or cuda");
+  app.add_option("--name", name, "Name in the table and the JSON (default: the config's run.name)");
+  app.add_option("--json", json_path, "Write the results here");
+  app.add_option("--peak-tflops", peak_tflops, "Dense bf16 peak of the device, for MFU");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const dt::Config cfg = dt::load_config(config_path, sets);
+    if (name.empty()) name = cfg.run.name;
+    const int B = cfg.train.batch_size, T = cfg.train.seq_len;
+    dt::Runtime rt(dt::resolve_device(device));
+    dt::Context& ctx = rt.ctx();
+    const size_t mem_before = dt::device_memory_used();
+    dt::Model model(cfg.model, B, T, dt::DType::kF32, rt.device());
+    model.init(cfg.train.seed);
+    dt::ParamStore& params = model.params();
+    dt::AdamW opt(params, {cfg.train.beta1, cfg.train.beta2, cfg.train.eps, cfg.train.weight_decay});
+    std::printf("%s\n%s\n", dt::describe_device(rt.device(), device).c_str(), model.summary().c_str());
+
+    // Random tokens, a fresh batch each step (Philox: the same for every run).
+    std::vector<int32_t> tokens(static_cast<size_t>(B) * T + 1);
+    uint64_t batch_index = 0;
+    auto next_batch = [&] {
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = static_cast<int32_t>(dt::philox_uniform(1234, batch_index, i) * cfg.model.vocab_size) %
+                    cfg.model.vocab_size;
+      ++batch_index;
+    };
+    size_t mem_peak = 0;
+    auto sample_memory = [&] { mem_peak = std::max(mem_peak, dt::device_memory_used()); };
+    std::vector<double> losses;
+    auto train_step = [&] {
+      params.zero_grads();
+      double loss = model.forward(ctx, tokens.data(), tokens.data() + 1);
+      model.backward(ctx, 1.0);
+      sample_memory();
+      dt::clip_grad_norm(ctx, params, cfg.train.grad_clip);
+      opt.step(ctx, cfg.train.lr);
+      losses.push_back(loss);
+    };
+    for (int i = 0; i < warmup; ++i) {
+      next_batch();
+      train_step();
+    }
+    rt.synchronize();
+    // Timed steps; the batches are made before the clock starts.
+    std::vector<std::vector<int32_t>> batches;
+    for (int i = 0; i < steps; ++i) {
+      next_batch();
+      batches.push_back(tokens);
+    }
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < steps; ++i) {
+      tokens = batches[i];
+      train_step();
+    }
+    rt.synchronize();
+    const double step_s = seconds_since(t0) / steps;
+
+    // Phases, each synchronised (so their sum exceeds the step a little).
+    double fwd_s = 0, bwd_s = 0, opt_s = 0;
+    const int phase_steps = std::max(3, steps / 4);
+    for (int i = 0; i < phase_steps; ++i) {
+      tokens = batches[i % batches.size()];
+      params.zero_grads();
+      rt.synchronize();
+      auto t = clock_type::now();
+      model.forward(ctx, tokens.data(), tokens.data() + 1);
+      rt.synchronize();
+      fwd_s += seconds_since(t);
+      t = clock_type::now();
+      model.backward(ctx, 1.0);
+      rt.synchronize();
+      bwd_s += seconds_since(t);
+      t = clock_type::now();
+      dt::clip_grad_norm(ctx, params, cfg.train.grad_clip);
+      opt.step(ctx, cfg.train.lr);
+      rt.synchronize();
+      opt_s += seconds_since(t);
+    }
+    fwd_s /= phase_steps, bwd_s /= phase_steps, opt_s /= phase_steps;
+
+    const double tok_s = static_cast<double>(B) * T / step_s;
+    const double fpt = flops_per_token(model);
+    const double mfu = tok_s * fpt / (peak_tflops * 1e12);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    std::printf("\n%-28s %10s %12s %8s %12s %12s | %8s %8s %8s\n", "model", "step ms", "tokens/s", "MFU",
+                "peak GiB", "ours GiB", "fwd ms", "bwd ms", "opt ms");
+    std::printf("%-28s %10.2f %12.0f %7.1f%% %12.2f %12.2f | %8.2f %8.2f %8.2f\n", name.c_str(), step_s * 1e3, tok_s,
+                100 * mfu, mem_peak / gib, (mem_peak - mem_before) / gib, fwd_s * 1e3, bwd_s * 1e3, opt_s * 1e3);
+    std::printf("losses: first %.4f, last %.4f (random tokens: ln(V) = %.4f)\n", losses.front(), losses.back(),
+                std::log(static_cast<double>(cfg.model.vocab_size)));
+    if (!json_path.empty()) {
+      nlohmann::ordered_json j = {{"name", name},
+                                  {"config", config_path},
+                                  {"sets", sets},
+                                  {"device", dt::describe_device(rt.device(), device)},
+                                  {"params", params.numel()},
+                                  {"batch", B},
+                                  {"seq_len", T},
+                                  {"steps", steps},
+                                  {"step_ms", step_s * 1e3},
+                                  {"tok_per_s", tok_s},
+                                  {"flops_per_token", fpt},
+                                  {"mfu", mfu},
+                                  {"peak_mem_gib", mem_peak / gib},
+                                  {"peak_mem_ours_gib", (mem_peak - mem_before) / gib},
+                                  {"forward_ms", fwd_s * 1e3},
+                                  {"backward_ms", bwd_s * 1e3},
+                                  {"optimizer_ms", opt_s * 1e3},
+                                  {"first_loss", losses.front()},
+                                  {"last_loss", losses.back()}};
+      std::ofstream(json_path) << j.dump(1) << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

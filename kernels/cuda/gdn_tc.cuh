@@ -1,0 +1,331 @@
+// Shared pieces of the tensor-core GDN chunk kernels (kernels/cuda/gdn_tc_forward.cu,
+// gdn_tc_backward.cu): warp-level bf16 matmuls on shared-memory tiles, tile copies, the parameter
+// struct with the workspace layout, and the small per-chunk steps (cumsum, the unit-triangular
+// inverse).
+//
+// Conventions. A chunk is C = 64 rows; a CTA is 4 warps; warp w owns rows [16w, 16w + 16) of every
+// 64-row product. Shared-memory bf16 matrices are row-major with a row stride of cols + 8 elements
+// (16 bytes of padding: the 8 row addresses of an ldmatrix then fall in 8 different bank groups).
+// fp32 matrices of 64 x 64 use a row stride of 65. An operand "A (M x K)" is stored either
+// row-major, element (m, k) at p[m * ld + k], or transposed, at p[k * ld + m]; an operand "B (K x N)"
+// either as [n][k] (p[n * ld + k], e.g. K in Q K^T) or as [k][n] (p[k * ld + n], e.g. S in W S).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/gdn_chunk.cuh"
+#include "kernels/cuda/gdn_mma.cuh"
+
+namespace dt {
+namespace gdn_cuda {
+
+inline constexpr int kC = 64;          // chunk rows
+inline constexpr int kTcWarps = 4;
+inline constexpr int kTcThreads = 32 * kTcWarps;
+inline constexpr int kLdF = kC + 1;    // fp32 64 x 64 matrices
+inline constexpr int kLdC = kC + 8;    // bf16 64 x 64 matrices
+
+// ---- bf16 helpers (raw uint16_t bits) ----
+__device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float bf16_val(uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+__device__ __forceinline__ float bf16_round(float x) { return bf16_val(bf16_bits(x)); }
+// x = hi + lo to about 16 significant bits: hi = bf16(x), lo = bf16(x - hi). A product with an
+// exact bf16 operand (q, k, v) then costs two mma instead of one and loses nothing to rounding.
+__device__ __forceinline__ void bf16_split(float x, uint16_t& hi, uint16_t& lo) {
+  hi = bf16_bits(x);
+  lo = bf16_bits(x - bf16_val(hi));
+}
+
+// ---- warp-level matmul on shared-memory tiles ----
+
+template <bool kTransA>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* p, int ld, int m0, int k0, int lane) {
+  const int j = lane >> 3, r = lane & 7;
+  if (!kTransA) ldsm_x4(a, p + (m0 + r + 8 * (j & 1)) * ld + k0 + 8 * (j >> 1));
+  else ldsm_x4_trans(a, p + (k0 + r + 8 * (j >> 1)) * ld + m0 + 8 * (j & 1));
+}
+
+// The B fragments of two adjacent n-tiles, [n0, n0 + 8) -> b[0] and [n0 + 8, n0 + 16) -> b[1].
+template <bool kKN>
+__device__ __forceinline__ void load_b2(uint32_t (&b)[2][2], const uint16_t* p, int ld, int k0, int n0, int lane) {
+  const int j = lane >> 3, r = lane & 7;
+  uint32_t t[4];
+  if (!kKN) ldsm_x4(t, p + (n0 + r + 8 * (j >> 1)) * ld + k0 + 8 * (j & 1));
+  else ldsm_x4_trans(t, p + (k0 + r + 8 * (j & 1)) * ld + n0 + 8 * (j >> 1));
+  b[0][0] = t[0], b[0][1] = t[1], b[1][0] = t[2], b[1][1] = t[3];
+}
+
+// acc[mi][ni] += A[m0 + 16 mi + (0..15), 0..K) B[0..K), n0 + 8 ni + (0..7)]   (K a multiple of 16)
+// kTransA: A stored transposed; kKN: B stored [k][n]. K is a compile-time constant so that the
+// k-loop unrolls and the fragment loads of step k + 16 can be issued before the mma of step k.
+template <int MT, int NT, int K, bool kTransA, bool kKN>
+__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const uint16_t* A, int lda, int m0,
+                                         const uint16_t* B, int ldb, int n0, int lane) {
+  static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles come in pairs, K in steps of 16");
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    // All of this step's fragments first (the loads are issued back to back and their latencies
+    // overlap), then the products.
+    uint32_t a[MT][4], b[NT / 2][2][2];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) load_a<kTransA>(a[mi], A, lda, m0 + 16 * mi, k0, lane);
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2) load_b2<kKN>(b[nj / 2], B, ldb, k0, n0 + 8 * nj, lane);
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2)
+#pragma unroll
+      for (int mi = 0; mi < MT; ++mi) {
+        mma_bf16_16816(acc[mi][nj], a[mi], b[nj / 2][0]);
+        mma_bf16_16816(acc[mi][nj + 1], a[mi], b[nj / 2][1]);
+      }
+  }
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+}
+
+// Row and column of accumulator element e of tile (mi, ni), relative to the warp tile's origin.
+__device__ __forceinline__ int acc_row(int mi, int e, int lane) { return 16 * mi + (lane >> 2) + 8 * (e >> 1); }
+__device__ __forceinline__ int acc_col(int ni, int e, int lane) { return 8 * ni + 2 * (lane & 3) + (e & 1); }
+
+// Sum over the 4 lanes of a quad (the lanes holding one accumulator row), fixed butterfly order.
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+
+// ---- tile copies ----
+
+// ROWS x COLS bf16 from global rows (ldg elements apart) into shared memory (lds); rows >= valid
+// are zero. vec: 16-byte cp.async (call cp_async_commit / cp_async_wait after), else plain loads.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* g, int64_t ldg, int valid, bool vec) {
+  constexpr int kPerRow = COLS / 8;
+  for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += kTcThreads) {
+    const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
+    uint16_t* dst = s + r * lds + c;
+    if (vec) {
+      cp_async_16(dst, r < valid ? g + r * ldg + c : g, r < valid ? 16 : 0);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dst[e] = r < valid ? g[r * ldg + c + e] : uint16_t(0);
+    }
+  }
+}
+
+// ROWS x COLS fp32, always 16-byte aligned (workspace).
+template <int ROWS, int COLS>
+__device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g, int64_t ldg) {
+  constexpr int kPerRow = COLS / 4;
+  for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += kTcThreads) {
+    const int r = idx / kPerRow, c = (idx % kPerRow) * 4;
+    cp_async_16(s + r * lds + c, g + r * ldg + c, 16);
+  }
+}
+
+// ROWS x COLS bf16 from shared memory to 16-byte aligned global rows (workspace), by the n_threads
+// threads numbered tid = 0..n_threads-1 (a warp, or the CTA).
+template <int ROWS, int COLS>
+__device__ __forceinline__ void store_tile(uint16_t* g, int64_t ldg, const uint16_t* s, int lds, int tid,
+                                           int n_threads) {
+  constexpr int kPerRow = COLS / 8;
+  for (int idx = tid; idx < ROWS * kPerRow; idx += n_threads) {
+    const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
+    *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+  }
+}
+
+// Two adjacent bf16 outputs; vec: one 4-byte store (p 4-byte aligned).
+__device__ __forceinline__ void st_bf16x2(uint16_t* p, float a, float b, bool vec) {
+  if (vec) {
+    *reinterpret_cast<uint32_t*>(p) = static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
+  } else {
+    p[0] = bf16_bits(a);
+    p[1] = bf16_bits(b);
+  }
+}
+
+// ---- parameters and workspace ----
+
+// Everything the tensor-core kernels read and write. The workspace is chunk-blocked: chunk index
+// ch = (b * Hv + h) * NC + c, every per-chunk block sized for a full chunk (rows past the end of
+// the sequence are zero, which the math tolerates: g = 0, beta = 0 and zero q, k, v rows leave
+// every sum unchanged and make G[63] = G[n - 1]).
+struct TcArgs {
+  int64_t B = 0, T = 0, Hk = 0, Hv = 0, NC = 0;
+  int state_cols = 0;  // columns of S per CTA of the state passes (tc_state_cols)
+  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
+  int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
+  bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned
+  bool vec_out = false;  // o, dq, dk, dv rows 4-byte aligned
+  const float *g = nullptr, *beta = nullptr, *S0 = nullptr, *dS_out = nullptr;
+  uint16_t* o = nullptr;
+  int64_t ld_o = 0;
+  float* S_out = nullptr;
+  uint16_t *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  int64_t ld_dq = 0, ld_dk = 0, ld_dv = 0;
+  float *dg = nullptr, *dbeta = nullptr, *dS0 = nullptr;
+  // workspace
+  float* G = nullptr;            // [ch][64]       cumsum of g in the chunk
+  uint16_t* W = nullptr;         // [ch][64][D]    T diag(beta) (K o e^G), bf16
+  float* U = nullptr;            // [ch][64][D]    T diag(beta) V, fp32
+  uint16_t* M = nullptr;         // [ch][64][64]   lower(Q K^T o Gam), bf16 high part (forward only)
+  uint16_t* M_lo = nullptr;      // [ch][64][64]   its low part: M = M + M_lo to ~16 bits
+  uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16 (backward only)
+  uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16 (backward only)
+  float* dvl = nullptr;          // [ch][64][D]    M^T dO
+  uint16_t* dS = nullptr;        // [ch][D][D]     gradient of the state leaving the chunk
+  uint16_t* dVn = nullptr;       // [ch][64][D]    dV'
+  uint16_t* dW = nullptr;        // [ch][64][D]    -dV' S^T
+  float* dk_part = nullptr;      // [ch][64][D]    (V' dS^T) o D + (dM o Gam)^T Q
+  float* dG_part = nullptr;      // [ch][64]
+  float *dq_vh = nullptr, *dk_vh = nullptr;  // [B*T][Hv][D] fp32, only when Hv > Hk
+};
+
+// Which chunk a CTA of grid (NC, Hv, B) works on.
+struct TcChunk {
+  int64_t b, h, kh, c, ch, r0;
+  int n;  // valid rows, 1..64
+};
+__device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t h, int64_t b) {
+  TcChunk x;
+  x.b = b, x.h = h, x.c = c, x.kh = h / (a.Hv / a.Hk);
+  x.ch = (b * a.Hv + h) * a.NC + c;
+  x.r0 = b * a.T + c * kC;
+  x.n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
+  return x;
+}
+
+// ---- per-chunk steps ----
+
+// One warp: G = cumsum(g) over the chunk's 64 rows (rows >= n: g = 0, beta = 0) into sG, beta into
+// sB; fixed order (pairs per lane, then a shuffle scan), so deterministic.
+__device__ __forceinline__ void chunk_gates(const TcArgs& a, const TcChunk& ck, float* sG, float* sB, int lane) {
+  const int i0 = 2 * lane, i1 = 2 * lane + 1;
+  const float g0 = i0 < ck.n ? a.g[(ck.r0 + i0) * a.Hv + ck.h] : 0.f;
+  const float g1 = i1 < ck.n ? a.g[(ck.r0 + i1) * a.Hv + ck.h] : 0.f;
+  float x = g0 + g1;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float t = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += t;
+  }
+  float excl = __shfl_up_sync(0xffffffffu, x, 1);
+  if (lane == 0) excl = 0.f;
+  sG[i0] = excl + g0;
+  sG[i1] = (excl + g0) + g1;
+  if (sB) {
+    sB[i0] = i0 < ck.n ? a.beta[(ck.r0 + i0) * a.Hv + ck.h] : 0.f;
+    sB[i1] = i1 < ck.n ? a.beta[(ck.r0 + i1) * a.Hv + ck.h] : 0.f;
+  }
+}
+
+// T = (I + A)^-1 for A strictly lower 64 x 64 (fp32, row stride kLdF), all threads of the CTA:
+// the four 16 x 16 diagonal blocks by forward substitution (one thread per column), then block row
+// a = 1..3 at once: X = A[a, 0:a] T[0:a, 0:a] (16 x 16a; T's blocks above the diagonal are zero),
+// T[a, 0:a] = -T_aa X. Thread (i, cg) = (tid / 8, tid % 8) owns row i and columns cg + 8m, so
+// each A value it loads serves 2a columns. X: 768 floats of scratch. Ends synchronised.
+__device__ __forceinline__ void invert_unit_lower(const float* A, float* T, float* X) {
+  const int tid = threadIdx.x;
+  for (int idx = tid; idx < kC * kC; idx += kTcThreads) {
+    const int i = idx / kC, j = idx % kC;
+    if (j / 16 > i / 16) T[i * kLdF + j] = 0.f;
+  }
+  if (tid < 64) {
+    const int o = 16 * (tid >> 4), c = tid & 15;
+    float col[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float v = i == c ? 1.f : 0.f;
+      if (i > c) {
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < i; ++j)
+          if (j >= c) acc += A[(o + i) * kLdF + o + j] * col[j];
+        v = -acc;
+      }
+      col[i] = v;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) T[(o + i) * kLdF + o + c] = col[i];
+  }
+  __syncthreads();
+  const int i = tid >> 3, cg = tid & 7;
+  for (int a = 1; a < 4; ++a) {
+    float x[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    const float* arow = A + (16 * a + i) * kLdF;
+    for (int k = 0; k < 16 * a; ++k) {
+      const float av = arow[k];
+#pragma unroll
+      for (int m = 0; m < 6; ++m)
+        if (m < 2 * a) x[m] += av * T[k * kLdF + cg + 8 * m];
+    }
+#pragma unroll
+    for (int m = 0; m < 6; ++m)
+      if (m < 2 * a) X[i * 48 + cg + 8 * m] = x[m];
+    __syncthreads();
+    float t[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    const float* trow = T + (16 * a + i) * kLdF + 16 * a;
+    for (int k = 0; k <= i; ++k) {
+      const float tv = trow[k];
+#pragma unroll
+      for (int m = 0; m < 6; ++m)
+        if (m < 2 * a) t[m] += tv * X[k * 48 + cg + 8 * m];
+    }
+#pragma unroll
+    for (int m = 0; m < 6; ++m)
+      if (m < 2 * a) T[(16 * a + i) * kLdF + cg + 8 * m] = -t[m];
+    __syncthreads();
+  }
+}
+
+// Bump allocator over the dynamic shared memory; the host computes the same total with
+// SmemPlan (no pointers), so the two cannot disagree.
+struct SmemPlan {
+  size_t bytes = 0;
+  __host__ __device__ constexpr size_t take(size_t n) {
+    const size_t off = bytes;
+    bytes += (n + 15) / 16 * 16;
+    return off;
+  }
+};
+
+// ---- host side: the kernels' launchers (gdn_tc_forward.cu, gdn_tc_backward.cu), called in this
+// order by gdn_chunk_forward_cuda / gdn_chunk_backward_cuda (gdn_tc_launch.cu). D is 64 or 128.
+inline dim3 tc_chunk_grid(const TcArgs& a) {
+  return dim3(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
+}
+// Columns of S per CTA of the state passes for head dim D, from GdnCudaDims::state_cols or the
+// sizes: every CTA of a head reloads the chunk's W, K (and Q) tiles, so wide tiles move fewer
+// bytes, but 16-column tiles when batch x heads cannot fill the GPU with 32-column ones.
+int tc_state_cols(const GdnCudaDims& d);
+
+// Raises a kernel's dynamic shared-memory limit (needed above 48 KB) before its launch.
+template <class Kernel>
+void tc_set_smem(Kernel kernel, size_t bytes, const char* op) {
+  DT_GDN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+                    op);
+}
+
+// prep: G, W, U (and M, M_lo when with_m). state_forward: o and S_out (with_o), or the entering
+// states S and V' for the backward (!with_o).
+void tc_prep(const TcArgs& a, int D, bool with_m, cudaStream_t s, const char* op);
+void tc_state_forward(const TcArgs& a, int D, bool with_o, cudaStream_t s, const char* op);
+void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op);       // dvl = M^T dO
+void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op); // dS per chunk, dV', dS0
+void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op);        // dq, dk_part, dW, dG_part
+void tc_grad_wy(const TcArgs& a, int D, cudaStream_t s, const char* op);        // dk, dv, dbeta, dg
+void tc_sum_heads(const TcArgs& a, int D, cudaStream_t s, const char* op);      // dq, dk when Hv > Hk
+
+}  // namespace gdn_cuda
+}  // namespace dt

@@ -1,0 +1,633 @@
+// The chunked gated delta rule on tensor cores, backward (GDN_MATH.md "Backward, one chunk"; the
+// plain fp32 version is kernels/cuda/gdn_chunk.cu). After the forward's prep and state pass have
+// been rerun (W, U, G, the entering states S and V' in the workspace):
+//   dv_local   (chunk, h, b):  dvl = M^T dO, M = lower(Q K^T o Gam)
+//   state      (column tile, h, b), last chunk first, dS' (gradient of the state leaving the chunk)
+//              in fp32 registers:  dV' = dvl + D o (K dS')
+//                                  dS  = e^{G_n} dS' + (Q o e^G)^T dO - W^T dV'
+//              saving dS' and dV' per chunk; dS0 is what leaves the first chunk.
+//   grad_qk    (chunk, h, b):  P = dO S^T, R = V' dS'^T, dM = lower(dO V'^T), dW = -dV' S^T
+//              dq = P o e^G + (dM o Gam) K,   dk_part = R o D + (dM o Gam)^T Q,
+//              dG_part = e^G (P.Q) - D (R.K) + rowsum(X) - colsum(X) (+ the G_n terms),  X = dM o Gam o Q K^T
+//   grad_wy    (chunk, h, b):  T recomputed;  dT = dW Kb^T + dV' Vb^T,  dA = -strict_lower(T^T dT T^T),
+//              dKb = T^T dW, dVb = T^T dV';  dk = dk_part + (P' + P'^T) K + diag(beta e^G) dKb,
+//              dv = diag(beta) dVb, dbeta, dG, and dg = reverse_cumsum(dG)
+//   sum_heads  when Hv > Hk: dq, dk summed over the value heads of each key head, fixed order.
+// No atomics: same inputs, same bits.
+#include "kernels/cuda/gdn_tc.cuh"
+
+namespace dt {
+
+using namespace gdn_cuda;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// dv_local: grid (NC, Hv, B).
+template <int D>
+struct DvLocalLayout {
+  static constexpr int kLd = D + 8;
+  size_t Q = 0, K = 0, dO = 0, Mt = 0, G = 0, bytes = 0;
+  __host__ __device__ constexpr DvLocalLayout() {
+    SmemPlan p;
+    Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), dO = p.take(kC * kLd * 2), Mt = p.take(kC * kLdC * 2);
+    G = p.take(kC * 4);
+    bytes = p.bytes;
+  }
+};
+
+template <int D>
+__global__ void __launch_bounds__(kTcThreads) gdn_tc_dv_local_kernel(TcArgs a) {
+  constexpr DvLocalLayout<D> L{};
+  constexpr int kLd = L.kLd;
+  unsigned char* sm = dynamic_smem();
+  uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
+  uint16_t *sdO = reinterpret_cast<uint16_t*>(sm + L.dO), *sMt = reinterpret_cast<uint16_t*>(sm + L.Mt);
+  float* sG = reinterpret_cast<float*>(sm + L.G);
+  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
+  load_tile<kC, D>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
+  load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile<kC, D>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
+  load_tile_f32<1, kC>(sG, kC, a.G + ck.ch * kC, kC);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  {  // M^T = upper(K Q^T o Gam^T), this warp's rows j
+    float acc[1][8][4];
+    zero_acc(acc);
+    warp_mma<1, 8, D, false, false>(acc, sK, kLd, m0, sQ, kLd, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = m0 + acc_row(0, e, lane), i = acc_col(ni, e, lane);
+        sMt[j * kLdC + i] = bf16_bits(i >= j ? acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f);
+      }
+  }
+  __syncwarp();
+  float acc[1][D / 8][4];
+  zero_acc(acc);
+  warp_mma<1, D / 8, kC, false, true>(acc, sMt, kLdC, m0, sdO, kLd, 0, lane);
+#pragma unroll
+  for (int ni = 0; ni < D / 8; ++ni)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int j = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+      *reinterpret_cast<float2*>(a.dvl + (ck.ch * kC + j) * D + y) = make_float2(acc[0][ni][e], acc[0][ni][e + 1]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reverse state pass: grid (D / BV, Hv, B), columns [y0, y0 + BV) of dS.
+template <int D, int BV>
+struct StateBwdLayout {
+  static constexpr int kLd = D + 8, kLdV = BV + 8, kLdF4 = BV + 4;
+  // stage 0 offsets; stage 1 is stage 0 + stage
+  size_t W = 0, K = 0, Q = 0, dO = 0, dvl = 0, G = 0, stage = 0, dS = 0, dVn = 0, dOg = 0, bytes = 0;
+  __host__ __device__ constexpr StateBwdLayout() {
+    SmemPlan p;
+    W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), Q = p.take(kC * kLd * 2);
+    dO = p.take(kC * kLdV * 2), dvl = p.take(kC * kLdF4 * 4), G = p.take(kC * 4);
+    stage = p.bytes;
+    p.take(stage);
+    dS = p.take(D * kLdV * 2), dVn = p.take(kC * kLdV * 2), dOg = p.take(kC * kLdV * 2);
+    bytes = p.bytes;
+  }
+};
+
+template <int D, int BV>
+__global__ void __launch_bounds__(kTcThreads) gdn_tc_state_backward_kernel(TcArgs a) {
+  constexpr StateBwdLayout<D, BV> L{};
+  constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdF4 = L.kLdF4, MT = D / 64, NT = BV / 8;
+  unsigned char* sm = dynamic_smem();
+  uint16_t* sdS = reinterpret_cast<uint16_t*>(sm + L.dS);
+  uint16_t* sdVn = reinterpret_cast<uint16_t*>(sm + L.dVn);
+  uint16_t* sdOg = reinterpret_cast<uint16_t*>(sm + L.dOg);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int y0 = blockIdx.x * BV, xw = warp * (D / 4);
+  const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
+
+  auto prefetch = [&](int64_t c, int s) {
+    unsigned char* st = sm + s * L.stage;
+    const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
+    const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
+    load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ch * kC * D, D, kC, true);
+    load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
+    load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + r0 * a.ld_q + kh * D, a.ld_q, n, a.vec_in);
+    load_tile<kC, BV>(reinterpret_cast<uint16_t*>(st + L.dO), kLdV, a.d_o + r0 * a.ld_do + h * D + y0, a.ld_do, n,
+                      a.vec_in);
+    load_tile_f32<kC, BV>(reinterpret_cast<float*>(st + L.dvl), kLdF4, a.dvl + ch * kC * D + y0, D);
+    load_tile_f32<1, kC>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
+  };
+
+  float dS[MT][NT][4];
+#pragma unroll
+  for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
+        dS[mi][ni][e] = a.dS_out ? a.dS_out[(bh * D + x) * D + y] : 0.f;
+      }
+  prefetch(a.NC - 1, 0);
+  cp_async_commit();
+  for (int64_t c = a.NC - 1; c >= 0; --c) {
+    const int s = static_cast<int>((a.NC - 1 - c) & 1);
+    const unsigned char* st = sm + s * L.stage;
+    const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
+    const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
+    const uint16_t* sQ = reinterpret_cast<const uint16_t*>(st + L.Q);
+    const uint16_t* sdO = reinterpret_cast<const uint16_t*>(st + L.dO);
+    const float* sdvl = reinterpret_cast<const float*>(st + L.dvl);
+    const float* sG = reinterpret_cast<const float*>(st + L.G);
+    const int64_t ch = bh * a.NC + c;
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          sdS[(xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane)] = bf16_bits(dS[mi][ni][e]);
+    cp_async_wait<0>();
+    __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
+    if (c > 0) prefetch(c - 1, s ^ 1);
+    cp_async_commit();
+    store_tile<D, BV>(a.dS + ch * D * D + y0, D, sdS, kLdV, threadIdx.x, kTcThreads);
+    const float gl = sG[kC - 1];
+    for (int idx = threadIdx.x; idx < kC * BV; idx += kTcThreads) {
+      const int i = idx / BV, y = idx % BV;
+      sdOg[i * kLdV + y] = bf16_bits(bf16_val(sdO[i * kLdV + y]) * __expf(sG[i]));
+    }
+    {  // dV' = dvl + D o (K dS')
+      float P[1][NT][4];
+      zero_acc(P);
+      warp_mma<1, NT, D, false, true>(P, sK, kLd, 16 * warp, sdS, kLdV, 0, lane);
+#pragma unroll
+      for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int i = 16 * warp + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+          const float dec = __expf(gl - sG[i]);
+          const float v0 = sdvl[i * kLdF4 + y] + dec * P[0][ni][e];
+          const float v1 = sdvl[i * kLdF4 + y + 1] + dec * P[0][ni][e + 1];
+          st_bf16x2(a.dVn + (ch * kC + i) * D + y0 + y, v0, v1, true);
+          sdVn[i * kLdV + y] = bf16_bits(-v0);
+          sdVn[i * kLdV + y + 1] = bf16_bits(-v1);
+        }
+    }
+    __syncthreads();  // sdVn, sdOg complete
+    const float eg = __expf(gl);
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dS[mi][ni][e] *= eg;
+    warp_mma<MT, NT, kC, true, true>(dS, sQ, kLd, xw, sdOg, kLdV, 0, lane);
+    warp_mma<MT, NT, kC, true, true>(dS, sW, kLd, xw, sdVn, kLdV, 0, lane);
+  }
+  if (a.dS0) {
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
+          a.dS0[(bh * D + x) * D + y] = dS[mi][ni][e];
+        }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// grad_qk: grid (NC, Hv, B).
+template <int D>
+struct GradQkLayout {
+  static constexpr int kLd = D + 8;
+  size_t Q = 0, K = 0, dO = 0, Vn = 0, dVn = 0, S = 0, dS = 0, dMG = 0, X = 0, pq = 0, rk = 0, G = 0, red = 0,
+         bytes = 0;
+  __host__ __device__ constexpr GradQkLayout() {
+    SmemPlan p;
+    Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), dO = p.take(kC * kLd * 2), Vn = p.take(kC * kLd * 2);
+    dVn = p.take(kC * kLd * 2), S = p.take(D * kLd * 2), dS = p.take(D * kLd * 2), dMG = p.take(kC * kLdC * 2);
+    X = p.take(kC * kLdF * 4), pq = p.take(kC * 4), rk = p.take(kC * 4), G = p.take(kC * 4);
+    red = p.take(kTcThreads * 4);
+    bytes = p.bytes;
+  }
+};
+
+// Row sums of acc o M (M bf16 in shared memory) over this warp's 16 rows, written to out[row].
+template <int NT>
+__device__ __forceinline__ void row_dot(const float (&acc)[1][NT][4], const uint16_t* M, int ld, int m0, float* out,
+                                        int lane) {
+  float part[2] = {0.f, 0.f};
+#pragma unroll
+  for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      part[e >> 1] += acc[0][ni][e] * bf16_val(M[(m0 + acc_row(0, e, lane)) * ld + acc_col(ni, e, lane)]);
+  part[0] = quad_sum(part[0]);
+  part[1] = quad_sum(part[1]);
+  if ((lane & 3) == 0) out[m0 + (lane >> 2)] = part[0], out[m0 + (lane >> 2) + 8] = part[1];
+}
+
+// dq or dk of rows i < n: bf16 into the caller's tensor when Hv == Hk, else fp32 per value head.
+template <int NT>
+__device__ __forceinline__ void store_qk_grad(const TcArgs& a, const TcChunk& ck, const float (&acc)[1][NT][4], int m0,
+                                              uint16_t* out, int64_t ld, float* per_vh, int lane) {
+#pragma unroll
+  for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
+      if (i >= ck.n) continue;
+      if (a.Hv == a.Hk) {
+        st_bf16x2(out + (ck.r0 + i) * ld + ck.kh * (NT * 8) + x, acc[0][ni][e], acc[0][ni][e + 1], a.vec_out);
+      } else {
+        *reinterpret_cast<float2*>(per_vh + ((ck.r0 + i) * a.Hv + ck.h) * (NT * 8) + x) =
+            make_float2(acc[0][ni][e], acc[0][ni][e + 1]);
+      }
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
+  constexpr GradQkLayout<D> L{};
+  constexpr int kLd = L.kLd;
+  unsigned char* sm = dynamic_smem();
+  uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
+  uint16_t *sdO = reinterpret_cast<uint16_t*>(sm + L.dO), *sVn = reinterpret_cast<uint16_t*>(sm + L.Vn);
+  uint16_t *sdVn = reinterpret_cast<uint16_t*>(sm + L.dVn), *sS = reinterpret_cast<uint16_t*>(sm + L.S);
+  uint16_t *sdS = reinterpret_cast<uint16_t*>(sm + L.dS), *sdMG = reinterpret_cast<uint16_t*>(sm + L.dMG);
+  float *sX = reinterpret_cast<float*>(sm + L.X), *spq = reinterpret_cast<float*>(sm + L.pq);
+  float *srk = reinterpret_cast<float*>(sm + L.rk), *sG = reinterpret_cast<float*>(sm + L.G);
+  float* red = reinterpret_cast<float*>(sm + L.red);
+  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
+  const int64_t base = ck.ch * kC * D;
+
+  load_tile<kC, D>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
+  load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile<kC, D>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
+  load_tile<kC, D>(sVn, kLd, a.Vn + base, D, kC, true);
+  load_tile<kC, D>(sdVn, kLd, a.dVn + base, D, kC, true);
+  load_tile<D, D>(sS, kLd, a.S + ck.ch * D * D, D, D, true);
+  load_tile<D, D>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
+  load_tile_f32<1, kC>(sG, kC, a.G + ck.ch * kC, kC);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  {  // <dS', S>: per-thread partial sums, added in thread order below
+    float part = 0.f;
+    for (int idx = threadIdx.x; idx < D * D; idx += kTcThreads) {
+      const int x = idx / D, y = idx % D;
+      part += bf16_val(sS[x * kLd + y]) * bf16_val(sdS[x * kLd + y]);
+    }
+    red[threadIdx.x] = part;
+  }
+  {  // dMG = lower(dO V'^T) o Gam (bf16), X = dMG o (Q K^T) (fp32)
+    float dm[1][8][4], qk[1][8][4];
+    zero_acc(dm);
+    zero_acc(qk);
+    warp_mma<1, 8, D, false, false>(dm, sdO, kLd, m0, sVn, kLd, 0, lane);
+    warp_mma<1, 8, D, false, false>(qk, sQ, kLd, m0, sK, kLd, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
+        const float dmg = j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+        sdMG[i * kLdC + j] = bf16_bits(dmg);
+        sX[i * kLdF + j] = dmg * qk[0][ni][e];
+      }
+  }
+  __syncthreads();
+  const float gl = sG[kC - 1];
+  {  // dq = (dO S^T) o e^G + dMG K
+    float P[1][D / 8][4];
+    zero_acc(P);
+    warp_mma<1, D / 8, D, false, false>(P, sdO, kLd, m0, sS, kLd, 0, lane);
+    row_dot(P, sQ, kLd, m0, spq, lane);
+#pragma unroll
+    for (int ni = 0; ni < D / 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) P[0][ni][e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
+    warp_mma<1, D / 8, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, 0, lane);
+    store_qk_grad(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane);
+  }
+  {  // dk_part = (V' dS'^T) o D + dMG^T Q
+    float R[1][D / 8][4];
+    zero_acc(R);
+    warp_mma<1, D / 8, D, false, false>(R, sVn, kLd, m0, sdS, kLd, 0, lane);
+    row_dot(R, sK, kLd, m0, srk, lane);
+#pragma unroll
+    for (int ni = 0; ni < D / 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) R[0][ni][e] *= __expf(gl - sG[m0 + acc_row(0, e, lane)]);
+    warp_mma<1, D / 8, kC, true, true>(R, sdMG, kLdC, m0, sQ, kLd, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < D / 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
+        *reinterpret_cast<float2*>(a.dk_part + base + i * D + x) = make_float2(R[0][ni][e], R[0][ni][e + 1]);
+      }
+  }
+  {  // dW = -dV' S^T
+    float Wd[1][D / 8][4];
+    zero_acc(Wd);
+    warp_mma<1, D / 8, D, false, false>(Wd, sdVn, kLd, m0, sS, kLd, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < D / 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
+        st_bf16x2(a.dW + base + i * D + x, -Wd[0][ni][e], -Wd[0][ni][e + 1], true);
+      }
+  }
+  __syncthreads();
+  if (threadIdx.x < kC) {
+    const int i = threadIdx.x;
+    float xs = 0.f;
+    for (int j = 0; j < kC; ++j) xs += sX[i * kLdF + j] - sX[j * kLdF + i];
+    float dG = __expf(sG[i]) * spq[i] - __expf(gl - sG[i]) * srk[i] + xs;
+    if (i == kC - 1) {  // the G_n terms: e^{G_n} <dS', S> + sum_i D_i (R.K)_i
+      float dot = 0.f, rk = 0.f;
+      for (int t = 0; t < kTcThreads; ++t) dot += red[t];
+      for (int r = 0; r < kC; ++r) rk += __expf(gl - sG[r]) * srk[r];
+      dG += __expf(gl) * dot + rk;
+    }
+    a.dG_part[ck.ch * kC + i] = dG;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// grad_wy: grid (NC, Hv, B).
+template <int D>
+struct GradWyLayout {
+  static constexpr int kLd = D + 8;
+  // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done; E reuses A's once T is.
+  size_t K = 0, V = 0, dW = 0, dU = 0, A = 0, T = 0, X = 0, Tb = 0, dT = 0, Z1 = 0, G = 0, B = 0, s = 0, sv = 0,
+         zr = 0, dG = 0, bytes = 0;
+  __host__ __device__ constexpr GradWyLayout() {
+    SmemPlan p;
+    K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), dW = p.take(kC * kLd * 2), dU = p.take(kC * kLd * 2);
+    A = p.take(kC * kLdF * 4), T = p.take(kC * kLdF * 4), X = p.take(768 * 4);
+    Tb = p.take(kC * kLdC * 2), dT = p.take(kC * kLdC * 2), Z1 = p.take(kC * kLdC * 2);
+    G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kC * 4), sv = p.take(kC * 4), zr = p.take(kC * 4);
+    dG = p.take(kC * 4);
+    bytes = p.bytes;
+  }
+};
+
+template <int D>
+__global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
+  constexpr GradWyLayout<D> L{};
+  constexpr int kLd = L.kLd;
+  unsigned char* sm = dynamic_smem();
+  uint16_t *sK = reinterpret_cast<uint16_t*>(sm + L.K), *sV = reinterpret_cast<uint16_t*>(sm + L.V);
+  uint16_t *sdW = reinterpret_cast<uint16_t*>(sm + L.dW), *sdU = reinterpret_cast<uint16_t*>(sm + L.dU);
+  float* sA = reinterpret_cast<float*>(sm + L.A);
+  float *sT = reinterpret_cast<float*>(sm + L.T), *sX = reinterpret_cast<float*>(sm + L.X);
+  uint16_t *sTb = reinterpret_cast<uint16_t*>(sm + L.Tb), *sdT = reinterpret_cast<uint16_t*>(sm + L.dT);
+  uint16_t *sZ1 = reinterpret_cast<uint16_t*>(sm + L.Z1), *sPs = reinterpret_cast<uint16_t*>(sm + L.dT);
+  float *sG = reinterpret_cast<float*>(sm + L.G), *sB = reinterpret_cast<float*>(sm + L.B);
+  float *ss = reinterpret_cast<float*>(sm + L.s), *ssv = reinterpret_cast<float*>(sm + L.sv);
+  float *szr = reinterpret_cast<float*>(sm + L.zr), *sdG = reinterpret_cast<float*>(sm + L.dG);
+  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
+  const int64_t base = ck.ch * kC * D;
+
+  load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile<kC, D>(sV, kLd, a.v + ck.r0 * a.ld_v + ck.h * D, a.ld_v, ck.n, a.vec_in);
+  load_tile<kC, D>(sdW, kLd, a.dW + base, D, kC, true);
+  load_tile<kC, D>(sdU, kLd, a.dVn + base, D, kC, true);
+  load_tile_f32<1, kC>(sG, kC, a.G + ck.ch * kC, kC);
+  cp_async_commit();
+  if (threadIdx.x < kC) sB[threadIdx.x] = threadIdx.x < ck.n ? a.beta[(ck.r0 + threadIdx.x) * a.Hv + ck.h] : 0.f;
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // KKG = strict_lower(K K^T o Gam) stays in registers (the dA products below have the same
+  // fragment layout); A = diag(beta) KKG.
+  float kkg[1][8][4];
+  zero_acc(kkg);
+  warp_mma<1, 8, D, false, false>(kkg, sK, kLd, m0, sK, kLd, 0, lane);
+#pragma unroll
+  for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
+      kkg[0][ni][e] = j < i ? kkg[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+      sA[i * kLdF + j] = sB[i] * kkg[0][ni][e];
+    }
+  __syncthreads();
+  invert_unit_lower(sA, sT, sX);
+  for (int idx = threadIdx.x; idx < kC * kC; idx += kTcThreads) {
+    const int i = idx / kC, m = idx % kC;
+    sTb[i * kLdC + m] = bf16_bits(sT[i * kLdF + m]);
+  }
+  {  // dT = dW Kb^T + dU Vb^T, strict lower: dT_im = beta_m (e^{G_m} (dW K^T)_im + (dU V^T)_im)
+    float a1[1][8][4], a2[1][8][4];
+    zero_acc(a1);
+    zero_acc(a2);
+    warp_mma<1, 8, D, false, false>(a1, sdW, kLd, m0, sK, kLd, 0, lane);
+    warp_mma<1, 8, D, false, false>(a2, sdU, kLd, m0, sV, kLd, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = m0 + acc_row(0, e, lane), m = acc_col(ni, e, lane);
+        sdT[i * kLdC + m] = bf16_bits(m < i ? sB[m] * (__expf(sG[m]) * a1[0][ni][e] + a2[0][ni][e]) : 0.f);
+      }
+  }
+  __syncthreads();  // sTb, sdT complete
+  {  // Z1 = T^T dT (this warp's rows)
+    float acc[1][8][4];
+    zero_acc(acc);
+    warp_mma<1, 8, kC, true, true>(acc, sTb, kLdC, m0, sdT, kLdC, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        sZ1[(m0 + acc_row(0, e, lane)) * kLdC + acc_col(ni, e, lane)] = bf16_bits(acc[0][ni][e]);
+  }
+  __syncthreads();  // every warp is done reading dT: Ps may overwrite it
+  {  // dA = -strict_lower(Z1 T^T): Z = dA o KKG (dbeta), E = diag(beta) Z (dG), P' = diag(beta) dA o Gam,
+     // Ps = P' + P'^T (bf16, for dk); E goes where A was.
+    float acc[1][8][4];
+    zero_acc(acc);
+    warp_mma<1, 8, kC, false, false>(acc, sZ1, kLdC, m0, sTb, kLdC, 0, lane);
+    float zpart[2] = {0.f, 0.f};
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
+        if (j < i) {
+          const float dA = -acc[0][ni][e], z = dA * kkg[0][ni][e];
+          zpart[e >> 1] += z;
+          sA[i * kLdF + j] = sB[i] * z;
+          const uint16_t p = bf16_bits(sB[i] * dA * __expf(sG[i] - sG[j]));
+          sPs[i * kLdC + j] = p;
+          sPs[j * kLdC + i] = p;
+        } else {
+          sA[i * kLdF + j] = 0.f;
+          if (j == i) sPs[i * kLdC + i] = 0;
+        }
+      }
+    zpart[0] = quad_sum(zpart[0]);
+    zpart[1] = quad_sum(zpart[1]);
+    if ((lane & 3) == 0) szr[m0 + (lane >> 2)] = zpart[0], szr[m0 + (lane >> 2) + 8] = zpart[1];
+  }
+  __syncthreads();  // sPs, E complete
+  {  // dk = dk_part + diag(beta e^G) T^T dW + Ps K
+    float acc[1][D / 8][4];
+    zero_acc(acc);
+    warp_mma<1, D / 8, kC, true, true>(acc, sTb, kLdC, m0, sdW, kLd, 0, lane);
+    row_dot(acc, sK, kLd, m0, ss, lane);
+#pragma unroll
+    for (int ni = 0; ni < D / 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = m0 + acc_row(0, e, lane);
+        acc[0][ni][e] *= sB[i] * __expf(sG[i]);
+      }
+    warp_mma<1, D / 8, kC, false, true>(acc, sPs, kLdC, m0, sK, kLd, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < D / 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
+        const float2 part = *reinterpret_cast<const float2*>(a.dk_part + base + i * D + x);
+        acc[0][ni][e] += part.x;
+        acc[0][ni][e + 1] += part.y;
+      }
+    store_qk_grad(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane);
+  }
+  {  // dv = diag(beta) T^T dU
+    float acc[1][D / 8][4];
+    zero_acc(acc);
+    warp_mma<1, D / 8, kC, true, true>(acc, sTb, kLdC, m0, sdU, kLd, 0, lane);
+    row_dot(acc, sV, kLd, m0, ssv, lane);
+#pragma unroll
+    for (int ni = 0; ni < D / 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+        if (i < ck.n)
+          st_bf16x2(a.dv + (ck.r0 + i) * a.ld_dv + ck.h * D + y, sB[i] * acc[0][ni][e], sB[i] * acc[0][ni][e + 1],
+                    a.vec_out);
+      }
+  }
+  __syncthreads();
+  if (threadIdx.x < kC) {
+    const int i = threadIdx.x;
+    const float eg = __expf(sG[i]);
+    if (i < ck.n) a.dbeta[(ck.r0 + i) * a.Hv + ck.h] = szr[i] + eg * ss[i] + ssv[i];
+    float es = 0.f;
+    for (int j = 0; j < kC; ++j) es += sA[i * kLdF + j] - sA[j * kLdF + i];
+    sdG[i] = a.dG_part[ck.ch * kC + i] + es + sB[i] * eg * ss[i];
+  }
+  __syncthreads();
+  if (warp == 0) {  // dg = reverse_cumsum(dG): pairs per lane, then a suffix shuffle scan
+    const int i0 = 2 * lane, i1 = 2 * lane + 1;
+    float x = sdG[i0] + sdG[i1];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float t = __shfl_down_sync(0xffffffffu, x, o);
+      if (lane + o < 32) x += t;
+    }
+    float excl = __shfl_down_sync(0xffffffffu, x, 1);
+    if (lane == 31) excl = 0.f;
+    const float d1 = excl + sdG[i1], d0 = d1 + sdG[i0];
+    if (i0 < ck.n) a.dg[(ck.r0 + i0) * a.Hv + ck.h] = d0;
+    if (i1 < ck.n) a.dg[(ck.r0 + i1) * a.Hv + ck.h] = d1;
+  }
+}
+
+// dst[r, kh] = sum over the value heads h of key head kh of src[r, h] (fixed order), to bf16.
+__global__ void gdn_tc_sum_heads_kernel(const float* src, uint16_t* dst, int64_t ld_dst, int64_t rows, int64_t Hk,
+                                        int64_t Hv, int64_t d) {
+  const int64_t group = Hv / Hk, total = rows * Hk * d;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = e / (Hk * d), kh = (e / d) % Hk, x = e % d;
+    float acc = 0.f;
+    for (int64_t h = kh * group; h < (kh + 1) * group; ++h) acc += src[(r * Hv + h) * d + x];
+    dst[r * ld_dst + kh * d + x] = bf16_bits(acc);
+  }
+}
+
+template <int D>
+void dv_local_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  constexpr DvLocalLayout<D> L{};
+  tc_set_smem(gdn_tc_dv_local_kernel<D>, L.bytes, op);
+  gdn_tc_dv_local_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+template <int D, int BV>
+void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  constexpr StateBwdLayout<D, BV> L{};
+  tc_set_smem(gdn_tc_state_backward_kernel<D, BV>, L.bytes, op);
+  const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
+  gdn_tc_state_backward_kernel<D, BV><<<grid, kTcThreads, L.bytes, s>>>(a);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+template <int D>
+void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  constexpr GradQkLayout<D> L{};
+  tc_set_smem(gdn_tc_grad_qk_kernel<D>, L.bytes, op);
+  gdn_tc_grad_qk_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+template <int D>
+void grad_wy_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  constexpr GradWyLayout<D> L{};
+  tc_set_smem(gdn_tc_grad_wy_kernel<D>, L.bytes, op);
+  gdn_tc_grad_wy_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+}  // namespace
+
+namespace gdn_cuda {
+
+void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  if (D == 64) dv_local_d<64>(a, s, op);
+  else dv_local_d<128>(a, s, op);
+}
+
+void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  if (D == 64) a.state_cols == 64 ? state_backward_d<64, 64>(a, s, op) : state_backward_d<64, 32>(a, s, op);
+  else a.state_cols == 16 ? state_backward_d<128, 16>(a, s, op) : state_backward_d<128, 32>(a, s, op);
+}
+
+void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  if (D == 64) grad_qk_d<64>(a, s, op);
+  else grad_qk_d<128>(a, s, op);
+}
+
+void tc_grad_wy(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  if (D == 64) grad_wy_d<64>(a, s, op);
+  else grad_wy_d<128>(a, s, op);
+}
+
+void tc_sum_heads(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  const int64_t rows = a.B * a.T, total = rows * a.Hk * D;
+  const int blocks = static_cast<int>(total / 256 + 1 < 65535 ? total / 256 + 1 : 65535);
+  gdn_tc_sum_heads_kernel<<<blocks, 256, 0, s>>>(a.dq_vh, a.dq, a.ld_dq, rows, a.Hk, a.Hv, D);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  gdn_tc_sum_heads_kernel<<<blocks, 256, 0, s>>>(a.dk_vh, a.dk, a.ld_dk, rows, a.Hk, a.Hv, D);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+}  // namespace gdn_cuda
+
+}  // namespace dt

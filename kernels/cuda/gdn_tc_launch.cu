@@ -1,0 +1,160 @@
+// The public entry points of the chunked gated delta rule on the GPU (kernels/gdn_cuda.h): the
+// checks, the choice between the tensor-core kernels (gdn_tc_forward.cu, gdn_tc_backward.cu) and
+// the plain fp32 ones (gdn_chunk.cu), and the workspace: one stream-ordered allocation from the
+// device's default memory pool, whose release threshold is raised so that freed blocks stay
+// cached (after the first call of a size, cudaMallocAsync does not reach the driver).
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/gdn_tc.cuh"
+
+namespace dt {
+
+using namespace gdn_cuda;
+
+namespace {
+
+bool use_tensor_cores(const GdnCudaDims& d, const char* op) {
+  if (d.impl == GdnCudaImpl::kSimt) return false;
+  if (d.impl == GdnCudaImpl::kTensorCore) {
+    DT_CHECK(d.chunk == kC, "{}: the tensor-core kernels take chunk {}, got {} (use GdnCudaImpl::kSimt for others)",
+             op, kC, d.chunk);
+    return true;
+  }
+  return d.chunk == kC;
+}
+
+template <class P>
+void take(P*& p, int64_t bytes, char* base, int64_t& off) {
+  p = base ? reinterpret_cast<P*>(base + off) : nullptr;
+  off += (bytes + 255) / 256 * 256;
+}
+
+// Carves the workspace (TcArgs' workspace pointers) out of one allocation at base; with base ==
+// null only counts the bytes.
+int64_t tc_layout(TcArgs& a, const GdnCudaDims& d, bool backward, char* base) {
+  const int64_t D = d.dk, nch = d.B * d.Hv * ((d.T + kC - 1) / kC), rows = nch * kC;
+  int64_t off = 0;
+  take(a.G, rows * 4, base, off);
+  take(a.W, rows * D * 2, base, off);
+  take(a.U, rows * D * 4, base, off);
+  if (!backward) {
+    take(a.M, rows * kC * 2, base, off);
+    take(a.M_lo, rows * kC * 2, base, off);
+  } else {
+    take(a.S, nch * D * D * 2, base, off);
+    take(a.Vn, rows * D * 2, base, off);
+    take(a.dvl, rows * D * 4, base, off);
+    take(a.dS, nch * D * D * 2, base, off);
+    take(a.dVn, rows * D * 2, base, off);
+    take(a.dW, rows * D * 2, base, off);
+    take(a.dk_part, rows * D * 4, base, off);
+    take(a.dG_part, rows * 4, base, off);
+    if (d.Hv > d.Hk) {
+      take(a.dq_vh, d.B * d.T * d.Hv * D * 4, base, off);
+      take(a.dk_vh, d.B * d.T * d.Hv * D * 4, base, off);
+    }
+  }
+  return off;
+}
+
+bool aligned(const void* p, int64_t ld, int bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0 && (ld * 2) % bytes == 0;
+}
+
+TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld_q,
+                 int64_t ld_k, int64_t ld_v, const float* g, const float* beta, const float* S0) {
+  TcArgs a;
+  a.B = d.B, a.T = d.T, a.Hk = d.Hk, a.Hv = d.Hv, a.NC = (d.T + kC - 1) / kC;
+  a.state_cols = tc_state_cols(d);
+  a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
+  a.g = g, a.beta = beta, a.S0 = S0;
+  a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);
+  return a;
+}
+
+char* tc_alloc(TcArgs& a, const GdnCudaDims& d, bool backward, cudaStream_t s, const char* op) {
+  int dev = 0;
+  DT_GDN_CUDA_CHECK(cudaGetDevice(&dev), op);
+  cudaMemPool_t pool;
+  DT_GDN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev), op);
+  uint64_t keep = UINT64_MAX;
+  DT_GDN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), op);
+  void* base = nullptr;
+  DT_GDN_CUDA_CHECK(cudaMallocAsync(&base, static_cast<size_t>(tc_layout(a, d, backward, nullptr)), s), op);
+  tc_layout(a, d, backward, static_cast<char*>(base));
+  return static_cast<char*>(base);
+}
+
+}  // namespace
+
+namespace gdn_cuda {
+
+int tc_state_cols(const GdnCudaDims& d) {
+  if (d.state_cols != 0) {
+    DT_CHECK(d.dk == 64 ? (d.state_cols == 32 || d.state_cols == 64) : (d.state_cols == 16 || d.state_cols == 32),
+             "gdn_chunk: state_cols {} is not available for head dim {} (64: 32 or 64; 128: 16 or 32)", d.state_cols,
+             d.dk);
+    return d.state_cols;
+  }
+  if (d.dk == 64) return 64;
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  return d.B * d.Hv * 4 < sms ? 16 : 32;
+}
+
+}  // namespace gdn_cuda
+
+int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d) {
+  if (!use_tensor_cores(d, "gdn_chunk_forward_workspace_bytes")) return chunk_workspace_bytes_simt(d, false);
+  TcArgs a;
+  return tc_layout(a, d, false, nullptr);
+}
+
+int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d) {
+  if (!use_tensor_cores(d, "gdn_chunk_backward_workspace_bytes")) return chunk_workspace_bytes_simt(d, true);
+  TcArgs a;
+  return tc_layout(a, d, true, nullptr);
+}
+
+void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
+  const char* op = "gdn_chunk_forward_cuda";
+  auto s = static_cast<cudaStream_t>(stream);
+  if (!use_tensor_cores(p.dims, op)) return chunk_forward_simt(p, s);
+  check_forward_params(p, op);
+  const GdnCudaDims& d = p.dims;
+  TcArgs a = tc_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
+  a.o = p.o, a.ld_o = p.ld_o, a.S_out = p.S_out;
+  a.vec_out = aligned(p.o, p.ld_o, 4);
+  char* base = tc_alloc(a, d, false, s, op);
+  const int D = static_cast<int>(d.dk);
+  tc_prep(a, D, true, s, op);
+  tc_state_forward(a, D, true, s, op);
+  DT_GDN_CUDA_CHECK(cudaFreeAsync(base, s), op);
+}
+
+void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
+  const char* op = "gdn_chunk_backward_cuda";
+  auto s = static_cast<cudaStream_t>(stream);
+  if (!use_tensor_cores(p.dims, op)) return chunk_backward_simt(p, s);
+  check_backward_params(p, op);
+  const GdnCudaDims& d = p.dims;
+  TcArgs a = tc_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
+  a.d_o = p.d_o, a.ld_do = p.ld_do, a.dS_out = p.dS_out;
+  a.vec_in = a.vec_in && aligned(p.d_o, p.ld_do, 16);
+  a.dq = p.dq, a.dk = p.dk, a.dv = p.dv, a.ld_dq = p.ld_dq, a.ld_dk = p.ld_dk, a.ld_dv = p.ld_dv;
+  a.vec_out = aligned(p.dq, p.ld_dq, 4) && aligned(p.dk, p.ld_dk, 4) && aligned(p.dv, p.ld_dv, 4);
+  a.dg = p.dg, a.dbeta = p.dbeta, a.dS0 = p.dS0;
+  char* base = tc_alloc(a, d, true, s, op);
+  const int D = static_cast<int>(d.dk);
+  tc_prep(a, D, false, s, op);
+  tc_state_forward(a, D, false, s, op);  // the entering states and V' again (the forward's workspace is gone)
+  tc_dv_local(a, D, s, op);
+  tc_state_backward(a, D, s, op);
+  tc_grad_qk(a, D, s, op);
+  tc_grad_wy(a, D, s, op);
+  if (d.Hv > d.Hk) tc_sum_heads(a, D, s, op);
+  DT_GDN_CUDA_CHECK(cudaFreeAsync(base, s), op);
+}
+
+}  // namespace dt

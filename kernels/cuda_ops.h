@@ -1,0 +1,51 @@
+// The CUDA side of kernels/ops.h: one function per op, with the op's own signature, in
+// namespace dt::cuda. kernels/ops_*.cpp check devices and dispatch here when
+// ctx.device == kCUDA; these functions check shapes and dtypes again (benchmarks and tests
+// call them directly) and launch the kernels in kernels/cuda/ on ctx.stream.
+// Defined only when the CUDA backend is built (DELTATRON_HAVE_CUDA).
+#pragma once
+
+#include "kernels/ops.h"
+
+namespace dt::cuda {
+
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w);
+void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy,
+                     const Tensor& x, const Tensor& w, double alpha);
+void embedding_forward(Context& ctx, const Tensor& y, const Tensor& ids, const Tensor& w);
+void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const Tensor& ids);
+void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                     double eps, bool zero_centered);
+void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                      const Tensor& w, const Tensor& rstd, bool zero_centered);
+void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Tensor& up);
+void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const Tensor& dh, const Tensor& gate,
+                     const Tensor& up);
+void sigmoid_gate_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& g);
+void sigmoid_gate_backward(Context& ctx, const Tensor& dx, const Tensor& dg, const Tensor& dy, const Tensor& x,
+                           const Tensor& g);
+void residual_add(Context& ctx, const Tensor& y, const Tensor& a, const Tensor& b);
+void rope_forward(Context& ctx, const Tensor& y, const Tensor& x, int64_t rotary_dim, double theta,
+                  bool interleaved);
+void rope_backward(Context& ctx, const Tensor& dx, const Tensor& dy, int64_t rotary_dim, double theta,
+                   bool interleaved);
+void attention_forward(Context& ctx, const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v, double scale);
+void attention_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+                        double scale);
+void head_concat_forward(Context& ctx, const Tensor& x, const Tensor& a, const Tensor& b);
+void head_concat_backward(Context& ctx, const Tensor& da, const Tensor& db, const Tensor& dx);
+void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                           const Tensor& targets);
+void cross_entropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                            const Tensor& targets, double grad_scale);
+void cross_entropy_fused(Context& ctx, const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                         const Tensor& targets, double grad_scale);
+void cast(Context& ctx, const Tensor& y, const Tensor& x);
+void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double beta1, double beta2,
+                  double step_size, double bc2_sqrt, double eps);
+double sum_squares(Context& ctx, std::span<const Tensor> xs);
+void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
+
+}  // namespace dt::cuda
