@@ -82,6 +82,13 @@ CudaContextOwner::CudaContextOwner(int device_index) : state_(std::make_unique<c
     DT_CUDA_OK(cudaSetDevice(device_index), op);
     // A blocking stream: it orders with the legacy default stream that device_copy's cudaMemcpy uses.
     DT_CUDA_OK(cudaStreamCreate(&s.stream), op);
+    // Scratch of the ops comes from cudaMallocAsync on the stream. Keep what the pool has grown to
+    // instead of returning it to the driver at every synchronisation: after the first step the
+    // pool serves every request, so the step loop makes no driver allocation.
+    cudaMemPool_t pool = nullptr;
+    DT_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, device_index), op);
+    uint64_t keep_all = UINT64_MAX;
+    DT_CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), op);
     DT_CUBLAS_OK(cublasLtCreate(&s.cublaslt), op);
     DT_CUDA_OK(cudaMalloc(&s.gemm_workspace, cuda::kGemmWorkspaceBytes), op);
 #ifdef DELTATRON_HAVE_CUDNN
