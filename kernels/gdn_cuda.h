@@ -25,7 +25,7 @@ struct GdnCudaDims {
   int chunk = 64;  // 1..64 (64 in training; smaller ones help debugging)
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
   // Tensor-core kernels: columns of the state per CTA in the sequential state passes, 0 = picked
-  // by the sizes (16 or 32 for dv = 128, 32 or 64 for dv = 64); benchmarks sweep it.
+  // by the sizes (16 or 32 for dv = 128, 32 for dv = 64; 64 also allowed there); benchmarks sweep it.
   int state_cols = 0;
 };
 

@@ -164,9 +164,10 @@ void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
 // All tensors of one call share one dtype (f32 or f64 on the CPU); the state, gates and
 // decays are computed in that precision.
 // On the GPU (ctx.device == kCUDA; kernels/gdn_cuda.h), so far gdn_chunk_*, gdn_recurrent_forward,
-// gdn_l2norm_*, gdn_gates_* and gdn_conv_*: q, k, v, o, d_o, dq, dk, dv (and l2norm's and the
-// conv's x, y, dy, dx) are bf16; g, beta, a, b, A_log, dt_bias, the conv weight, their gradients
-// and the states are fp32; chunk <= 64; dk = dv in {64, 128}.
+// gdn_l2norm_*, gdn_gates_*, gdn_conv_* and gdn_norm_*: q, k, v, o, d_o, dq, dk, dv (and
+// l2norm's, the conv's and the gated norm's activations) are bf16; g, beta, a, b, A_log, dt_bias,
+// the conv weight, the norm weight, their gradients and the states are fp32; chunk <= 64 (64 runs
+// the tensor-core kernels); dk = dv in {64, 128}.
 
 // The [B, T, heads, dim] view of columns [col, col + heads*dim) of a contiguous [B, T, C] buffer.
 Tensor gdn_head_view(const Tensor& buf, int64_t col, int64_t heads, int64_t dim);

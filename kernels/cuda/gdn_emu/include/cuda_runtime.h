@@ -1,0 +1,90 @@
+// Emulation shim of the CUDA runtime for running kernels on the CPU: one std::thread per CUDA
+// thread, one block at a time, std::barrier for __syncthreads and for warp collectives.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) alignas(n)
+#define __restrict__ __restrict
+
+struct uint3 { unsigned x = 0, y = 0, z = 0; };
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct float2 { float x, y; };
+inline float2 make_float2(float a, float b) { return {a, b}; }
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
+
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUmemPool_st* cudaMemPool_t;
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold };
+enum cudaMemcpyKind { cudaMemcpyDefault };
+
+namespace emu {
+extern thread_local uint3 tl_threadIdx, tl_blockIdx;
+extern dim3 g_blockDim, g_gridDim;
+extern size_t g_smem_limit;
+void syncthreads();
+void syncwarp();
+float shfl_xor(float v, int m);
+float shfl_up(float v, int d);
+float shfl_down(float v, int d);
+unsigned char* dyn_smem();
+void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body);
+template <class... P, class... A>
+void launch(void (*k)(P...), dim3 g, dim3 b, size_t smem, cudaStream_t, A&&... args) {
+  std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+  run_grid(g, b, smem, [&] { std::apply(k, params); });
+}
+void* alloc(size_t n);
+void release(void* p);
+}  // namespace emu
+
+#define threadIdx (emu::tl_threadIdx)
+#define blockIdx (emu::tl_blockIdx)
+#define blockDim (emu::g_blockDim)
+#define gridDim (emu::g_gridDim)
+inline void __syncthreads() { emu::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu::syncwarp(); }
+inline float __shfl_xor_sync(unsigned, float v, int m) { return emu::shfl_xor(v, m); }
+inline float __shfl_up_sync(unsigned, float v, int d) { return emu::shfl_up(v, d); }
+inline float __shfl_down_sync(unsigned, float v, int d) { return emu::shfl_down(v, d); }
+
+inline const char* cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t) { *p = emu::alloc(n); return cudaSuccess; }
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { emu::release(p); return cudaSuccess; }
+inline cudaError_t cudaMalloc(void** p, size_t n) { *p = emu::alloc(n); return cudaSuccess; }
+inline cudaError_t cudaFree(void* p) { emu::release(p); return cudaSuccess; }
+template <class F>
+cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int v) {
+  if (v > 232448) return cudaErrorInvalidValue;
+  emu::g_smem_limit = static_cast<size_t>(v);
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 132; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) { *p = nullptr; return cudaSuccess; }
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }

@@ -1,0 +1,195 @@
+// Emulated-GPU checks of the GDN CUDA kernels against the double CPU references.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gdn_chunk.h"
+#include "kernels/cpu/gdn_norm.h"
+#include "kernels/cpu/gdn_l2norm.h"
+#include "kernels/cpu/gdn_gates.h"
+#include "kernels/gdn_cuda.h"
+
+using namespace dt;
+
+static uint16_t f2b(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0; };
+
+static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
+  double num = 0, den = 0; *nan = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) { ++*nan; continue; }
+    num += (got[i] - want[i]) * (got[i] - want[i]); den += want[i] * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+static int failures = 0;
+static void report(const char* what, const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  int64_t nan; double e = rel(got, want, &nan);
+  bool ok = nan == 0 && e <= tol;
+  if (!ok) ++failures;
+  std::printf("  %-8s rel %.2e (tol %.0e) nan %ld %s\n", what, e, tol, (long)nan, ok ? "" : "  <-- FAIL");
+}
+
+static void run_case(const Case& c, GdnCudaImpl impl) {
+  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, rows = B * T;
+  std::mt19937_64 rng(c.seed);
+  std::normal_distribution<double> nd;
+  auto unit = [&](double scale) {
+    std::vector<float> x(rows * Hk * D);
+    for (int64_t r = 0; r < rows * Hk; ++r) {
+      std::vector<double> t(D); double ss = 0;
+      for (auto& e : t) e = nd(rng), ss += e * e;
+      for (int64_t i = 0; i < D; ++i) x[r * D + i] = b2f(f2b(float(scale * t[i] / std::sqrt(ss + 1e-6))));
+    }
+    return x;
+  };
+  std::vector<float> q = unit(1 / std::sqrt(double(D))), k = unit(1), v(rows * Hv * D), dO(rows * Hv * D), g(rows * Hv), beta(rows * Hv);
+  for (auto& e : v) e = b2f(f2b(float(nd(rng))));
+  for (auto& e : dO) e = b2f(f2b(float(nd(rng))));
+  for (int64_t i = 0; i < rows * Hv; ++i) {
+    double a = nd(rng), b = nd(rng), gg = -std::log1p(std::exp(-a)), bb = 1 / (1 + std::exp(-b));
+    if (c.gates == 1) gg = -1e-7 * std::fabs(a);
+    if (c.gates == 2) gg = (i % 3 == 0) ? -80.0 - 20 * std::fabs(a) : gg;
+    if (c.gates == 3) bb = (i % 2 == 0) ? 0.0 : 1.0;
+    g[i] = float(gg), beta[i] = float(bb);
+  }
+  std::vector<float> S0(c.S0 ? B * Hv * D * D : 0), dSo(c.dS ? B * Hv * D * D : 0);
+  for (auto& e : S0) e = float(0.3 * nd(rng));
+  for (auto& e : dSo) e = float(0.3 * nd(rng));
+  // reference in double
+  auto dbl = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+  std::vector<double> qd = dbl(q), kd = dbl(k), vd = dbl(v), dOd = dbl(dO), gd = dbl(g), bd = dbl(beta), S0d = dbl(S0), dSod = dbl(dSo);
+  std::vector<double> o_r(rows * Hv * D), So_r(B * Hv * D * D), dq_r(rows * Hk * D), dk_r(rows * Hk * D), dv_r(rows * Hv * D), dg_r(rows * Hv), db_r(rows * Hv), dS0_r(B * Hv * D * D);
+  GdnDims dims{B, T, Hk, Hv, D, D};
+  {
+    GdnForwardArgs<double> a; a.dims = dims;
+    a.q = {qd.data(), Hk * D}; a.k = {kd.data(), Hk * D}; a.v = {vd.data(), Hv * D};
+    a.g = gd.data(); a.beta = bd.data(); a.S0 = c.S0 ? S0d.data() : nullptr; a.o = {o_r.data(), Hv * D}; a.S_out = So_r.data();
+    gdn_chunk_forward_ref<double>(a, 64);
+    GdnBackwardArgs<double> b; b.dims = dims;
+    b.q = a.q; b.k = a.k; b.v = a.v; b.g = a.g; b.beta = a.beta; b.S0 = a.S0;
+    b.d_o = {dOd.data(), Hv * D}; b.dS_out = c.dS ? dSod.data() : nullptr;
+    b.dq = {dq_r.data(), Hk * D}; b.dk = {dk_r.data(), Hk * D}; b.dv = {dv_r.data(), Hv * D};
+    b.dg = dg_r.data(); b.dbeta = db_r.data(); b.dS0 = dS0_r.data();
+    gdn_chunk_backward_ref<double>(b, 64);
+  }
+  // "device" run
+  const int64_t W = c.strided ? 2 * Hk * D + Hv * D + 2 : 0;
+  std::vector<uint16_t> qkv(rows * W, 0xFFFF), qb(q.size()), kb(k.size()), vb(v.size()), dOb(dO.size());
+  for (size_t i = 0; i < q.size(); ++i) qb[i] = f2b(q[i]), kb[i] = f2b(k[i]);
+  for (size_t i = 0; i < v.size(); ++i) vb[i] = f2b(v[i]), dOb[i] = f2b(dO[i]);
+  GdnCudaForwardParams fp;
+  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = D, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols;
+  if (c.strided) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(&qkv[r * W], &qb[r * Hk * D], Hk * D * 2);
+      std::memcpy(&qkv[r * W + Hk * D], &kb[r * Hk * D], Hk * D * 2);
+      std::memcpy(&qkv[r * W + 2 * Hk * D], &vb[r * Hv * D], Hv * D * 2);
+    }
+    fp.q = qkv.data(), fp.k = qkv.data() + Hk * D, fp.v = qkv.data() + 2 * Hk * D, fp.ld_q = fp.ld_k = fp.ld_v = W;
+  } else {
+    fp.q = qb.data(), fp.k = kb.data(), fp.v = vb.data(), fp.ld_q = fp.ld_k = Hk * D, fp.ld_v = Hv * D;
+  }
+  std::vector<uint16_t> ob(rows * Hv * D, 0xFFFF), dqb(rows * Hk * D, 0xFFFF), dkb(rows * Hk * D, 0xFFFF), dvb(rows * Hv * D, 0xFFFF);
+  const float nanf = std::nanf("");
+  std::vector<float> So(B * Hv * D * D, nanf), dgo(rows * Hv, nanf), dbo(rows * Hv, nanf), dS0o(B * Hv * D * D, nanf);
+  fp.g = g.data(), fp.beta = beta.data(), fp.S0 = c.S0 ? S0.data() : nullptr, fp.o = ob.data(), fp.ld_o = Hv * D, fp.S_out = So.data();
+  gdn_chunk_forward_cuda(fp, nullptr);
+  GdnCudaBackwardParams bp;
+  bp.dims = fp.dims, bp.q = fp.q, bp.k = fp.k, bp.v = fp.v, bp.ld_q = fp.ld_q, bp.ld_k = fp.ld_k, bp.ld_v = fp.ld_v;
+  bp.g = fp.g, bp.beta = fp.beta, bp.S0 = fp.S0, bp.d_o = dOb.data(), bp.ld_do = Hv * D, bp.dS_out = c.dS ? dSo.data() : nullptr;
+  bp.dq = dqb.data(), bp.dk = dkb.data(), bp.dv = dvb.data(), bp.ld_dq = bp.ld_dk = Hk * D, bp.ld_dv = Hv * D;
+  bp.dg = dgo.data(), bp.dbeta = dbo.data(), bp.dS0 = dS0o.data();
+  gdn_chunk_backward_cuda(bp, nullptr);
+  auto fl = [](const std::vector<uint16_t>& b) { std::vector<float> f(b.size()); for (size_t i = 0; i < b.size(); ++i) f[i] = b2f(b[i]); return f; };
+  std::printf("%s B=%ld T=%ld Hk=%ld Hv=%ld D=%ld gates=%d S0=%d dS=%d strided=%d\n", impl == GdnCudaImpl::kSimt ? "simt" : "tc  ",
+              (long)B, (long)T, (long)Hk, (long)Hv, (long)D, c.gates, c.S0, c.dS, c.strided);
+  report("o", fl(ob), o_r, 5e-3);
+  report("S_out", So, So_r, 5e-3);
+  report("dq", fl(dqb), dq_r, 1e-2);
+  report("dk", fl(dkb), dk_r, 1e-2);
+  report("dv", fl(dvb), dv_r, 1e-2);
+  report("dg", dgo, dg_r, 2e-2);
+  report("dbeta", dbo, db_r, 2e-2);
+  report("dS0", dS0o, dS0_r, 1e-2);
+}
+
+static void pointwise() {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> nd;
+  for (int64_t d : {64, 128}) {
+    const int64_t rows = 37, H = 3, W = 2 * H * d + 4;  // strided rows
+    std::vector<uint16_t> xb(rows * W), dyb(rows * H * d), yb(rows * H * d, 0xFFFF), dxb(rows * H * d, 0xFFFF);
+    for (auto& e : xb) e = f2b(float(2 * nd(rng)));
+    for (auto& e : dyb) e = f2b(float(nd(rng)));
+    std::vector<double> x(rows * H * d), dy(rows * H * d), y(rows * H * d), dx(rows * H * d);
+    for (int64_t r = 0; r < rows; ++r) for (int64_t i = 0; i < H * d; ++i) x[r * H * d + i] = b2f(xb[r * W + d + i]);
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = b2f(dyb[i]);
+    const double sc = 1 / std::sqrt(double(d));
+    gdn_l2norm_forward_ref<double>({y.data(), H * d}, {x.data(), H * d}, rows, H, d, sc);
+    gdn_l2norm_backward_ref<double>({dx.data(), H * d}, {dy.data(), H * d}, {x.data(), H * d}, rows, H, d, sc);
+    for (int off : {0, 1}) {  // off = 1: rows not 4-byte aligned (scalar path)
+      GdnCudaL2NormParams p;
+      std::vector<uint16_t> xs(rows * (W + 1));
+      for (int64_t r = 0; r < rows; ++r) for (int64_t i = 0; i < W; ++i) xs[r * (W + off) + i] = xb[r * W + i];
+      p.rows = rows, p.H = H, p.d = d, p.scale = float(sc), p.x = xs.data() + d, p.ld_x = W + off, p.y = yb.data(), p.ld_y = H * d;
+      gdn_l2norm_forward_cuda(p, nullptr);
+      p.dy = dyb.data(), p.ld_dy = H * d, p.y = dxb.data();
+      gdn_l2norm_backward_cuda(p, nullptr);
+      std::vector<float> yf(yb.size()), dxf(dxb.size());
+      for (size_t i = 0; i < yb.size(); ++i) yf[i] = b2f(yb[i]), dxf[i] = b2f(dxb[i]);
+      std::printf("l2norm d=%ld off=%d\n", (long)d, off);
+      report("y", yf, y, 5e-3);
+      report("dx", dxf, dx, 1e-2);
+    }
+  }
+  {
+    const int64_t rows = 303, H = 12, n = rows * H;
+    std::vector<float> a(n), b(n), dg(n), db(n), Al(H), dt(H), g(n), beta(n), da(n), dbo(n), dA(H, 0.5f), ddt(H, -0.25f);
+    for (int64_t i = 0; i < n; ++i) a[i] = float(3 * nd(rng)), b[i] = float(3 * nd(rng)), dg[i] = float(nd(rng)), db[i] = float(nd(rng));
+    for (int64_t h = 0; h < H; ++h) Al[h] = float(0.5 * nd(rng)), dt[h] = float(nd(rng));
+    auto D = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    std::vector<double> ad = D(a), bd = D(b), dgd = D(dg), dbd = D(db), Ald = D(Al), dtd = D(dt), gr(n), br(n), dar(n), dbr(n), dAr = D(dA), ddtr = D(ddt);
+    gdn_gates_forward_ref<double>(gr.data(), br.data(), ad.data(), bd.data(), Ald.data(), dtd.data(), rows, H);
+    gdn_gates_backward_ref<double>(dar.data(), dbr.data(), dAr.data(), ddtr.data(), dgd.data(), dbd.data(), ad.data(), bd.data(), Ald.data(), dtd.data(), rows, H);
+    GdnCudaGatesParams p;
+    p.rows = rows, p.H = H, p.a = a.data(), p.b = b.data(), p.A_log = Al.data(), p.dt_bias = dt.data(), p.g = g.data(), p.beta = beta.data();
+    p.dg = dg.data(), p.dbeta = db.data(), p.da = da.data(), p.db = dbo.data(), p.dA_log = dA.data(), p.ddt_bias = ddt.data();
+    gdn_gates_forward_cuda(p, nullptr);
+    gdn_gates_backward_cuda(p, nullptr);
+    std::printf("gates\n");
+    report("g", g, gr, 1e-5); report("beta", beta, br, 1e-5); report("da", da, dar, 1e-5); report("db", dbo, dbr, 1e-5);
+    report("dA_log", dA, dAr, 1e-4); report("ddt_bias", ddt, ddtr, 1e-4);
+  }
+}
+
+int main(int argc, char** argv) {
+  std::string which = argc > 1 ? argv[1] : "quick";
+  if (which == "pointwise") { pointwise(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
+  std::vector<Case> cases;
+  auto add = [&](int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t D) { Case c; c.B = B, c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.seed = 100 + T + D; cases.push_back(c); };
+  if (which == "quick") { add(1, 65, 1, 1, 64); }
+  else if (which == "lengths") { for (int64_t T : {1, 15, 63, 64, 65, 300}) add(2, T, 1, 2, 64); }
+  else if (which == "d128") { for (int64_t T : {1, 65, 300}) add(1, T, 2, 2, 128); }
+  else if (which == "wide") { add(3, 70, 1, 12, 128); }
+  else if (which == "cols") { add(1, 150, 1, 2, 64); cases.back().cols = 32; add(1, 150, 1, 2, 128); cases.back().cols = 32; add(1, 150, 1, 2, 64); cases.back().cols = 64; }
+  else if (which == "misc") {
+    Case c; c.T = 130, c.Hk = 2, c.Hv = 4, c.S0 = false, c.dS = false, c.seed = 3; cases.push_back(c);
+    Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11; cases.push_back(s);
+    for (int gt = 1; gt <= 3; ++gt) { Case e; e.T = 150, e.Hv = 2, e.gates = gt, e.seed = 21 + gt; cases.push_back(e); }
+  } else if (which == "long") { add(1, 1024, 1, 1, 64); add(1, 512, 1, 1, 128); }
+  bool simt = argc > 2 && std::string(argv[2]) == "simt";
+  for (const Case& c : cases) run_case(c, simt ? GdnCudaImpl::kSimt : GdnCudaImpl::kTensorCore);
+  std::printf("%s\n", failures ? "FAILURES" : "all ok");
+  return failures != 0;
+}
