@@ -11,7 +11,8 @@
 # Env:    SKIP_BENCH=1 (tests only; DENSE_BENCH=1 still runs bench_dense_ops), SKIP_PEERS=1 (no peers),
 #         SKIP_GDN_BENCH=1, SKIP_TRAIN_BENCH=1, SKIP_TESTS=1, JOBS (build parallelism, default nproc),
 #         GTEST_FILTER=PATTERN (only those GPU tests: test_gpu runs them directly, ctest is skipped),
-#         PEERS=llama_eager,llama_compiled,fla_hybrid (bench_train_peers.py's list).
+#         PEERS=llama_eager,llama_compiled,fla_hybrid (bench_train_peers.py's list), SKIP_FLA_KERNELS=1
+#         (bench_gdn without fla's kernels), SKIP_SMOKE=1 (no `deltatron train` run).
 # cuDNN comes from the machine's python3 (torch's nvidia-cudnn-cu13); the cuDNN frontend headers, which
 # the machine lacks, from the carried wheel .whl/nvidia_cudnn_frontend-*.whl.
 set -uo pipefail
@@ -20,6 +21,10 @@ ROOT=$(pwd)
 OUT=${OUT:-$ROOT/out}
 mkdir -p "$OUT"
 LOG=$OUT/gpu_check.log
+# Per-step logs and JSON go to $D; $OUT gets the whole log, results.json (every benchmark's JSON
+# merged) and detail.tar.gz ($D): few files, since the device tool returns only a handful.
+D=/tmp/gpu_check_detail
+rm -rf "$D" && mkdir -p "$D"
 exec > >(tee -a "$LOG") 2>&1
 step() { echo; echo "=== $(date +%T) $*"; }
 status=0
@@ -74,13 +79,13 @@ if [[ -n "${SKIP_TESTS:-}" ]]; then
   echo "SKIP_TESTS: no GPU tests"
 elif [[ -z "${GTEST_FILTER:-}" ]]; then
   step "ctest -L gpu"
-  (cd build-gpu && ctest -L gpu --output-on-failure --timeout 300 2>&1 | tee "$OUT/ctest_gpu.log")
+  (cd build-gpu && ctest -L gpu --output-on-failure --timeout 300 2>&1 | tee "$D/ctest_gpu.log")
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=5
   # The gtest XML too, for exact per-test numbers.
-  build-gpu/tests/test_gpu --gtest_output=xml:"$OUT/test_gpu.xml" > "$OUT/test_gpu_direct.log" 2>&1 || true
+  build-gpu/tests/test_gpu --gtest_output=xml:"$D/test_gpu.xml" > "$D/test_gpu_direct.log" 2>&1 || true
 else
   step "test_gpu --gtest_filter=$GTEST_FILTER"
-  build-gpu/tests/test_gpu --gtest_output=xml:"$OUT/test_gpu.xml" 2>&1 | tee "$OUT/test_gpu_direct.log"
+  build-gpu/tests/test_gpu --gtest_output=xml:"$D/test_gpu.xml" 2>&1 | tee "$D/test_gpu_direct.log"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=5
 fi
 
@@ -96,43 +101,56 @@ if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_TRAIN_BENCH:-}" ]]; then
   step "bench_train"
   BT=(timeout 150 build-gpu/bench/bench_train --steps 20 --warmup 5)
   "${BT[@]}" --config configs/softmax_124m.yaml --set model.attn.output_gate=false --set model.attn.qk_norm=false \
-    --set model.tie_embeddings=true --name softmax_124m_llama_arch --json "$OUT/train_softmax_llama_arch.json" \
-    2>&1 | tee "$OUT/bench_train.log"
-  "${BT[@]}" --config configs/softmax_124m.yaml --json "$OUT/train_softmax.json" 2>&1 | tee -a "$OUT/bench_train.log"
-  "${BT[@]}" --config configs/hybrid_124m.yaml --json "$OUT/train_hybrid.json" 2>&1 | tee -a "$OUT/bench_train.log"
+    --set model.tie_embeddings=true --name softmax_124m_llama_arch --json "$D/train_softmax_llama_arch.json" \
+    2>&1 | tee "$D/bench_train.log"
+  "${BT[@]}" --config configs/softmax_124m.yaml --json "$D/train_softmax.json" 2>&1 | tee -a "$D/bench_train.log"
+  "${BT[@]}" --config configs/hybrid_124m.yaml --json "$D/train_hybrid.json" 2>&1 | tee -a "$D/bench_train.log"
   if [[ -z "${SKIP_PEERS:-}" ]]; then
     step "peers: training steps (bench_train_peers.py)"
-    env "${PEER_ENV[@]}" PYTHONUNBUFFERED=1 OUT=$OUT timeout 300 python3 bench/bench_train_peers.py 2>&1 | tee "$OUT/train_peers.log"
+    env "${PEER_ENV[@]}" PYTHONUNBUFFERED=1 OUT=$D timeout 300 python3 bench/bench_train_peers.py 2>&1 | tee "$D/train_peers.log"
   fi
-  python3 bench/report_train.py "$OUT" 2>&1 | tee "$OUT/train_report.txt"
+  python3 bench/report_train.py "$D" 2>&1 | tee "$D/train_report.txt"
 fi
 
 if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_GDN_BENCH:-}" ]]; then
   FLA_JSON=()
-  if [[ -z "${SKIP_PEERS:-}" && ${#PEER_ENV[@]} -gt 0 ]]; then
+  if [[ -z "${SKIP_PEERS:-}" && -z "${SKIP_FLA_KERNELS:-}" && ${#PEER_ENV[@]} -gt 0 ]]; then
     step "fla peer benchmark"
-    env "${PEER_ENV[@]}" PYTHONUNBUFFERED=1 OUT=$OUT timeout 240 python3 bench/bench_gdn_peers.py 2>&1 | tee "$OUT/fla_peers.log"
-    [[ -f $OUT/fla_kernels.json ]] && FLA_JSON=(--fla-json "$OUT/fla_kernels.json")
+    env "${PEER_ENV[@]}" PYTHONUNBUFFERED=1 OUT=$D timeout 240 python3 bench/bench_gdn_peers.py 2>&1 | tee "$D/fla_peers.log"
+    [[ -f $D/fla_kernels.json ]] && FLA_JSON=(--fla-json "$D/fla_kernels.json")
   fi
   step "bench_gdn"
-  timeout 240 build-gpu/bench/bench_gdn --json "$OUT/bench_gdn.json" "${FLA_JSON[@]}" 2>&1 | tee "$OUT/bench_gdn.log"
+  timeout 240 build-gpu/bench/bench_gdn --json "$D/bench_gdn.json" "${FLA_JSON[@]}" 2>&1 | tee "$D/bench_gdn.log"
 fi
 if [[ -z "${SKIP_BENCH:-}" || -n "${DENSE_BENCH:-}" ]]; then
   step "bench_dense_ops"
-  timeout 120 build-gpu/bench/bench_dense_ops --json "$OUT/bench_dense_ops.json" 2>&1 | tee "$OUT/bench_dense_ops.log"
+  timeout 120 build-gpu/bench/bench_dense_ops --json "$D/bench_dense_ops.json" 2>&1 | tee "$D/bench_dense_ops.log"
 fi
 
 if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_SMOKE:-}" ]]; then
   # `deltatron train` on the GPU on the bundled sample: the quickstart's model and data, 40 steps.
   step "deltatron train on the GPU (quickstart, 40 steps)"
   build-gpu/deltatron prepare --input assets/fineweb-edu/fineweb_edu.jsonl --out /tmp/shards/fineweb_edu_sample \
-    > "$OUT/smoke_prepare.log" 2>&1
+    > "$D/smoke_prepare.log" 2>&1
   timeout 120 build-gpu/deltatron train --config configs/quickstart.yaml --device cuda --run-dir /tmp/runs/smoke \
     --set train.steps=40 --set "data.train=/tmp/shards/fineweb_edu_sample/fineweb_edu_train_*.bin" \
-    --set "data.val=/tmp/shards/fineweb_edu_sample/fineweb_edu_val_*.bin" 2>&1 | tail -8 | tee "$OUT/smoke_train.log"
+    --set "data.val=/tmp/shards/fineweb_edu_sample/fineweb_edu_val_*.bin" 2>&1 | tail -8 | tee "$D/smoke_train.log"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=6
-  cp /tmp/runs/smoke/metrics.jsonl "$OUT/smoke_metrics.jsonl" 2>/dev/null || true
+  cp /tmp/runs/smoke/metrics.jsonl "$D/smoke_metrics.jsonl" 2>/dev/null || true
 fi
+
+python3 - "$D" "$OUT/results.json" <<'PY'
+import glob, json, os, sys
+d, out = sys.argv[1], sys.argv[2]
+merged = {}
+for p in sorted(glob.glob(os.path.join(d, "*.json"))):
+    try:
+        merged[os.path.basename(p)[:-5]] = json.load(open(p))
+    except Exception as e:
+        merged[os.path.basename(p)[:-5]] = repr(e)
+json.dump(merged, open(out, "w"), indent=1)
+PY
+tar -czf "$OUT/detail.tar.gz" -C "$D" . 2>/dev/null || true
 
 step "done (status $status)"
 exit $status
