@@ -16,8 +16,9 @@
 namespace dt {
 
 // Which kernels run the chunked rule. kAuto: the tensor-core kernels (kernels/cuda/gdn_tc_*.cu)
-// when chunk == 64, else the plain fp32 ones (kernels/cuda/gdn_chunk.cu, any chunk <= 64), which
-// stay as a second, simpler GPU reference.
+// when chunk == 64 and dk = dv in {64, 128}, else the plain fp32 ones (kernels/cuda/gdn_chunk.cu:
+// any chunk <= 64, any head dims that are multiples of 8 up to 128, dk != dv allowed), which stay
+// as a second, simpler GPU reference.
 enum class GdnCudaImpl : uint8_t { kAuto, kTensorCore, kSimt };
 
 struct GdnCudaDims {
@@ -83,7 +84,7 @@ namespace dt {
 
 // Per-head L2 norm (kernels/cpu/gdn_l2norm.h): y = scale * x / sqrt(sum_d x^2 + 1e-6), bf16 in and
 // out, fp32 math, one warp per (row, head); rows strided (x may be a slice of the conv output).
-// d in {64, 128}.
+// d a multiple of 8 up to 128 (64 and 128 take the vectorised kernel).
 struct GdnCudaL2NormParams {
   int64_t rows = 0, H = 0, d = 0;
   float scale = 1.f;
@@ -147,7 +148,7 @@ namespace dt {
 // Gated RMSNorm of the GDN output per value head (kernels/cpu/gdn_norm.h):
 //   y = o / sqrt(mean_d(o^2) + eps) * w * silu(z)
 // o, z, y, dy, d_o, dz: bf16 [rows, H, d] contiguous; w fp32 [d]; dw fp32 [d], ACCUMULATED by a
-// two-pass fixed-order reduction (no atomics). d a multiple of 32 up to 256.
+// two-pass fixed-order reduction (no atomics). d a multiple of 8 up to 256.
 struct GdnCudaNormParams {
   int64_t rows = 0, H = 0, d = 0;
   float eps = 1e-6f;

@@ -166,8 +166,9 @@ void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
 // On the GPU (ctx.device == kCUDA; kernels/gdn_cuda.h), so far gdn_chunk_*, gdn_recurrent_forward,
 // gdn_l2norm_*, gdn_gates_*, gdn_conv_* and gdn_norm_*: q, k, v, o, d_o, dq, dk, dv (and
 // l2norm's, the conv's and the gated norm's activations) are bf16; g, beta, a, b, A_log, dt_bias,
-// the conv weight, the norm weight, their gradients and the states are fp32; chunk <= 64 (64 runs
-// the tensor-core kernels); dk = dv in {64, 128}.
+// the conv weight, the norm weight, their gradients and the states are fp32; chunk <= 64; head
+// dims any multiple of 8 up to 128, dk != dv allowed (chunk 64 with dk = dv in {64, 128} runs the
+// tensor-core kernels, everything else the fp32 SIMT ones).
 
 // The [B, T, heads, dim] view of columns [col, col + heads*dim) of a contiguous [B, T, C] buffer.
 Tensor gdn_head_view(const Tensor& buf, int64_t col, int64_t heads, int64_t dim);

@@ -7,10 +7,12 @@
 //   V' = U - W S      O = (Q o e^G) S + M V'      S' = e^{G_n} S + (K o D)^T V',  D_i = exp(G_n - G_i)
 //
 // This is the FIRST, plainly correct version (fp32 CUDA cores, global-memory scratch, no tensor
-// cores), kept as a second GPU reference and for chunk sizes other than 64 (GdnCudaImpl::kSimt;
-// the tensor-core kernels are kernels/cuda/gdn_tc_*.cu). Its structure (bench/NOTES.md):
+// cores), kept as a second GPU reference and for everything the tensor-core kernels
+// (kernels/cuda/gdn_tc_*.cu, dk = dv in {64, 128}, chunk 64) do not take: chunks other than 64,
+// head dims that are any multiple of 8 up to 128, dk != dv (GdnCudaImpl::kSimt).
+// Its structure (bench/NOTES.md):
 //   prep        (b, h, chunk) in parallel: G, M, Tm, W, U                       -> workspace
-//   state pass  (b, h, 32 columns of S) in parallel, sequential over chunks:
+//   state pass  (b, h, 32, 16 or 8 columns of S) in parallel, sequential over chunks:
 //               V', O, S' (the columns of S are independent: V'[:, y] needs only S[:, y])
 //   backward:   prep again, the state pass again (saving S entering each chunk and V'), then the
 //               reverse state pass (dV', dS per chunk, dS0), then the per-chunk gradients
@@ -123,9 +125,9 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(Inputs in, Workspace
 }
 
 // ---------------------------------------------------------------------------------------------
-// Forward state pass over the chunks of one (b, h), columns [col0, col0 + 32) of S.
-// grid (dv / 32, Hv, B). Writes o (when o != null), S_out (when != null), and, for the backward,
-// the state entering each chunk and V' (when save).
+// Forward state pass over the chunks of one (b, h), columns [col0, col0 + cols) of S,
+// cols = simt_state_cols(dv). grid (dv / cols, Hv, B). Writes o (when o != null), S_out (when
+// != null), and, for the backward, the state entering each chunk and V' (when save).
 struct StatePassArgs {
   const float* S0;
   uint16_t* o;
@@ -135,14 +137,14 @@ struct StatePassArgs {
 };
 
 __global__ void __launch_bounds__(kThreads) gdn_state_forward_kernel(Inputs in, Workspace w, StatePassArgs a) {
-  const int64_t dk = in.d.dk, dv = in.d.dv, C = in.d.chunk, col0 = blockIdx.x * kStateCols;
+  const int64_t dk = in.d.dk, dv = in.d.dv, C = in.d.chunk, cols = simt_state_cols(dv), col0 = blockIdx.x * cols;
   const int64_t b = blockIdx.z, h = blockIdx.y;
   __shared__ float S[kMaxDim * kStateCols];
   __shared__ float Vp[kMaxChunk * kStateCols];
   __shared__ float sG[kMaxChunk];
   const int64_t state_off = (b * in.d.Hv + h) * dk * dv;
-  for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x) {
-    const int64_t x = e / kStateCols, yy = e % kStateCols;
+  for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x) {
+    const int64_t x = e / cols, yy = e % cols;
     S[e] = a.S0 ? a.S0[state_off + x * dv + col0 + yy] : 0.f;
   }
   for (int64_t c = 0; c < in.NC; ++c) {
@@ -156,26 +158,26 @@ __global__ void __launch_bounds__(kThreads) gdn_state_forward_kernel(Inputs in, 
     __syncthreads();
     if (a.save) {
       float* Se = w.at(w.Sent, ci.ch, dk * dv);
-      for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x)
-        Se[(e / kStateCols) * dv + col0 + e % kStateCols] = S[e];
+      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
+        Se[(e / cols) * dv + col0 + e % cols] = S[e];
     }
     // V' = U - W S
-    for (int64_t e = threadIdx.x; e < n * kStateCols; e += blockDim.x) {
-      const int64_t i = e / kStateCols, yy = e % kStateCols;
+    for (int64_t e = threadIdx.x; e < n * cols; e += blockDim.x) {
+      const int64_t i = e / cols, yy = e % cols;
       float acc = Uc[i * dv + col0 + yy];
-      for (int64_t x = 0; x < dk; ++x) acc -= Wc[i * dk + x] * S[x * kStateCols + yy];
+      for (int64_t x = 0; x < dk; ++x) acc -= Wc[i * dk + x] * S[x * cols + yy];
       Vp[e] = acc;
       if (a.save) w.at(w.Vp, ci.ch, C * dv)[i * dv + col0 + yy] = acc;
     }
     __syncthreads();
     // O = (Q o e^G) S + M V'
     if (a.o) {
-      for (int64_t e = threadIdx.x; e < n * kStateCols; e += blockDim.x) {
-        const int64_t i = e / kStateCols, yy = e % kStateCols;
+      for (int64_t e = threadIdx.x; e < n * cols; e += blockDim.x) {
+        const int64_t i = e / cols, yy = e % cols;
         float qs = 0.f;
-        for (int64_t x = 0; x < dk; ++x) qs += in.Q(ci.r0 + i, ci.kh, x) * S[x * kStateCols + yy];
+        for (int64_t x = 0; x < dk; ++x) qs += in.Q(ci.r0 + i, ci.kh, x) * S[x * cols + yy];
         float acc = expf(sG[i]) * qs;
-        for (int64_t j = 0; j <= i; ++j) acc += M[i * C + j] * Vp[j * kStateCols + yy];
+        for (int64_t j = 0; j <= i; ++j) acc += M[i * C + j] * Vp[j * cols + yy];
         st_bf16(a.o + (ci.r0 + i) * a.ld_o + h * dv + col0 + yy, acc);
       }
     }
@@ -185,28 +187,28 @@ __global__ void __launch_bounds__(kThreads) gdn_state_forward_kernel(Inputs in, 
     const float gn = sG[n - 1];
     {
       int slot = 0;
-      for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x, ++slot) {
-        const int64_t x = e / kStateCols, yy = e % kStateCols;
+      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) {
+        const int64_t x = e / cols, yy = e % cols;
         float acc = expf(gn) * S[e];
         for (int64_t i = 0; i < n; ++i)
-          acc += in.K(ci.r0 + i, ci.kh, x) * expf(gn - sG[i]) * Vp[i * kStateCols + yy];
+          acc += in.K(ci.r0 + i, ci.kh, x) * expf(gn - sG[i]) * Vp[i * cols + yy];
         next[slot] = acc;
       }
     }
     __syncthreads();
     {
       int slot = 0;
-      for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x, ++slot) S[e] = next[slot];
+      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) S[e] = next[slot];
     }
     __syncthreads();
   }
   if (a.S_out)
-    for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x)
-      a.S_out[state_off + (e / kStateCols) * dv + col0 + e % kStateCols] = S[e];
+    for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
+      a.S_out[state_off + (e / cols) * dv + col0 + e % cols] = S[e];
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reverse state pass, columns [col0, col0 + 32) of dS. grid (dv / 32, Hv, B). Per chunk, last
+// Reverse state pass, columns [col0, col0 + cols) of dS. grid (dv / cols, Hv, B). Per chunk, last
 // first, with dS the gradient of the state leaving it:
 //   dV' = M^T dO + (K o D) dS          dS <- (Q o e^G)^T dO + e^{G_n} dS - W^T dV'
 // Saves dS (leaving) and dV' per chunk; writes dS0 when wanted.
@@ -218,15 +220,15 @@ struct StateGradArgs {
 };
 
 __global__ void __launch_bounds__(kThreads) gdn_state_backward_kernel(Inputs in, Workspace w, StateGradArgs a) {
-  const int64_t dk = in.d.dk, dv = in.d.dv, C = in.d.chunk, col0 = blockIdx.x * kStateCols;
+  const int64_t dk = in.d.dk, dv = in.d.dv, C = in.d.chunk, cols = simt_state_cols(dv), col0 = blockIdx.x * cols;
   const int64_t b = blockIdx.z, h = blockIdx.y;
   __shared__ float dS[kMaxDim * kStateCols];
   __shared__ float dVp[kMaxChunk * kStateCols];
   __shared__ float dO[kMaxChunk * kStateCols];
   __shared__ float sG[kMaxChunk];
   const int64_t state_off = (b * in.d.Hv + h) * dk * dv;
-  for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x)
-    dS[e] = a.dS_out ? a.dS_out[state_off + (e / kStateCols) * dv + col0 + e % kStateCols] : 0.f;
+  for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
+    dS[e] = a.dS_out ? a.dS_out[state_off + (e / cols) * dv + col0 + e % cols] : 0.f;
   for (int64_t c = in.NC - 1; c >= 0; --c) {
     const ChunkIdx ci = chunk_idx(in, c);
     const int64_t n = ci.n;
@@ -236,18 +238,18 @@ __global__ void __launch_bounds__(kThreads) gdn_state_backward_kernel(Inputs in,
     float* dSl = w.at(w.dSl, ci.ch, dk * dv);
     float* dVpg = w.at(w.dVp, ci.ch, C * dv);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sG[i] = G[i];
-    for (int64_t e = threadIdx.x; e < n * kStateCols; e += blockDim.x)
-      dO[e] = ld_bf16(a.d_o + (ci.r0 + e / kStateCols) * a.ld_do + h * dv + col0 + e % kStateCols);
-    for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x)
-      dSl[(e / kStateCols) * dv + col0 + e % kStateCols] = dS[e];
+    for (int64_t e = threadIdx.x; e < n * cols; e += blockDim.x)
+      dO[e] = ld_bf16(a.d_o + (ci.r0 + e / cols) * a.ld_do + h * dv + col0 + e % cols);
+    for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
+      dSl[(e / cols) * dv + col0 + e % cols] = dS[e];
     __syncthreads();
     const float gn = sG[n - 1];
-    for (int64_t e = threadIdx.x; e < n * kStateCols; e += blockDim.x) {
-      const int64_t j = e / kStateCols, yy = e % kStateCols;
+    for (int64_t e = threadIdx.x; e < n * cols; e += blockDim.x) {
+      const int64_t j = e / cols, yy = e % cols;
       float acc = 0.f;
-      for (int64_t i = j; i < n; ++i) acc += M[i * C + j] * dO[i * kStateCols + yy];
+      for (int64_t i = j; i < n; ++i) acc += M[i * C + j] * dO[i * cols + yy];
       float ks = 0.f;
-      for (int64_t x = 0; x < dk; ++x) ks += in.K(ci.r0 + j, ci.kh, x) * dS[x * kStateCols + yy];
+      for (int64_t x = 0; x < dk; ++x) ks += in.K(ci.r0 + j, ci.kh, x) * dS[x * cols + yy];
       acc += expf(gn - sG[j]) * ks;
       dVp[e] = acc;
       dVpg[j * dv + col0 + yy] = acc;
@@ -257,25 +259,25 @@ __global__ void __launch_bounds__(kThreads) gdn_state_backward_kernel(Inputs in,
     float next[kPer];
     {
       int slot = 0;
-      for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x, ++slot) {
-        const int64_t x = e / kStateCols, yy = e % kStateCols;
+      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) {
+        const int64_t x = e / cols, yy = e % cols;
         float acc = expf(gn) * dS[e];
         for (int64_t i = 0; i < n; ++i)
-          acc += in.Q(ci.r0 + i, ci.kh, x) * expf(sG[i]) * dO[i * kStateCols + yy] -
-                 Wc[i * dk + x] * dVp[i * kStateCols + yy];
+          acc += in.Q(ci.r0 + i, ci.kh, x) * expf(sG[i]) * dO[i * cols + yy] -
+                 Wc[i * dk + x] * dVp[i * cols + yy];
         next[slot] = acc;
       }
     }
     __syncthreads();
     {
       int slot = 0;
-      for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x, ++slot) dS[e] = next[slot];
+      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) dS[e] = next[slot];
     }
     __syncthreads();
   }
   if (a.dS0)
-    for (int64_t e = threadIdx.x; e < dk * kStateCols; e += blockDim.x)
-      a.dS0[state_off + (e / kStateCols) * dv + col0 + e % kStateCols] = dS[e];
+    for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
+      a.dS0[state_off + (e / cols) * dv + col0 + e % cols] = dS[e];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -500,8 +502,10 @@ void check_dims(const GdnCudaDims& d, const char* op) {
   DT_CHECK(d.B >= 1 && d.T >= 1, "{}: B ({}) and T ({}) must be >= 1", op, d.B, d.T);
   DT_CHECK(d.Hk >= 1 && d.Hv % d.Hk == 0, "{}: value heads ({}) must be a multiple of key heads ({})", op, d.Hv,
            d.Hk);
-  DT_CHECK(d.dk == d.dv && (d.dk == 64 || d.dk == 128),
-           "{}: head dims dk = {}, dv = {}: the CUDA kernels take dk = dv in {{64, 128}}", op, d.dk, d.dv);
+  DT_CHECK(d.dk >= kDimStep && d.dk <= kMaxDim && d.dk % kDimStep == 0 && d.dv >= kDimStep && d.dv <= kMaxDim &&
+               d.dv % kDimStep == 0,
+           "{}: head dims dk = {}, dv = {}: the CUDA kernels take multiples of {} up to {} (dk may differ from dv)",
+           op, d.dk, d.dv, kDimStep, kMaxDim);
   DT_CHECK(d.chunk >= 1 && d.chunk <= kMaxChunk, "{}: chunk {} must be in [1, {}]", op, d.chunk, kMaxChunk);
   DT_CHECK(d.Hv <= 65535 && d.B <= 65535, "{}: Hv ({}) and B ({}) must be <= 65535 (grid y, z)", op, d.Hv, d.B);
 }
@@ -598,7 +602,7 @@ void chunk_forward_simt(const GdnCudaForwardParams& p, cudaStream_t s) {
   layout(w, d, false, base);
   const Inputs in = make_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta);
   const dim3 chunk_grid(static_cast<unsigned>(in.NC), static_cast<unsigned>(d.Hv), static_cast<unsigned>(d.B));
-  const dim3 state_grid(static_cast<unsigned>(d.dv / kStateCols), static_cast<unsigned>(d.Hv),
+  const dim3 state_grid(static_cast<unsigned>(d.dv / simt_state_cols(d.dv)), static_cast<unsigned>(d.Hv),
                         static_cast<unsigned>(d.B));
   gdn_prep_kernel<<<chunk_grid, kThreads, 0, s>>>(in, w);
   launch_check(op, "gdn_prep_kernel");
@@ -616,7 +620,7 @@ void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s) {
   layout(w, d, true, base);
   const Inputs in = make_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta);
   const dim3 chunk_grid(static_cast<unsigned>(in.NC), static_cast<unsigned>(d.Hv), static_cast<unsigned>(d.B));
-  const dim3 state_grid(static_cast<unsigned>(d.dv / kStateCols), static_cast<unsigned>(d.Hv),
+  const dim3 state_grid(static_cast<unsigned>(d.dv / simt_state_cols(d.dv)), static_cast<unsigned>(d.Hv),
                         static_cast<unsigned>(d.B));
   gdn_prep_kernel<<<chunk_grid, kThreads, 0, s>>>(in, w);
   launch_check(op, "gdn_prep_kernel");

@@ -22,12 +22,21 @@ namespace dt {
 namespace gdn_cuda {
 
 // Tile sizes (STYLE 7). The first version is simple on purpose: one CTA of kThreads per
-// (batch, head, chunk) for the per-chunk parts, one CTA per (batch, head, kStateCols columns of
-// S) for the sequential state passes. bench/NOTES.md has the plan for the fast version.
+// (batch, head, chunk) for the per-chunk parts, one CTA per (batch, head, simt_state_cols(dv)
+// columns of S) for the sequential state passes. bench/NOTES.md has the plan for the fast version.
+// Head dims: any multiple of kDimStep up to kMaxDim, dk != dv allowed (HF's linear_key_head_dim
+// and linear_value_head_dim are independent; the golden Qwen3.5 files use 16).
 inline constexpr int kThreads = 256;
 inline constexpr int kMaxChunk = 64;
 inline constexpr int kMaxDim = 128;
-inline constexpr int kStateCols = 32;  // columns of S per state-pass CTA; dv % 32 == 0
+inline constexpr int kDimStep = 8;
+inline constexpr int kStateCols = 32;  // most columns of S per state-pass CTA (shared arrays sized for it)
+
+// Columns of S per state-pass (and recurrent) CTA: the widest of 32, 16, 8 that divides dv, so
+// the CTAs tile dv exactly (dv % kDimStep == 0).
+__host__ __device__ __forceinline__ int simt_state_cols(int64_t dv) {
+  return dv % 32 == 0 ? 32 : (dv % 16 == 0 ? 16 : 8);
+}
 
 __device__ __forceinline__ float ld_bf16(const uint16_t* p) {
   return __bfloat162float(__ushort_as_bfloat16(*p));

@@ -81,6 +81,47 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_l2norm_kernel(GdnCuda
   }
 }
 
+// Any other head dim (a multiple of 8 up to 128, e.g. 16, 32, 48): one warp per (row, head) as
+// above, lane l holds elements l, l + 32, l + 64, l + 96 (those < d), 2-byte accesses. Speed is
+// irrelevant at these sizes; the warp sums keep a fixed order (deterministic).
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_l2norm_any_kernel(GdnCudaL2NormParams p, bool backward) {
+  constexpr int kPer = kMaxDim / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t items = p.rows * p.H;
+  for (int64_t item = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / 32; item < items;
+       item += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
+    const int64_t r = item / p.H, h = item % p.H;
+    const uint16_t* x = p.x + r * p.ld_x + h * p.d;
+    uint16_t* y = p.y + r * p.ld_y + h * p.d;
+    float xv[kPer], ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t e = lane + 32 * i;
+      xv[i] = e < p.d ? ld_bf16(x + e) : 0.f;
+      ss += xv[i] * xv[i];
+    }
+    const float inv = rsqrtf(warp_sum(ss) + 1e-6f);
+    if (!backward) {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        if (lane + 32 * i < p.d) st_bf16(y + lane + 32 * i, p.scale * xv[i] * inv);
+      continue;
+    }
+    const uint16_t* dy = p.dy + r * p.ld_dy + h * p.d;
+    float dyv[kPer], dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t e = lane + 32 * i;
+      dyv[i] = e < p.d ? ld_bf16(dy + e) : 0.f;
+      dot += xv[i] * inv * dyv[i];
+    }
+    dot = warp_sum(dot);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      if (lane + 32 * i < p.d) st_bf16(y + lane + 32 * i, p.scale * inv * (dyv[i] - xv[i] * inv * dot));
+  }
+}
+
 __global__ void gdn_gates_forward_kernel(GdnCudaGatesParams p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.rows * p.H;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -131,7 +172,8 @@ __global__ void gdn_gates_params_kernel(GdnCudaGatesParams p, const float* parti
 }
 
 void check_l2norm(const GdnCudaL2NormParams& p, bool backward, const char* op) {
-  DT_CHECK(p.d == 64 || p.d == 128, "{}: head dim {} must be 64 or 128 on the GPU", op, p.d);
+  DT_CHECK(p.d >= kDimStep && p.d <= kMaxDim && p.d % kDimStep == 0,
+           "{}: head dim {} must be a multiple of {} up to {} on the GPU", op, p.d, kDimStep, kMaxDim);
   DT_CHECK(p.x && p.y && (!backward || p.dy), "{}: null tensor pointer", op);
   DT_CHECK(p.ld_x >= p.H * p.d && p.ld_y >= p.H * p.d && (!backward || p.ld_dy >= p.H * p.d),
            "{}: a row stride is smaller than a row ({})", op, p.H * p.d);
@@ -141,13 +183,18 @@ void run_l2norm(const GdnCudaL2NormParams& p, void* stream, bool backward, const
   check_l2norm(p, backward, op);
   const int64_t items = p.rows * p.H;
   if (items == 0) return;
+  const int64_t blocks = std::min<int64_t>((items + kWarpsPerBlock - 1) / kWarpsPerBlock, 132 * 32);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (p.d != 64 && p.d != 128) {
+    gdn_l2norm_any_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(p, backward);
+    DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+    return;
+  }
   const int per = static_cast<int>(p.d / 32), bytes = per * 2;
   auto ok = [&](const void* q, int64_t ld) {
     return reinterpret_cast<uintptr_t>(q) % bytes == 0 && (ld * 2) % bytes == 0;
   };
   const bool vec = ok(p.x, p.ld_x) && ok(p.y, p.ld_y) && (!backward || ok(p.dy, p.ld_dy));
-  const int64_t blocks = std::min<int64_t>((items + kWarpsPerBlock - 1) / kWarpsPerBlock, 132 * 32);
-  auto s = static_cast<cudaStream_t>(stream);
   if (per == 2) gdn_l2norm_kernel<2><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(p, backward, vec);
   else gdn_l2norm_kernel<4><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(p, backward, vec);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);

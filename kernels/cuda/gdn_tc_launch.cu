@@ -14,14 +14,22 @@ using namespace gdn_cuda;
 
 namespace {
 
+// The tensor-core kernels are built for dk = dv in {64, 128} and chunk 64 (their speed matters
+// there); every other case (small or unequal head dims, other chunks) runs the fp32 SIMT kernels.
+bool tc_dims(const GdnCudaDims& d) { return d.dk == d.dv && (d.dk == 64 || d.dk == 128); }
+
 bool use_tensor_cores(const GdnCudaDims& d, const char* op) {
   if (d.impl == GdnCudaImpl::kSimt) return false;
   if (d.impl == GdnCudaImpl::kTensorCore) {
     DT_CHECK(d.chunk == kC, "{}: the tensor-core kernels take chunk {}, got {} (use GdnCudaImpl::kSimt for others)",
              op, kC, d.chunk);
+    DT_CHECK(tc_dims(d),
+             "{}: the tensor-core kernels take dk = dv in {{64, 128}}, got dk = {}, dv = {} (use GdnCudaImpl::kSimt "
+             "or kAuto for others)",
+             op, d.dk, d.dv);
     return true;
   }
-  return d.chunk == kC;
+  return d.chunk == kC && tc_dims(d);
 }
 
 template <class P>

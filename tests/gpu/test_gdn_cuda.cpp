@@ -4,6 +4,8 @@
 // GdnCudaImpl::kSimt) through kernels/gdn_cuda.h. Every GPU output is poisoned with NaN before
 // each run; two runs must give identical bits. Skips when there is no GPU.
 //
+// Head dims: dk = dv in {64, 128} (the tensor-core kernels) and small or unequal ones (16, 32, 48;
+// dk 32 with dv 64, ...), which run the SIMT kernels.
 // Tolerances (relative RMS error, sqrt(sum (x - ref)^2 / sum ref^2)): o and S_out 5e-3;
 // dq, dk, dv, dS0 1e-2; dbeta, dg 2e-2.
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -42,16 +45,20 @@ struct DevBuf {
 };
 
 struct Case {
-  int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64;
+  int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64;  // D: the key head dim dk
+  int64_t Dv = 0;                                  // the value head dim dv; 0: = D
   bool with_S0 = true, with_dS_out = true;
   enum class Gates { kNormal, kNearZero, kVeryNegative, kBetaEdges } gates = Gates::kNormal;
   bool strided = false;  // q, k, v as column slices of one [B, T, C] buffer
   uint64_t seed = 1;
 
+  int64_t dv() const { return Dv ? Dv : D; }
+
   std::string name() const {
     static const char* gate_names[] = {"normal", "g~0", "g<<0", "beta{0,1}"};
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hk=" + std::to_string(Hk) +
-           " Hv=" + std::to_string(Hv) + " D=" + std::to_string(D) + " gates=" + gate_names[static_cast<int>(gates)] +
+           " Hv=" + std::to_string(Hv) + " D=" + std::to_string(D) + (Dv ? " Dv=" + std::to_string(Dv) : "") +
+           " gates=" + gate_names[static_cast<int>(gates)] +
            (with_S0 ? " S0" : "") + (with_dS_out ? " dS_out" : "") + (strided ? " strided" : "");
   }
 };
@@ -77,9 +84,9 @@ Inputs make_inputs(const Case& c) {
   };
   unit_rows(in.q, 1.0 / std::sqrt(static_cast<double>(D)));
   unit_rows(in.k, 1.0);
-  in.v.resize(rows * c.Hv * D);
+  in.v.resize(rows * c.Hv * c.dv());
   for (auto& e : in.v) e = round_bf16(static_cast<float>(nd(rng)));
-  in.d_o.resize(rows * c.Hv * D);
+  in.d_o.resize(rows * c.Hv * c.dv());
   for (auto& e : in.d_o) e = round_bf16(static_cast<float>(nd(rng)));
   in.g.resize(rows * c.Hv), in.beta.resize(rows * c.Hv);
   for (int64_t i = 0; i < rows * c.Hv; ++i) {
@@ -94,7 +101,7 @@ Inputs make_inputs(const Case& c) {
     }
     in.g[i] = static_cast<float>(g), in.beta[i] = static_cast<float>(beta);
   }
-  const int64_t ns = c.B * c.Hv * D * D;
+  const int64_t ns = c.B * c.Hv * D * c.dv();
   if (c.with_S0) {
     in.S0.resize(ns);
     for (auto& e : in.S0) e = static_cast<float>(0.3 * nd(rng));
@@ -118,15 +125,15 @@ struct Reference {
 };
 
 Reference run_reference(const Case& c, const Inputs& in) {
-  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D;
+  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv();
   std::vector<double> q = to_double(in.q), k = to_double(in.k), v = to_double(in.v), g = to_double(in.g),
                       beta = to_double(in.beta), S0 = to_double(in.S0), d_o = to_double(in.d_o),
                       dS_out = to_double(in.dS_out);
   Reference r;
-  r.o.resize(B * T * Hv * D), r.S_out.resize(B * Hv * D * D);
-  r.dq.resize(B * T * Hk * D), r.dk.resize(B * T * Hk * D), r.dv.resize(B * T * Hv * D);
-  r.dg.resize(B * T * Hv), r.dbeta.resize(B * T * Hv), r.dS0.resize(B * Hv * D * D);
-  const Shape qs{B, T, Hk, D}, vs{B, T, Hv, D}, gs{B, T, Hv}, ss{B, Hv, D, D};
+  r.o.resize(B * T * Hv * Dv), r.S_out.resize(B * Hv * D * Dv);
+  r.dq.resize(B * T * Hk * D), r.dk.resize(B * T * Hk * D), r.dv.resize(B * T * Hv * Dv);
+  r.dg.resize(B * T * Hv), r.dbeta.resize(B * T * Hv), r.dS0.resize(B * Hv * D * Dv);
+  const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   Context cpu;
   gdn_chunk_forward(cpu, host_f64(r.o, vs), host_f64(r.S_out, ss), host_f64(q, qs), host_f64(k, qs),
                     host_f64(v, vs), host_f64(g, gs), host_f64(beta, gs), host_f64(S0, ss), 64);
@@ -190,14 +197,14 @@ void run_launchers(GdnCudaImpl impl, int state_cols, const Tensor& o, const Tens
 }
 
 GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0) {
-  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, rows = B * T;
-  const Shape qs{B, T, Hk, D}, vs{B, T, Hv, D}, gs{B, T, Hv}, ss{B, Hv, D, D};
-  const size_t nq = rows * Hk * D, nv = rows * Hv * D, ng = rows * Hv, ns = B * Hv * D * D;
+  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
+  const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
+  const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
   Context ctx;
   ctx.device = Device::kCUDA;
-  // q, k, v: either three contiguous buffers, or column slices of one [B, T, 2*Hk*D + Hv*D] buffer
+  // q, k, v: either three contiguous buffers, or column slices of one [B, T, 2*Hk*D + Hv*Dv] buffer
   // (with two spare columns, so that the row stride is not the row width).
-  const int64_t width = 2 * Hk * D + Hv * D + 2;
+  const int64_t width = 2 * Hk * D + Hv * Dv + 2;
   DevBuf qkv(rows * width * 2), qd(nq * 2), kd(nq * 2), vd(nv * 2);
   Tensor q, k, v;
   if (c.strided) {
@@ -206,11 +213,12 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(&h[r * width], &qb[r * Hk * D], Hk * D * 2);
       std::memcpy(&h[r * width + Hk * D], &kb[r * Hk * D], Hk * D * 2);
-      std::memcpy(&h[r * width + 2 * Hk * D], &vb[r * Hv * D], Hv * D * 2);
+      std::memcpy(&h[r * width + 2 * Hk * D], &vb[r * Hv * Dv], Hv * Dv * 2);
     }
     upload(qkv, h);
     Tensor buf(qkv.p, DType::kBF16, Device::kCUDA, Shape{B, T, width});
-    q = gdn_head_view(buf, 0, Hk, D), k = gdn_head_view(buf, Hk * D, Hk, D), v = gdn_head_view(buf, 2 * Hk * D, Hv, D);
+    q = gdn_head_view(buf, 0, Hk, D), k = gdn_head_view(buf, Hk * D, Hk, D);
+    v = gdn_head_view(buf, 2 * Hk * D, Hv, Dv);
   } else {
     upload(qd, to_bf16(in.q)), upload(kd, to_bf16(in.k)), upload(vd, to_bf16(in.v));
     q = Tensor(qd.p, DType::kBF16, Device::kCUDA, qs), k = Tensor(kd.p, DType::kBF16, Device::kCUDA, qs);
@@ -361,6 +369,24 @@ TEST(GdnCuda, SimtKernelsMatchReference) {
   }
 }
 
+// Small and unequal head dims (HF: linear_key_head_dim != linear_value_head_dim is allowed) through
+// the ops (kAuto): the tensor-core kernels take only dk = dv in {64, 128}, so these run the SIMT
+// kernels. 16 with 2 key and 4 value heads is the golden Qwen3.5 GDN layer; 32 the quickstart model.
+TEST(GdnCuda, SmallAndUnequalHeadDims) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t T : {1, 65, 130}) {
+    for (auto [D, Dv, Hk, Hv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{16, 0, 1, 2}, {32, 0, 1, 2},
+                                 {48, 0, 1, 2}, {16, 0, 2, 4}, {32, 64, 1, 2}, {64, 32, 2, 2}}) {
+      Case c;
+      c.T = T, c.B = 2, c.Hk = Hk, c.Hv = Hv, c.D = D, c.Dv = Dv, c.seed = 500 + T + D + Dv;
+      check_case(c);
+    }
+  }
+  Case s;  // strided q, k, v slices of one conv buffer, dk != dv, a dv with 16-column state tiles
+  s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12;
+  check_case(s);
+}
+
 TEST(GdnCuda, NoInitialStateNoFinalStateGradient) {
   SKIP_WITHOUT_GPU();
   Case c;
@@ -404,11 +430,34 @@ TEST(GdnCuda, RejectsWrongDtypeAndDevice) {
   EXPECT_THROW(gdn_chunk_forward(ctx, q, Tensor(), q, q, q, g, g, Tensor(), 65), Error);  // chunk > 64
 }
 
+TEST(GdnCuda, RejectsHeadDimsTheKernelsDoNotTake) {
+  SKIP_WITHOUT_GPU();
+  Context ctx;
+  ctx.device = Device::kCUDA;
+  const Shape qs{1, 8, 1, 20}, gs{1, 8, 1};  // 20: not a multiple of 8
+  DevBuf a(8 * 20 * 2), gb(8 * 4);
+  Tensor q(a.p, DType::kBF16, Device::kCUDA, qs), g(gb.p, DType::kF32, Device::kCUDA, gs);
+  try {
+    gdn_chunk_forward(ctx, q, Tensor(), q, q, q, g, g, Tensor(), 64);
+    FAIL() << "head dim 20 accepted on the CUDA path";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiples of 8"), std::string::npos) << e.what();
+  }
+  // The tensor-core kernels asked for explicitly with dims they do not take.
+  DevBuf qb(8 * 32 * 2), ob(8 * 32 * 2);
+  GdnCudaForwardParams f;
+  f.dims.B = 1, f.dims.T = 8, f.dims.Hk = 1, f.dims.Hv = 1, f.dims.dk = 32, f.dims.dv = 32;
+  f.dims.impl = GdnCudaImpl::kTensorCore;
+  f.q = f.k = f.v = static_cast<const uint16_t*>(qb.p), f.ld_q = f.ld_k = f.ld_v = 32;
+  f.g = f.beta = static_cast<const float*>(gb.p), f.o = static_cast<uint16_t*>(ob.p), f.ld_o = 32;
+  EXPECT_THROW(gdn_chunk_forward_cuda(f, nullptr), Error);
+}
+
 // ---- pointwise ops: l2norm (bf16) and gates (fp32) ----
 
 TEST(GdnCudaL2Norm, ForwardBackwardMatchReferenceOnStridedRows) {
   SKIP_WITHOUT_GPU();
-  for (int64_t d : {64, 128}) {
+  for (int64_t d : {16, 32, 48, 64, 128}) {
     const int64_t B = 2, T = 37, H = 3, rows = B * T, width = 2 * H * d + 4;  // x: columns [d, d + H*d)
     const double scale = 1 / std::sqrt(static_cast<double>(d));
     std::mt19937_64 rng(5 + d);
@@ -494,7 +543,7 @@ TEST(GdnCudaGates, ForwardBackwardMatchReference) {
 
 TEST(GdnCudaNorm, ForwardBackwardMatchReferenceAndDwIsDeterministic) {
   SKIP_WITHOUT_GPU();
-  for (int64_t d : {64, 128}) {
+  for (int64_t d : {16, 48, 64, 128}) {
     const int64_t B = 2, T = 37, H = 3, n = B * T * H * d;
     const double eps = 1e-6;
     std::mt19937_64 rng(40 + d);
@@ -539,16 +588,19 @@ TEST(GdnCudaNorm, ForwardBackwardMatchReferenceAndDwIsDeterministic) {
 
 TEST(GdnCudaRecurrent, MatchesReferenceAndDecodesInPlace) {
   SKIP_WITHOUT_GPU();
-  for (int64_t D : {64, 128})
+  // (D, Dv): the tensor-core sizes, and small and unequal head dims (8-, 16- and 32-column tiles).
+  for (auto [D, Dv] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {16, 16}, {32, 32}, {48, 48}, {32, 64},
+                       {64, 40}})
     for (int64_t T : {1, 7, 130}) {
       Case c;
-      c.B = 2, c.T = T, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 300 + T + D;
+      c.B = 2, c.T = T, c.Hk = 1, c.Hv = 2, c.D = D, c.Dv = Dv, c.seed = 300 + T + D + Dv;
       SCOPED_TRACE(c.name());
       const Inputs in = make_inputs(c);
       const int64_t B = c.B, Hk = c.Hk, Hv = c.Hv, rows = B * T;
-      const Shape qs{B, T, Hk, D}, vs{B, T, Hv, D}, gs{B, T, Hv}, ss{B, Hv, D, D};
+      const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
       std::vector<double> q = to_double(in.q), k = to_double(in.k), v = to_double(in.v), g = to_double(in.g),
-                          beta = to_double(in.beta), S0 = to_double(in.S0), o_ref(rows * Hv * D), S_ref(B * Hv * D * D);
+                          beta = to_double(in.beta), S0 = to_double(in.S0), o_ref(rows * Hv * Dv),
+                          S_ref(B * Hv * D * Dv);
       Context cpu;
       gdn_recurrent_forward(cpu, host_f64(o_ref, vs), host_f64(S_ref, ss), host_f64(q, qs), host_f64(k, qs),
                             host_f64(v, vs), host_f64(g, gs), host_f64(beta, gs), host_f64(S0, ss));

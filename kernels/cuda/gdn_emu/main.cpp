@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/gdn_chunk.h"
+#include "kernels/cpu/gdn_delta_rule.h"
 #include "kernels/cpu/gdn_norm.h"
 #include "kernels/cpu/gdn_l2norm.h"
 #include "kernels/cpu/gdn_gates.h"
@@ -21,7 +22,8 @@ static uint16_t f2b(float f) {
 }
 static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
 
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0; };
+// D: the key head dim dk; Dv: the value head dim (0: = D).
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -41,7 +43,7 @@ static void report(const char* what, const std::vector<float>& got, const std::v
 }
 
 static void run_case(const Case& c, GdnCudaImpl impl) {
-  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, rows = B * T;
+  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.Dv ? c.Dv : c.D, rows = B * T;
   std::mt19937_64 rng(c.seed);
   std::normal_distribution<double> nd;
   auto unit = [&](double scale) {
@@ -53,7 +55,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
     }
     return x;
   };
-  std::vector<float> q = unit(1 / std::sqrt(double(D))), k = unit(1), v(rows * Hv * D), dO(rows * Hv * D), g(rows * Hv), beta(rows * Hv);
+  std::vector<float> q = unit(1 / std::sqrt(double(D))), k = unit(1), v(rows * Hv * Dv), dO(rows * Hv * Dv), g(rows * Hv), beta(rows * Hv);
   for (auto& e : v) e = b2f(f2b(float(nd(rng))));
   for (auto& e : dO) e = b2f(f2b(float(nd(rng))));
   for (int64_t i = 0; i < rows * Hv; ++i) {
@@ -63,57 +65,58 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
     if (c.gates == 3) bb = (i % 2 == 0) ? 0.0 : 1.0;
     g[i] = float(gg), beta[i] = float(bb);
   }
-  std::vector<float> S0(c.S0 ? B * Hv * D * D : 0), dSo(c.dS ? B * Hv * D * D : 0);
+  std::vector<float> S0(c.S0 ? B * Hv * D * Dv : 0), dSo(c.dS ? B * Hv * D * Dv : 0);
   for (auto& e : S0) e = float(0.3 * nd(rng));
   for (auto& e : dSo) e = float(0.3 * nd(rng));
   // reference in double
   auto dbl = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
   std::vector<double> qd = dbl(q), kd = dbl(k), vd = dbl(v), dOd = dbl(dO), gd = dbl(g), bd = dbl(beta), S0d = dbl(S0), dSod = dbl(dSo);
-  std::vector<double> o_r(rows * Hv * D), So_r(B * Hv * D * D), dq_r(rows * Hk * D), dk_r(rows * Hk * D), dv_r(rows * Hv * D), dg_r(rows * Hv), db_r(rows * Hv), dS0_r(B * Hv * D * D);
-  GdnDims dims{B, T, Hk, Hv, D, D};
+  std::vector<double> o_r(rows * Hv * Dv), So_r(B * Hv * D * Dv), dq_r(rows * Hk * D), dk_r(rows * Hk * D), dv_r(rows * Hv * Dv), dg_r(rows * Hv), db_r(rows * Hv), dS0_r(B * Hv * D * Dv);
+  GdnDims dims{B, T, Hk, Hv, D, Dv};
   {
     GdnForwardArgs<double> a; a.dims = dims;
-    a.q = {qd.data(), Hk * D}; a.k = {kd.data(), Hk * D}; a.v = {vd.data(), Hv * D};
-    a.g = gd.data(); a.beta = bd.data(); a.S0 = c.S0 ? S0d.data() : nullptr; a.o = {o_r.data(), Hv * D}; a.S_out = So_r.data();
+    a.q = {qd.data(), Hk * D}; a.k = {kd.data(), Hk * D}; a.v = {vd.data(), Hv * Dv};
+    a.g = gd.data(); a.beta = bd.data(); a.S0 = c.S0 ? S0d.data() : nullptr; a.o = {o_r.data(), Hv * Dv}; a.S_out = So_r.data();
     gdn_chunk_forward_ref<double>(a, 64);
     GdnBackwardArgs<double> b; b.dims = dims;
     b.q = a.q; b.k = a.k; b.v = a.v; b.g = a.g; b.beta = a.beta; b.S0 = a.S0;
-    b.d_o = {dOd.data(), Hv * D}; b.dS_out = c.dS ? dSod.data() : nullptr;
-    b.dq = {dq_r.data(), Hk * D}; b.dk = {dk_r.data(), Hk * D}; b.dv = {dv_r.data(), Hv * D};
+    b.d_o = {dOd.data(), Hv * Dv}; b.dS_out = c.dS ? dSod.data() : nullptr;
+    b.dq = {dq_r.data(), Hk * D}; b.dk = {dk_r.data(), Hk * D}; b.dv = {dv_r.data(), Hv * Dv};
     b.dg = dg_r.data(); b.dbeta = db_r.data(); b.dS0 = dS0_r.data();
     gdn_chunk_backward_ref<double>(b, 64);
   }
   // "device" run
-  const int64_t W = c.strided ? 2 * Hk * D + Hv * D + 2 : 0;
+  const int64_t W = c.strided ? 2 * Hk * D + Hv * Dv + 2 : 0;
   std::vector<uint16_t> qkv(rows * W, 0xFFFF), qb(q.size()), kb(k.size()), vb(v.size()), dOb(dO.size());
   for (size_t i = 0; i < q.size(); ++i) qb[i] = f2b(q[i]), kb[i] = f2b(k[i]);
   for (size_t i = 0; i < v.size(); ++i) vb[i] = f2b(v[i]), dOb[i] = f2b(dO[i]);
   GdnCudaForwardParams fp;
-  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = D, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols;
+  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols;
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(&qkv[r * W], &qb[r * Hk * D], Hk * D * 2);
       std::memcpy(&qkv[r * W + Hk * D], &kb[r * Hk * D], Hk * D * 2);
-      std::memcpy(&qkv[r * W + 2 * Hk * D], &vb[r * Hv * D], Hv * D * 2);
+      std::memcpy(&qkv[r * W + 2 * Hk * D], &vb[r * Hv * Dv], Hv * Dv * 2);
     }
     fp.q = qkv.data(), fp.k = qkv.data() + Hk * D, fp.v = qkv.data() + 2 * Hk * D, fp.ld_q = fp.ld_k = fp.ld_v = W;
   } else {
-    fp.q = qb.data(), fp.k = kb.data(), fp.v = vb.data(), fp.ld_q = fp.ld_k = Hk * D, fp.ld_v = Hv * D;
+    fp.q = qb.data(), fp.k = kb.data(), fp.v = vb.data(), fp.ld_q = fp.ld_k = Hk * D, fp.ld_v = Hv * Dv;
   }
-  std::vector<uint16_t> ob(rows * Hv * D, 0xFFFF), dqb(rows * Hk * D, 0xFFFF), dkb(rows * Hk * D, 0xFFFF), dvb(rows * Hv * D, 0xFFFF);
+  std::vector<uint16_t> ob(rows * Hv * Dv, 0xFFFF), dqb(rows * Hk * D, 0xFFFF), dkb(rows * Hk * D, 0xFFFF), dvb(rows * Hv * Dv, 0xFFFF);
   const float nanf = std::nanf("");
-  std::vector<float> So(B * Hv * D * D, nanf), dgo(rows * Hv, nanf), dbo(rows * Hv, nanf), dS0o(B * Hv * D * D, nanf);
-  fp.g = g.data(), fp.beta = beta.data(), fp.S0 = c.S0 ? S0.data() : nullptr, fp.o = ob.data(), fp.ld_o = Hv * D, fp.S_out = So.data();
+  std::vector<float> So(B * Hv * D * Dv, nanf), dgo(rows * Hv, nanf), dbo(rows * Hv, nanf), dS0o(B * Hv * D * Dv, nanf);
+  fp.g = g.data(), fp.beta = beta.data(), fp.S0 = c.S0 ? S0.data() : nullptr, fp.o = ob.data(), fp.ld_o = Hv * Dv, fp.S_out = So.data();
   gdn_chunk_forward_cuda(fp, nullptr);
   GdnCudaBackwardParams bp;
   bp.dims = fp.dims, bp.q = fp.q, bp.k = fp.k, bp.v = fp.v, bp.ld_q = fp.ld_q, bp.ld_k = fp.ld_k, bp.ld_v = fp.ld_v;
-  bp.g = fp.g, bp.beta = fp.beta, bp.S0 = fp.S0, bp.d_o = dOb.data(), bp.ld_do = Hv * D, bp.dS_out = c.dS ? dSo.data() : nullptr;
-  bp.dq = dqb.data(), bp.dk = dkb.data(), bp.dv = dvb.data(), bp.ld_dq = bp.ld_dk = Hk * D, bp.ld_dv = Hv * D;
+  bp.g = fp.g, bp.beta = fp.beta, bp.S0 = fp.S0, bp.d_o = dOb.data(), bp.ld_do = Hv * Dv, bp.dS_out = c.dS ? dSo.data() : nullptr;
+  bp.dq = dqb.data(), bp.dk = dkb.data(), bp.dv = dvb.data(), bp.ld_dq = bp.ld_dk = Hk * D, bp.ld_dv = Hv * Dv;
   bp.dg = dgo.data(), bp.dbeta = dbo.data(), bp.dS0 = dS0o.data();
   gdn_chunk_backward_cuda(bp, nullptr);
   auto fl = [](const std::vector<uint16_t>& b) { std::vector<float> f(b.size()); for (size_t i = 0; i < b.size(); ++i) f[i] = b2f(b[i]); return f; };
-  std::printf("%s B=%ld T=%ld Hk=%ld Hv=%ld D=%ld gates=%d S0=%d dS=%d strided=%d\n", impl == GdnCudaImpl::kSimt ? "simt" : "tc  ",
-              (long)B, (long)T, (long)Hk, (long)Hv, (long)D, c.gates, c.S0, c.dS, c.strided);
+  const char* name = impl == GdnCudaImpl::kSimt ? "simt" : impl == GdnCudaImpl::kAuto ? "auto" : "tc  ";
+  std::printf("%s B=%ld T=%ld Hk=%ld Hv=%ld dk=%ld dv=%ld gates=%d S0=%d dS=%d strided=%d\n", name, (long)B, (long)T,
+              (long)Hk, (long)Hv, (long)D, (long)Dv, c.gates, c.S0, c.dS, c.strided);
   report("o", fl(ob), o_r, 5e-3);
   report("S_out", So, So_r, 5e-3);
   report("dq", fl(dqb), dq_r, 1e-2);
@@ -122,12 +125,19 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   report("dg", dgo, dg_r, 2e-2);
   report("dbeta", dbo, db_r, 2e-2);
   report("dS0", dS0o, dS0_r, 1e-2);
+  // The recurrent kernel (decode) on the same inputs, against the same references.
+  std::vector<uint16_t> orb(rows * Hv * Dv, 0xFFFF);
+  std::vector<float> Sor(B * Hv * D * Dv, nanf);
+  fp.o = orb.data(), fp.S_out = Sor.data();
+  gdn_recurrent_forward_cuda(fp, nullptr);
+  report("rec o", fl(orb), o_r, 5e-3);
+  report("rec S", Sor, So_r, 5e-3);
 }
 
 static void pointwise() {
   std::mt19937_64 rng(7);
   std::normal_distribution<double> nd;
-  for (int64_t d : {64, 128}) {
+  for (int64_t d : {16, 32, 48, 64, 128}) {
     const int64_t rows = 37, H = 3, W = 2 * H * d + 4;  // strided rows
     std::vector<uint16_t> xb(rows * W), dyb(rows * H * d), yb(rows * H * d, 0xFFFF), dxb(rows * H * d, 0xFFFF);
     for (auto& e : xb) e = f2b(float(2 * nd(rng)));
@@ -152,6 +162,28 @@ static void pointwise() {
       report("y", yf, y, 5e-3);
       report("dx", dxf, dx, 1e-2);
     }
+  }
+  for (int64_t d : {16, 48, 64, 96}) {  // gated RMSNorm of the output, per value head
+    const int64_t rows = 45, H = 3, n = rows * H * d;
+    std::vector<uint16_t> ob(n), zb(n), dyb(n), yb(n, 0xFFFF), dob(n, 0xFFFF), dzb(n, 0xFFFF);
+    std::vector<float> w(d), dw(d, 0.5f);
+    for (size_t i = 0; i < ob.size(); ++i) ob[i] = f2b(float(nd(rng))), zb[i] = f2b(float(2 * nd(rng))), dyb[i] = f2b(float(nd(rng)));
+    for (auto& e : w) e = float(1 + 0.3 * nd(rng));
+    std::vector<double> o(n), z(n), dy(n), y(n), d_o(n), dz(n), wd(w.begin(), w.end()), dwr(d, 0.5);
+    for (int64_t i = 0; i < n; ++i) o[i] = b2f(ob[i]), z[i] = b2f(zb[i]), dy[i] = b2f(dyb[i]);
+    gdn_norm_forward_ref<double>(y.data(), o.data(), z.data(), wd.data(), rows, H, d, 1e-6);
+    gdn_norm_backward_ref<double>(d_o.data(), dz.data(), dwr.data(), dy.data(), o.data(), z.data(), wd.data(), rows, H, d, 1e-6);
+    GdnCudaNormParams p;
+    p.rows = rows, p.H = H, p.d = d, p.eps = 1e-6f, p.o = ob.data(), p.z = zb.data(), p.w = w.data(), p.y = yb.data();
+    p.dy = dyb.data(), p.d_o = dob.data(), p.dz = dzb.data(), p.dw = dw.data();
+    gdn_norm_forward_cuda(p, nullptr);
+    gdn_norm_backward_cuda(p, nullptr);
+    auto fl = [](const std::vector<uint16_t>& b) { std::vector<float> f(b.size()); for (size_t i = 0; i < b.size(); ++i) f[i] = b2f(b[i]); return f; };
+    std::printf("norm d=%ld\n", (long)d);
+    report("y", fl(yb), y, 5e-3);
+    report("d_o", fl(dob), d_o, 1e-2);
+    report("dz", fl(dzb), dz, 1e-2);
+    report("dw", dw, dwr, 1e-4);
   }
   {
     const int64_t rows = 303, H = 12, n = rows * H;
@@ -188,8 +220,19 @@ int main(int argc, char** argv) {
     Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11; cases.push_back(s);
     for (int gt = 1; gt <= 3; ++gt) { Case e; e.T = 150, e.Hv = 2, e.gates = gt, e.seed = 21 + gt; cases.push_back(e); }
   } else if (which == "long") { add(1, 1024, 1, 1, 64); add(1, 512, 1, 1, 128); }
-  bool simt = argc > 2 && std::string(argv[2]) == "simt";
-  for (const Case& c : cases) run_case(c, simt ? GdnCudaImpl::kSimt : GdnCudaImpl::kTensorCore);
+  else if (which == "dims") {  // small and unequal head dims: kAuto must pick the SIMT kernels
+    for (int64_t T : {1, 65, 130}) {
+      for (int64_t D : {16, 32, 48}) add(1, T, 1, 2, D);
+      add(2, T, 2, 4, 16);  // the golden Qwen3.5 GDN layer: 2 key heads, 4 value heads of 16
+      add(1, T, 1, 2, 32), cases.back().Dv = 64;
+      add(1, T, 2, 2, 64), cases.back().Dv = 32;
+      add(1, T, 1, 1, 8), cases.back().Dv = 40;
+    }
+    Case s; s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12; cases.push_back(s);
+  }
+  const bool simt = argc > 2 && std::string(argv[2]) == "simt";
+  const GdnCudaImpl impl = simt ? GdnCudaImpl::kSimt : which == "dims" ? GdnCudaImpl::kAuto : GdnCudaImpl::kTensorCore;
+  for (const Case& c : cases) run_case(c, impl);
   std::printf("%s\n", failures ? "FAILURES" : "all ok");
   return failures != 0;
 }
