@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "parallel/mpi_runtime.h"
 #include "trainer/checkpointing.h"
 #include "trainer/config.h"
 #include "trainer/train.h"
@@ -43,6 +44,8 @@ void add_train_command(CLI::App& app) {
       "--resume continues from the newest checkpoint in the run directory (--resume FILE: from that file); the\n"
       "model, data and train keys must match the checkpoint's except train.steps (so a run can be extended) and\n"
       "the evaluation/checkpoint settings. Without --config the checkpoint's own config is used.\n"
+      "Under `mpirun -np N` it trains on N ranks: parallel.tp ranks split each layer by head, N / tp replicas\n"
+      "split the data (train.batch_size is per replica); rank 0 writes the run directory.\n"
       "Example: deltatron train --config configs/quickstart.yaml --set train.steps=50 --overwrite\n"
       "         deltatron train --config configs/quickstart.yaml --resume\n");
   cmd->add_option("--config", args->config_path, "YAML config file (configs/quickstart.yaml, ...)");
@@ -88,7 +91,8 @@ void add_train_command(CLI::App& app) {
       c = config_of_checkpoint(path, args->sets);
       options.resume_from = path;
     }
-    train(c, options);
+    // Under mpirun an error on one rank ends every rank at once with its message (issue 6).
+    run_or_abort_job([&] { train(c, options); });
   });
 }
 

@@ -5,8 +5,12 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "parallel/mpi_runtime.h"
 
 int main(int argc, char** argv) {
+  // MPI_Init when a launcher (mpirun -np N) started this process, else nothing: `deltatron train`
+  // then trains on every rank (apps/cmd_train.cpp); every other command runs as usual.
+  dt::MpiRuntime mpi;
   CLI::App app{"Deltatron: hybrid Gated DeltaNet / softmax-attention language models", "deltatron"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "deltatron 0.1.0");

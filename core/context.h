@@ -8,7 +8,8 @@
 namespace dt {
 
 class Arena;
-class ProcessGrid;  // parallel/process_grid.h
+class ProcessGrid;   // parallel/process_grid.h
+class Communicator;  // parallel/communicator.h
 
 struct Context {
   Device device = Device::kCPU;
@@ -18,6 +19,9 @@ struct Context {
   void* cudnn = nullptr;         // cudnnHandle_t
   void* cuda_state = nullptr;    // the GEMM/attention caches and workspaces (kernels/cuda_context.h)
   const ProcessGrid* grid = nullptr;  // nullptr: a single process
+  // This rank's tensor- and data-parallel groups (parallel/process_groups.h); nullptr: tp = 1 / dp = 1.
+  Communicator* tp = nullptr;
+  Communicator* dp = nullptr;
   Arena* workspace = nullptr;
 };
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "layers/tp.h"
 
 namespace dt {
 
@@ -22,20 +23,27 @@ const AttnConfig& checked(const AttnConfig& a, const std::string& prefix) {
 
 }  // namespace
 
-Attention::Attention(const ModelConfig& cfg, std::string prefix)
+Attention::Attention(const ModelConfig& cfg, std::string prefix, TpLayout tp)
     : prefix_(std::move(prefix)),
       a_(checked(cfg.attn, prefix_)),
+      tp_(tp),
+      h_local_(tp_local(a_.n_heads, tp, prefix_ + ": attn.n_heads")),
+      hkv_local_(tp_local(a_.n_kv_heads, tp,
+                          prefix_ + ": attn.n_kv_heads (fewer KV heads than TP ranks, replicated, is not supported "
+                                    "yet)")),
       q_proj_(prefix_ + ".q_proj", cfg.d_model, int64_t{a_.n_heads} * a_.head_dim * (a_.output_gate ? 2 : 1),
-              cfg.init_std, TpSplit::kColumn),
+              cfg.init_std, TpSplit::kColumn, tp),
       k_proj_(prefix_ + ".k_proj", cfg.d_model, int64_t{a_.n_kv_heads} * a_.head_dim, cfg.init_std,
-              TpSplit::kColumn),
+              TpSplit::kColumn, tp),
       v_proj_(prefix_ + ".v_proj", cfg.d_model, int64_t{a_.n_kv_heads} * a_.head_dim, cfg.init_std,
-              TpSplit::kColumn),
+              TpSplit::kColumn, tp),
       o_proj_(prefix_ + ".o_proj", int64_t{a_.n_heads} * a_.head_dim, cfg.d_model, residual_init_std(cfg),
-              TpSplit::kRow) {
+              TpSplit::kRow, tp) {
+  // q_proj with the gate is [q_h | gate_h] per head, so a contiguous cut of its rows is a cut by head.
   if (a_.qk_norm) {
-    q_norm_.emplace(prefix_ + ".q_norm", a_.head_dim, cfg.norm_eps, cfg.zero_centered_norm, a_.n_heads);
-    k_norm_.emplace(prefix_ + ".k_norm", a_.head_dim, cfg.norm_eps, cfg.zero_centered_norm, a_.n_kv_heads);
+    q_norm_.emplace(prefix_ + ".q_norm", a_.head_dim, cfg.norm_eps, cfg.zero_centered_norm, h_local_, tp.size > 1);
+    k_norm_.emplace(prefix_ + ".k_norm", a_.head_dim, cfg.norm_eps, cfg.zero_centered_norm, hkv_local_,
+                    tp.size > 1);
   }
 }
 
@@ -49,7 +57,7 @@ void Attention::declare(ParamStore& params, Arena& acts, int B, int T) {
     q_norm_->declare(params, acts, B, T);
     k_norm_->declare(params, acts, B, T);
   }
-  const int64_t H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim, C = q_proj_.in_features();
+  const int64_t H = h_local_, Hkv = hkv_local_, hd = a_.head_dim, C = q_proj_.in_features();
   // Saved activations per layer; backward temporaries ("grad.*") shared by every attention layer.
   auto decl = [&](const std::string& name, Shape s) {
     if (name.rfind("grad.", 0) == 0) return acts.declare_shared("scratch.attn." + name, params.act_dtype(), s);
@@ -84,7 +92,7 @@ void Attention::declare(ParamStore& params, Arena& acts, int B, int T) {
 }
 
 void Attention::forward(Context& ctx, const Tensor& x, const Tensor& y) {
-  const int64_t B = x.size(0), T = x.size(1), H = a_.n_heads, hd = a_.head_dim;
+  const int64_t B = x.size(0), T = x.size(1), H = h_local_, hd = a_.head_dim;
   Tensor qg = buf(qg_);
   q_proj_.forward(ctx, x, qg);
   Tensor q_raw;
@@ -95,8 +103,8 @@ void Attention::forward(Context& ctx, const Tensor& x, const Tensor& y) {
     q_raw = qg.view({B, T, H, hd});
   }
   Tensor k_raw = buf(k_raw_), v = buf(v_);
-  k_proj_.forward(ctx, x, k_raw.view({B, T, a_.n_kv_heads * hd}));
-  v_proj_.forward(ctx, x, v.view({B, T, a_.n_kv_heads * hd}));
+  k_proj_.forward(ctx, x, k_raw.view({B, T, hkv_local_ * hd}));
+  v_proj_.forward(ctx, x, v.view({B, T, hkv_local_ * hd}));
   Tensor q_n = q_raw, k_n = k_raw;
   if (a_.qk_norm) {
     q_n = buf(q_n_);
@@ -113,10 +121,11 @@ void Attention::forward(Context& ctx, const Tensor& x, const Tensor& y) {
     o = buf(og_);
   }
   o_proj_.forward(ctx, o.view({B, T, H * hd}), y);
+  tp_reduce_output(ctx, tp_, y, prefix_);
 }
 
 void Attention::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
-  const int64_t B = dy.size(0), T = dy.size(1), H = a_.n_heads, hd = a_.head_dim;
+  const int64_t B = dy.size(0), T = dy.size(1), H = h_local_, hd = a_.head_dim;
   Tensor dog = buf(dog_);
   o_proj_.backward(ctx, dy, dog.view({B, T, H * hd}));
   Tensor d_o = dog;  // gradient of the attention output o
@@ -142,10 +151,11 @@ void Attention::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   }
   Tensor dx2 = buf(dx2_);
   q_proj_.backward(ctx, dqg.view({B, T, q_proj_.out_features()}), dx);
-  k_proj_.backward(ctx, dk.view({B, T, a_.n_kv_heads * hd}), dx2);
+  k_proj_.backward(ctx, dk.view({B, T, hkv_local_ * hd}), dx2);
   residual_add(ctx, dx, dx, dx2);
-  v_proj_.backward(ctx, dv.view({B, T, a_.n_kv_heads * hd}), dx2);
+  v_proj_.backward(ctx, dv.view({B, T, hkv_local_ * hd}), dx2);
   residual_add(ctx, dx, dx, dx2);
+  tp_reduce_input_grad(ctx, tp_, dx, prefix_);
 }
 
 }  // namespace dt

@@ -8,7 +8,8 @@
 //   o = causal_softmax(q k^T / sqrt(hd)) v   (query head h reads KV head h / (H / Hkv))
 //   o = o * sigmoid(gate)                (output_gate only)
 //   y = o_proj(o)
-// q_proj, k_proj, v_proj column-parallel; o_proj row-parallel; q_norm, k_norm replicated.
+// q_proj, k_proj, v_proj column-parallel; o_proj row-parallel; q_norm, k_norm replicated (their
+// gradients summed over TP). Under TP each rank runs the above on its H / tp heads and Hkv / tp KV heads.
 #pragma once
 
 #include <optional>
@@ -21,7 +22,8 @@ namespace dt {
 
 class Attention : public Layer {
  public:
-  Attention(const ModelConfig& cfg, std::string prefix);
+  // tp: the heads (and KV heads) are split across the TP ranks, each rank holding whole heads.
+  Attention(const ModelConfig& cfg, std::string prefix, TpLayout tp = {});
 
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
@@ -33,6 +35,8 @@ class Attention : public Layer {
 
   std::string prefix_;
   AttnConfig a_;
+  TpLayout tp_;
+  int64_t h_local_, hkv_local_;  // this rank's query and KV heads
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   std::optional<RMSNorm> q_norm_, k_norm_;
   Arena* acts_ = nullptr;

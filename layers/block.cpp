@@ -9,27 +9,27 @@
 
 namespace dt {
 
-std::unique_ptr<Layer> make_mixer(const ModelConfig& cfg, int index) {
+std::unique_ptr<Layer> make_mixer(const ModelConfig& cfg, int index, TpLayout tp) {
   DT_CHECK(index >= 0 && index < cfg.n_layers(), "make_mixer: layer {} out of range (the model has {})", index,
            cfg.n_layers());
   const std::string prefix = fmt::format("model.layers.{}", index);
   switch (cfg.layers[index]) {
-    case MixerKind::kAttn: return std::make_unique<Attention>(cfg, prefix + ".self_attn");
-    case MixerKind::kMla: return std::make_unique<MLA>(cfg, prefix + ".self_attn");
-    case MixerKind::kGdn: return std::make_unique<GatedDeltaNet>(cfg, prefix + ".linear_attn");
+    case MixerKind::kAttn: return std::make_unique<Attention>(cfg, prefix + ".self_attn", tp);
+    case MixerKind::kMla: return std::make_unique<MLA>(cfg, prefix + ".self_attn", tp);
+    case MixerKind::kGdn: return std::make_unique<GatedDeltaNet>(cfg, prefix + ".linear_attn", tp);
   }
   DT_FAIL("layer {}: unknown mixer kind", index);
 }
 
-Block::Block(const ModelConfig& cfg, int index)
+Block::Block(const ModelConfig& cfg, int index, TpLayout tp)
     : prefix_(fmt::format("model.layers.{}", index)),
       kind_(cfg.layers.at(index)),
       d_model_(cfg.d_model),
       input_layernorm_(prefix_ + ".input_layernorm", cfg.d_model, cfg.norm_eps, cfg.zero_centered_norm),
       post_attention_layernorm_(prefix_ + ".post_attention_layernorm", cfg.d_model, cfg.norm_eps,
                                 cfg.zero_centered_norm),
-      mixer_(make_mixer(cfg, index)),
-      mlp_(cfg, prefix_ + ".mlp") {}
+      mixer_(make_mixer(cfg, index, tp)),
+      mlp_(cfg, prefix_ + ".mlp", tp) {}
 
 void Block::declare(ParamStore& params, Arena& acts, int B, int T) {
   acts_ = &acts;

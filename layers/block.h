@@ -14,11 +14,11 @@
 namespace dt {
 
 // The mixer of layer `index` of cfg.layers, named under "model.layers.{index}".
-std::unique_ptr<Layer> make_mixer(const ModelConfig& cfg, int index);
+std::unique_ptr<Layer> make_mixer(const ModelConfig& cfg, int index, TpLayout tp = {});
 
 class Block : public Layer {
  public:
-  Block(const ModelConfig& cfg, int index);
+  Block(const ModelConfig& cfg, int index, TpLayout tp = {});  // tp: the mixer and MLP split by head
 
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;

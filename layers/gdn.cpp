@@ -5,12 +5,14 @@
 #include <utility>
 
 #include "kernels/ops.h"
+#include "layers/tp.h"
 #include "parallel/process_grid.h"
 
 namespace dt {
 
-GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, std::string prefix)
+GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, std::string prefix, TpLayout tp)
     : prefix_(std::move(prefix)),
+      tp_(tp),
       d_model_(cfg.d_model),
       n_k_heads_(cfg.gdn.n_k_heads),
       n_v_heads_(cfg.gdn.n_v_heads),
@@ -33,6 +35,9 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, std::string prefix)
   DT_CHECK(g.conv_kernel >= 1, "{}: gdn conv_kernel must be >= 1, got {}", prefix_, g.conv_kernel);
   DT_CHECK(g.chunk_size >= 0, "{}: gdn chunk_size must be >= 0 (0: recurrent form), got {}", prefix_,
            g.chunk_size);
+  // The local heads; Hv / Hk is the same on every rank, so value head j still reads key head j / (Hv/Hk).
+  n_k_heads_ = static_cast<int>(tp_local(g.n_k_heads, tp, prefix_ + ": gdn.n_k_heads"));
+  n_v_heads_ = static_cast<int>(tp_local(g.n_v_heads, tp, prefix_ + ": gdn.n_v_heads"));
 }
 
 void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
@@ -43,18 +48,28 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   const std::string& p = prefix_;
   // Megatron's scaled init for the projection that writes into the residual stream.
   const double out_std = init_std_ / std::sqrt(2.0 * std::max(n_layers_, 1));
-  // Column-parallel tensors split by head. in_proj_qkv and conv1d hold three blocks
-  // [q | k | v], each split by head (not one contiguous cut of dim 0).
-  w_qkv_ = params.declare({p + ".in_proj_qkv.weight", {conv_dim(), D}, Init::kNormal, init_std_, TpSplit::kColumn});
-  w_z_ = params.declare({p + ".in_proj_z.weight", {value_dim(), D}, Init::kNormal, init_std_, TpSplit::kColumn});
-  w_b_ = params.declare({p + ".in_proj_b.weight", {Hv, D}, Init::kNormal, init_std_, TpSplit::kColumn});
-  w_a_ = params.declare({p + ".in_proj_a.weight", {Hv, D}, Init::kNormal, init_std_, TpSplit::kColumn});
-  w_conv_ = params.declare(
-      {p + ".conv1d.weight", {conv_dim(), 1, conv_kernel_}, Init::kNormal, init_std_, TpSplit::kColumn});
-  a_log_ = params.declare({p + ".A_log", {Hv}, Init::kALog, 0.0, TpSplit::kColumn, /*decay=*/false});
-  dt_bias_ = params.declare({p + ".dt_bias", {Hv}, Init::kDtBias, 0.0, TpSplit::kColumn, /*decay=*/false});
-  w_norm_ = params.declare({p + ".norm.weight", {dv}, Init::kOnes, 0.0, TpSplit::kReplicated, /*decay=*/false});
-  w_out_ = params.declare({p + ".out_proj.weight", {D, value_dim()}, Init::kNormal, out_std, TpSplit::kRow});
+  // Full (declared) sizes; the ParamStore keeps this rank's part. Column-parallel tensors split by
+  // head; in_proj_qkv and conv1d hold three blocks [q | k | v], each split by head.
+  const int64_t key_full = int64_t{key_dim()} * tp_.size, value_full = int64_t{value_dim()} * tp_.size,
+                hv_full = Hv * tp_.size, conv_full = 2 * key_full + value_full;
+  const std::vector<int64_t> qkv_blocks = {key_full, key_full, value_full};
+  auto column = [&](std::string name, Shape shape, Init init, double std, bool decay,
+                    std::vector<int64_t> blocks = {}) {
+    ParamInfo info{p + name, shape, init, std, TpSplit::kColumn, decay};
+    info.tp_blocks = std::move(blocks);
+    return params.declare(std::move(info));
+  };
+  w_qkv_ = column(".in_proj_qkv.weight", {conv_full, D}, Init::kNormal, init_std_, true, qkv_blocks);
+  w_z_ = column(".in_proj_z.weight", {value_full, D}, Init::kNormal, init_std_, true);
+  w_b_ = column(".in_proj_b.weight", {hv_full, D}, Init::kNormal, init_std_, true);
+  w_a_ = column(".in_proj_a.weight", {hv_full, D}, Init::kNormal, init_std_, true);
+  w_conv_ = column(".conv1d.weight", {conv_full, 1, conv_kernel_}, Init::kNormal, init_std_, true, qkv_blocks);
+  a_log_ = column(".A_log", {hv_full}, Init::kALog, 0.0, /*decay=*/false);
+  dt_bias_ = column(".dt_bias", {hv_full}, Init::kDtBias, 0.0, /*decay=*/false);
+  ParamInfo norm{p + ".norm.weight", {dv}, Init::kOnes, 0.0, TpSplit::kReplicated, /*decay=*/false};
+  norm.tp_partial_grad = tp_.size > 1;  // each rank's gradient covers its own value heads
+  w_norm_ = params.declare(std::move(norm));
+  w_out_ = params.declare({p + ".out_proj.weight", {D, value_full}, Init::kNormal, out_std, TpSplit::kRow});
 
   // Saved activations per layer, backward temporaries ("grad.*") shared by every GDN layer. The gate
   // inputs and the gates are statistics: fp32 on the GPU (DESIGN section 5).
@@ -97,8 +112,9 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
 
 void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
   DT_CHECK(params_ && acts_, "{}: forward before declare()", prefix_);
-  DT_CHECK(!ctx.grid || ctx.grid->tp_size() == 1, "{}: tensor parallelism (tp = {}) is not wired into "
-           "GatedDeltaNet yet; run with tp = 1", prefix_, ctx.grid ? ctx.grid->tp_size() : 1);
+  DT_CHECK(!ctx.grid || ctx.grid->tp_size() == tp_.size,
+           "{}: built for tensor-parallel size {}, but the context's process grid has tp = {}; build the model "
+           "with the grid's TpLayout", prefix_, tp_.size, ctx.grid ? ctx.grid->tp_size() : 1);
   const Shape io{B_, T_, d_model_};
   check_shape(x, io, "GatedDeltaNet input x");
   check_shape(y, io, "GatedDeltaNet output y");
@@ -127,6 +143,7 @@ void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
   const Shape heads{B_, T_, Hv, dv};  // the [B, T, Hv*dv] buffers seen per value head
   gdn_norm_forward(ctx, hidden.view(heads), act(o_), act(z_).view(heads), param(w_norm_), norm_eps_);
   linear_forward(ctx, y, hidden, param(w_out_));
+  tp_reduce_output(ctx, tp_, y, prefix_);
 }
 
 void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
@@ -173,6 +190,7 @@ void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
     linear_backward(ctx, part, grad(w), d, x_, param(w));
     residual_add(ctx, dx, dx, part);
   }
+  tp_reduce_input_grad(ctx, tp_, dx, prefix_);
 }
 
 }  // namespace dt

@@ -12,6 +12,9 @@
 //   in_proj_b.weight   [Hv, d_model]                in_proj_a.weight [Hv, d_model]
 //   conv1d.weight      [2*Hk*dk + Hv*dv, 1, K]      A_log [Hv]    dt_bias [Hv]
 //   norm.weight        [dv]                         out_proj.weight [d_model, Hv*dv]
+// Under TP: in_proj_qkv and conv1d split by head within each of their [q | k | v] blocks, in_proj_z,
+// in_proj_b, in_proj_a, A_log, dt_bias by head; out_proj row-parallel; norm.weight replicated (its
+// gradient summed over TP).
 #pragma once
 
 #include <string>
@@ -23,12 +26,15 @@ namespace dt {
 
 class GatedDeltaNet : public Layer {
  public:
-  GatedDeltaNet(const ModelConfig& cfg, std::string prefix);  // prefix e.g. "model.layers.3.linear_attn"
+  // prefix e.g. "model.layers.3.linear_attn"; tp: key and value heads split across the TP ranks (each
+  // rank runs the delta rule of its Hk / tp key and Hv / tp value heads; their state never leaves it).
+  GatedDeltaNet(const ModelConfig& cfg, std::string prefix, TpLayout tp = {});
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
   void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
 
  private:
+  // This rank's (local) sizes from here on.
   int key_dim() const { return n_k_heads_ * head_k_dim_; }    // Hk*dk
   int value_dim() const { return n_v_heads_ * head_v_dim_; }  // Hv*dv
   int conv_dim() const { return 2 * key_dim() + value_dim(); }
@@ -37,6 +43,7 @@ class GatedDeltaNet : public Layer {
   Tensor grad(int slot) const { return params_->grad(slot); }
 
   std::string prefix_;
+  TpLayout tp_;
   int d_model_, n_k_heads_, n_v_heads_, head_k_dim_, head_v_dim_, conv_kernel_, chunk_size_, n_layers_;
   double norm_eps_, init_std_;
 

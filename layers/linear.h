@@ -17,7 +17,10 @@ double residual_init_std(const ModelConfig& cfg);
 class Linear : public Layer {
  public:
   // prefix "model.layers.0.mlp.up_proj"; init N(0, init_std^2); split per DESIGN section 3.
-  Linear(std::string prefix, int64_t in, int64_t out, double init_std, TpSplit split);
+  // in, out: full sizes. Under TP (tp.size > 1) the layer holds this rank's part: out / tp rows
+  // (column-parallel) or in / tp columns (row-parallel), so x, y are the local features; the
+  // caller adds the mappings around it (layers/tp.h).
+  Linear(std::string prefix, int64_t in, int64_t out, double init_std, TpSplit split, TpLayout tp = {});
 
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
@@ -25,12 +28,13 @@ class Linear : public Layer {
   void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
 
   const std::string& name() const { return name_; }  // "<prefix>.weight"
-  int64_t in_features() const { return in_; }
-  int64_t out_features() const { return out_; }
+  int64_t in_features() const { return in_; }    // this rank's
+  int64_t out_features() const { return out_; }  // this rank's
 
  private:
   std::string name_;
-  int64_t in_, out_;
+  int64_t in_, out_;            // local
+  int64_t full_in_, full_out_;  // whole
   double init_std_;
   TpSplit split_;
   ParamStore* params_ = nullptr;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "layers/tp.h"
 
 namespace dt {
 
@@ -24,23 +25,25 @@ const MlaConfig& checked(const MlaConfig& m, const std::string& prefix) {
 
 }  // namespace
 
-MLA::MLA(const ModelConfig& cfg, std::string prefix)
+MLA::MLA(const ModelConfig& cfg, std::string prefix, TpLayout tp)
     : prefix_(std::move(prefix)),
       m_(checked(cfg.mla, prefix_)),
+      tp_(tp),
+      h_local_(tp_local(m_.n_heads, tp, prefix_ + ": mla.n_heads")),
       kv_a_proj_(prefix_ + ".kv_a_proj_with_mqa", cfg.d_model, int64_t{m_.kv_lora_rank} + m_.qk_rope_head_dim,
                  cfg.init_std, TpSplit::kReplicated),
       kv_b_proj_(prefix_ + ".kv_b_proj", m_.kv_lora_rank, int64_t{m_.n_heads} * (m_.qk_nope_head_dim + m_.v_head_dim),
-                 cfg.init_std, TpSplit::kColumn),
+                 cfg.init_std, TpSplit::kColumn, tp),
       o_proj_(prefix_ + ".o_proj", int64_t{m_.n_heads} * m_.v_head_dim, cfg.d_model, residual_init_std(cfg),
-              TpSplit::kRow),
+              TpSplit::kRow, tp),
       kv_a_layernorm_(prefix_ + ".kv_a_layernorm", m_.kv_lora_rank, kMlaNormEps, /*zero_centered=*/false) {
   const int64_t q_out = int64_t{m_.n_heads} * (m_.qk_nope_head_dim + m_.qk_rope_head_dim);
   if (m_.q_lora_rank > 0) {
     q_a_proj_.emplace(prefix_ + ".q_a_proj", cfg.d_model, m_.q_lora_rank, cfg.init_std, TpSplit::kReplicated);
     q_a_layernorm_.emplace(prefix_ + ".q_a_layernorm", m_.q_lora_rank, kMlaNormEps, /*zero_centered=*/false);
-    q_b_proj_.emplace(prefix_ + ".q_b_proj", m_.q_lora_rank, q_out, cfg.init_std, TpSplit::kColumn);
+    q_b_proj_.emplace(prefix_ + ".q_b_proj", m_.q_lora_rank, q_out, cfg.init_std, TpSplit::kColumn, tp);
   } else {
-    q_proj_.emplace(prefix_ + ".q_proj", cfg.d_model, q_out, cfg.init_std, TpSplit::kColumn);
+    q_proj_.emplace(prefix_ + ".q_proj", cfg.d_model, q_out, cfg.init_std, TpSplit::kColumn, tp);
   }
 }
 
@@ -61,7 +64,7 @@ void MLA::declare(ParamStore& params, Arena& acts, int B, int T) {
   kv_b_proj_.declare(params, acts, B, T);
   o_proj_.declare(params, acts, B, T);
 
-  const int64_t H = m_.n_heads, dn = m_.qk_nope_head_dim, dr = m_.qk_rope_head_dim, dv = m_.v_head_dim,
+  const int64_t H = h_local_, dn = m_.qk_nope_head_dim, dr = m_.qk_rope_head_dim, dv = m_.v_head_dim,
                 r = m_.q_lora_rank, kvr = m_.kv_lora_rank, C = kv_a_proj_.in_features();
   // Saved activations per layer; backward temporaries ("grad.*") shared by every MLA layer.
   auto decl = [&](const std::string& name, Shape s) {
@@ -104,7 +107,7 @@ void MLA::declare(ParamStore& params, Arena& acts, int B, int T) {
 }
 
 void MLA::forward(Context& ctx, const Tensor& x, const Tensor& y) {
-  const int64_t B = x.size(0), T = x.size(1), H = m_.n_heads, dr = m_.qk_rope_head_dim;
+  const int64_t B = x.size(0), T = x.size(1), H = h_local_, dr = m_.qk_rope_head_dim;
   // Query.
   Tensor qf = buf(qf_);
   Tensor qf_flat = qf.view({B, T, qf.numel() / (B * T)});
@@ -133,20 +136,23 @@ void MLA::forward(Context& ctx, const Tensor& x, const Tensor& y) {
   Tensor o = buf(o_);
   attention_forward(ctx, o, buf(lse_), buf(q_), buf(k_), v, scale());
   o_proj_.forward(ctx, o.view({B, T, H * m_.v_head_dim}), y);
+  tp_reduce_output(ctx, tp_, y, prefix_);
 }
 
 void MLA::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
-  const int64_t B = dy.size(0), T = dy.size(1), H = m_.n_heads, dr = m_.qk_rope_head_dim;
+  const int64_t B = dy.size(0), T = dy.size(1), H = h_local_, dr = m_.qk_rope_head_dim;
   Tensor d_o = buf(do_), dq = buf(dq_), dk = buf(dk_), dv = buf(dv_);
   o_proj_.backward(ctx, dy, d_o.view({B, T, H * m_.v_head_dim}));
   attention_backward(ctx, dq, dk, dv, d_o, buf(q_), buf(k_), buf(v_), buf(o_), buf(lse_), scale());
   // Keys and values back to the latent, then to x (into dx2).
   Tensor dk_nope = buf(dk_nope_), dk_pe = buf(dk_pe_), dkvb = buf(dkvb_);
   head_concat_backward(ctx, dk_nope, dk_pe, dk);  // dk_pe summed over heads
+  tp_reduce_input_grad(ctx, tp_, dk_pe, prefix_);  // ... over every rank's heads
   rope_backward(ctx, dk_pe, dk_pe, dr, m_.rope_theta, m_.rope_interleave);
   head_split_backward(ctx, dkvb, dk_nope, dv);
   Tensor dc_kv_n = buf(dc_kv_n_), dc_kv = buf(dc_kv_), dkva = buf(dkva_), dx2 = buf(dx2_);
   kv_b_proj_.backward(ctx, dkvb.view({B, T, dkvb.numel() / (B * T)}), dc_kv_n);
+  tp_reduce_input_grad(ctx, tp_, dc_kv_n, prefix_);  // kv_b_proj is column-parallel
   kv_a_layernorm_.backward(ctx, dc_kv_n, dc_kv.view({B, T, m_.kv_lora_rank}));
   head_split_backward(ctx, dkva, dc_kv, dk_pe);
   kv_a_proj_.backward(ctx, dkva.view({B, T, dkva.size(3)}), dx2);
@@ -158,8 +164,10 @@ void MLA::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   Tensor dq_flat = dq.view({B, T, dq.numel() / (B * T)});
   if (q_proj_) {
     q_proj_->backward(ctx, dq_flat, dx);
+    tp_reduce_input_grad(ctx, tp_, dx, prefix_);
   } else {
     q_b_proj_->backward(ctx, dq_flat, buf(dqa_n_));
+    tp_reduce_input_grad(ctx, tp_, buf(dqa_n_), prefix_);  // q_b_proj is column-parallel
     q_a_layernorm_->backward(ctx, buf(dqa_n_), buf(dqa_));
     q_a_proj_->backward(ctx, buf(dqa_), dx);
   }

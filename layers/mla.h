@@ -10,7 +10,10 @@
 // The two norms are DeepSeek's plain RMSNorm (w starts at 1, eps 1e-6 as HF constructs them),
 // whatever ModelConfig::zero_centered_norm says.
 // q_b_proj (or q_proj) and kv_b_proj column-parallel; o_proj row-parallel; q_a_proj,
-// kv_a_proj_with_mqa and the norms replicated.
+// kv_a_proj_with_mqa and the norms replicated. Under TP the gradients of the replicated part's
+// outputs (the latents q_a, c_kv and the shared k_pe) are summed over TP where the heads meet them,
+// so the replicated parameters get whole gradients and dx needs no further sum (except the part
+// from a direct q_proj).
 #pragma once
 
 #include <optional>
@@ -23,7 +26,8 @@ namespace dt {
 
 class MLA : public Layer {
  public:
-  MLA(const ModelConfig& cfg, std::string prefix);
+  // tp: the heads split across the TP ranks; the latent projections and norms are replicated.
+  MLA(const ModelConfig& cfg, std::string prefix, TpLayout tp = {});
 
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
@@ -35,6 +39,8 @@ class MLA : public Layer {
 
   std::string prefix_;
   MlaConfig m_;
+  TpLayout tp_;
+  int64_t h_local_;  // this rank's heads
   std::optional<Linear> q_a_proj_, q_b_proj_, q_proj_;
   std::optional<RMSNorm> q_a_layernorm_;
   Linear kv_a_proj_, kv_b_proj_, o_proj_;

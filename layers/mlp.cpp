@@ -1,14 +1,16 @@
 #include "layers/mlp.h"
 
 #include "kernels/ops.h"
+#include "layers/tp.h"
 
 namespace dt {
 
-MLP::MLP(const ModelConfig& cfg, std::string prefix)
+MLP::MLP(const ModelConfig& cfg, std::string prefix, TpLayout tp)
     : prefix_(std::move(prefix)),
-      gate_proj_(prefix_ + ".gate_proj", cfg.d_model, cfg.d_ff, cfg.init_std, TpSplit::kColumn),
-      up_proj_(prefix_ + ".up_proj", cfg.d_model, cfg.d_ff, cfg.init_std, TpSplit::kColumn),
-      down_proj_(prefix_ + ".down_proj", cfg.d_ff, cfg.d_model, residual_init_std(cfg), TpSplit::kRow) {}
+      tp_(tp),
+      gate_proj_(prefix_ + ".gate_proj", cfg.d_model, cfg.d_ff, cfg.init_std, TpSplit::kColumn, tp),
+      up_proj_(prefix_ + ".up_proj", cfg.d_model, cfg.d_ff, cfg.init_std, TpSplit::kColumn, tp),
+      down_proj_(prefix_ + ".down_proj", cfg.d_ff, cfg.d_model, residual_init_std(cfg), TpSplit::kRow, tp) {}
 
 void MLP::declare(ParamStore& params, Arena& acts, int B, int T) {
   acts_ = &acts;
@@ -33,6 +35,7 @@ void MLP::forward(Context& ctx, const Tensor& x, const Tensor& y) {
   up_proj_.forward(ctx, x, up);
   swiglu_forward(ctx, h, gate, up);
   down_proj_.forward(ctx, h, y);
+  tp_reduce_output(ctx, tp_, y, prefix_);
 }
 
 void MLP::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
@@ -42,6 +45,7 @@ void MLP::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   gate_proj_.backward(ctx, dgate, dx);
   up_proj_.backward(ctx, dup, dx2);
   residual_add(ctx, dx, dx, dx2);
+  tp_reduce_input_grad(ctx, tp_, dx, prefix_);
 }
 
 }  // namespace dt

@@ -11,7 +11,7 @@ namespace dt {
 
 class MLP : public Layer {
  public:
-  MLP(const ModelConfig& cfg, std::string prefix);
+  MLP(const ModelConfig& cfg, std::string prefix, TpLayout tp = {});  // tp: d_ff split across the TP ranks
 
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
@@ -19,6 +19,7 @@ class MLP : public Layer {
 
  private:
   std::string prefix_;
+  TpLayout tp_;
   Linear gate_proj_, up_proj_, down_proj_;
   Arena* acts_ = nullptr;
   // saved: gate, up, h = silu(gate) * up [B, T, F]; backward scratch: dh, dgate, dup [B, T, F], dx2 [B, T, C]

@@ -22,16 +22,16 @@ const ModelConfig& checked(const ModelConfig& cfg, int B, int T) {
 
 }  // namespace
 
-Model::Model(const ModelConfig& cfg, int B, int T, DType dtype, Device device)
+Model::Model(const ModelConfig& cfg, int B, int T, DType dtype, Device device, TpLayout tp)
     : cfg_(checked(cfg, B, T)),
       B_(B),
       T_(T),
-      params_(dtype, device),
+      params_(dtype, device, tp),
       acts_("activations", device),
-      embed_(cfg_),
+      embed_(cfg_, tp),
       norm_("model.norm", cfg_.d_model, cfg_.norm_eps, cfg_.zero_centered_norm),
-      lm_head_(cfg_) {
-  for (int i = 0; i < cfg_.n_layers(); ++i) blocks_.push_back(std::make_unique<Block>(cfg_, i));
+      lm_head_(cfg_, tp) {
+  for (int i = 0; i < cfg_.n_layers(); ++i) blocks_.push_back(std::make_unique<Block>(cfg_, i, tp));
   // Declaration order is Hugging Face's parameter order.
   embed_.declare(params_);
   for (auto& b : blocks_) b->declare(params_, acts_, B, T);
@@ -103,10 +103,12 @@ std::string Model::summary() const {
     s += fmt::format("  gdn: {} key heads x {}, {} value heads x {}, conv {}, chunk {}\n", g.n_k_heads,
                      g.head_k_dim, g.n_v_heads, g.head_v_dim, g.conv_kernel, g.chunk_size);
   }
-  const int64_t n = params_.numel();
+  int64_t n = 0;  // whole tensors: the model's size, not this rank's part
+  for (const ParamInfo& p : params_.infos()) n += p.full_shape.numel();
   const int64_t n_embed = int64_t{cfg_.vocab_size} * cfg_.d_model * (cfg_.tie_embeddings ? 1 : 2);
   s += fmt::format("  parameters: {} ({:.2f}M; {:.2f}M without the embedding{})", n, n / 1e6, (n - n_embed) / 1e6,
                    cfg_.tie_embeddings ? "" : " and the LM head");
+  if (params_.tp().size > 1) s += fmt::format("; tensor-parallel rank {} of {}", params_.tp().rank, params_.tp().size);
   return s;
 }
 

@@ -19,21 +19,24 @@ namespace dt {
 
 class Model {
  public:
-  Model(const ModelConfig& cfg, int B, int T, DType dtype = DType::kF32, Device device = Device::kCPU);
+  // tp: this rank's place in its tensor-parallel group; every layer is split by head (the embedding
+  // and LM head by vocabulary) and the forward and backward run the TP collectives on ctx.tp.
+  Model(const ModelConfig& cfg, int B, int T, DType dtype = DType::kF32, Device device = Device::kCPU,
+        TpLayout tp = {});
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
   int batch() const { return B_; }
   int seq_len() const { return T_; }
-  ParamStore& params() { return params_; }  // allocated by the constructor
+  ParamStore& params() { return params_; }  // allocated by the constructor; this rank's parts under TP
   void init(uint64_t seed) { params_.init(seed); }
 
   // inputs, targets: host int32 [B*T]. Returns the mean cross-entropy over the B*T targets.
   double forward(Context& ctx, const int32_t* inputs, const int32_t* targets);
   // Backward of (loss_scale * mean loss) from the last forward; ACCUMULATES into params() grads.
   void backward(Context& ctx, double loss_scale = 1.0);
-  Tensor logits() const { return lm_head_.logits(); }  // [B, T, vocab] of the last forward
+  Tensor logits() const { return lm_head_.logits(); }  // [B, T, vocab / tp] of the last forward
   std::string summary() const;                       // layer pattern and parameter count
   Arena& activations() { return acts_; }             // every saved activation and backward scratch
 

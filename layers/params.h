@@ -32,25 +32,48 @@ enum class Init : uint8_t {
   kDtBias,  // GDN dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.1]
 };
 
-// How tensor parallelism splits a parameter (DESIGN section 3). Shapes here are always full.
+// How tensor parallelism splits a parameter (DESIGN section 3).
 enum class TpSplit : uint8_t {
   kReplicated,
   kColumn,  // split along dim 0 (output features / heads)
   kRow,     // split along dim 1 (input features)
 };
 
+// This rank's place in its tensor-parallel group. Layers take it at construction (their local
+// shapes size the buffers they declare); the collectives go through Context::tp.
+struct TpLayout {
+  int rank = 0;
+  int size = 1;
+};
+
 struct ParamInfo {
   std::string name;  // Hugging Face name, e.g. "model.layers.3.linear_attn.A_log"
-  Shape shape;       // full, unsharded
+  // Declared full (unsharded); ParamStore::declare keeps the full shape in full_shape and turns
+  // shape into this rank's part, which is what is allocated.
+  Shape shape;
   Init init = Init::kNormal;
   double std = 0.02;
   TpSplit split = TpSplit::kReplicated;
   bool decay = true;  // AdamW weight decay applies
+  // kColumn / kRow: the full sizes of the blocks along the split dimension, each cut in TP equal
+  // parts, rank r taking part r of every block (GDN in_proj_qkv and conv1d: [q | k | v] split by
+  // head). Empty: one block (a contiguous cut).
+  std::vector<int64_t> tp_blocks = {};
+  // A replicated parameter whose gradient on each TP rank covers only that rank's heads (GDN
+  // norm.weight, GQA q_norm / k_norm): the gradient is summed over TP before the update.
+  bool tp_partial_grad = false;
+  Shape full_shape = {};  // set by declare: the whole tensor
 };
+
+// Copies between a whole tensor `full` (p.full_shape) and the part of it that rank tp.rank holds
+// (p.shape at that rank), elements of `elem_bytes` bytes, host memory. to_part: full -> part.
+// Checkpoints gather and scatter through it.
+void tp_copy_part(const ParamInfo& p, const TpLayout& tp, void* full, void* part, size_t elem_bytes, bool to_part);
 
 class ParamStore {
  public:
-  ParamStore(DType dtype, Device device);
+  // tp: this rank's tensor-parallel place; split parameters are stored as this rank's part.
+  ParamStore(DType dtype, Device device, TpLayout tp = {});
 
   int declare(ParamInfo info);  // before allocate(); returns the slot
   void allocate();
@@ -74,17 +97,19 @@ class ParamStore {
 
   const std::vector<ParamInfo>& infos() const { return infos_; }
   int size() const { return static_cast<int>(infos_.size()); }
-  int64_t numel() const;
+  int64_t numel() const;  // this rank's parameters
   DType dtype() const { return dtype_; }
   DType act_dtype() const { return device_ == Device::kCUDA ? DType::kBF16 : dtype_; }
   DType stat_dtype() const { return device_ == Device::kCUDA ? DType::kF32 : dtype_; }
   Device device() const { return device_; }
+  const TpLayout& tp() const { return tp_; }
   Arena& params_arena() { return params_; }
   Arena& grads_arena() { return grads_; }
 
  private:
   DType dtype_;
   Device device_;
+  TpLayout tp_;
   std::vector<ParamInfo> infos_;
   Arena params_;
   Arena grads_;

@@ -4,9 +4,10 @@
 
 namespace dt {
 
-RMSNorm::RMSNorm(std::string prefix, int64_t dim, double eps, bool zero_centered, int64_t heads)
+RMSNorm::RMSNorm(std::string prefix, int64_t dim, double eps, bool zero_centered, int64_t heads,
+                 bool tp_partial_grad)
     : prefix_(std::move(prefix)), name_(prefix_ + ".weight"), dim_(dim), heads_(heads), eps_(eps),
-      zero_centered_(zero_centered) {
+      zero_centered_(zero_centered), tp_partial_grad_(tp_partial_grad) {
   DT_CHECK(dim > 0 && heads > 0, "{}: dim {} and heads {} must be positive", name_, dim, heads);
   DT_CHECK(eps > 0, "{}: eps must be positive, got {}", name_, eps);
 }
@@ -14,8 +15,10 @@ RMSNorm::RMSNorm(std::string prefix, int64_t dim, double eps, bool zero_centered
 void RMSNorm::declare(ParamStore& params, Arena& acts, int B, int T) {
   params_ = &params;
   acts_ = &acts;
-  w_ = params.declare({name_, {dim_}, zero_centered_ ? Init::kZeros : Init::kOnes, 0.0, TpSplit::kReplicated,
-                       /*decay=*/false});
+  ParamInfo info{name_, {dim_}, zero_centered_ ? Init::kZeros : Init::kOnes, 0.0, TpSplit::kReplicated,
+                 /*decay=*/false};
+  info.tp_partial_grad = tp_partial_grad_;
+  w_ = params.declare(std::move(info));
   rstd_ = acts.declare(prefix_ + ".rstd", params.stat_dtype(), {int64_t{B} * T * heads_});
 }
 

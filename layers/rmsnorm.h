@@ -13,7 +13,10 @@ namespace dt {
 
 class RMSNorm : public Layer {
  public:
-  RMSNorm(std::string prefix, int64_t dim, double eps, bool zero_centered, int64_t heads = 1);
+  // tp_partial_grad: the norm sees only this TP rank's heads (q_norm, k_norm), so its gradient is
+  // summed over TP before the update (ParamInfo::tp_partial_grad).
+  RMSNorm(std::string prefix, int64_t dim, double eps, bool zero_centered, int64_t heads = 1,
+          bool tp_partial_grad = false);
 
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
@@ -27,7 +30,7 @@ class RMSNorm : public Layer {
   std::string prefix_, name_;
   int64_t dim_, heads_;
   double eps_;
-  bool zero_centered_;
+  bool zero_centered_, tp_partial_grad_;
   ParamStore* params_ = nullptr;
   Arena* acts_ = nullptr;
   int w_ = -1, rstd_ = -1;

@@ -11,13 +11,11 @@
 
 namespace dt {
 
-namespace {
-
 // rows x width bytes from src (rows src_pitch apart) to dst (rows dst_pitch apart).
 // On the GPU a synchronous cudaMemcpy2D for now; a kernel on the compute stream can replace it
 // once the layers shard (the all-gather before it has been waited for on the host anyway).
-void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, int64_t rows,
-               Device device) {
+void copy_strided_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, int64_t rows,
+                       Device device) {
   if (rows == 0 || width == 0) return;
   if (device == Device::kCPU) {
     for (int64_t i = 0; i < rows; ++i)
@@ -31,6 +29,8 @@ void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, s
   DT_FAIL("TP mapping of a GPU tensor in a build without CUDA");
 #endif
 }
+
+namespace {
 
 // A temporary buffer on `device`, freed on scope exit.
 struct Scratch {
@@ -76,7 +76,7 @@ void gather_last_dim(const char* mapping, Communicator& tp, const Tensor& whole,
   Tensor gathered(buf.p, part.dtype, part.device, {static_cast<int64_t>(n) * part.numel()});
   tp.all_gather(gathered, part);
   for (int r = 0; r < n; ++r)
-    copy_rows(static_cast<char*>(whole.data) + r * width, width * n, static_cast<char*>(buf.p) + r * part.bytes(),
+    copy_strided_rows(static_cast<char*>(whole.data) + r * width, width * n, static_cast<char*>(buf.p) + r * part.bytes(),
               width, width, rows, part.device);
 }
 
@@ -85,7 +85,7 @@ void slice_last_dim(const char* mapping, Communicator& tp, const Tensor& part, c
   const int64_t n_local = check_split(mapping, tp, whole, part);
   const size_t es = dtype_size(part.dtype), width = static_cast<size_t>(n_local) * es;
   const int64_t rows = n_local == 0 ? 0 : part.numel() / n_local;
-  copy_rows(part.data, width, static_cast<const char*>(whole.data) + tp.rank() * width, width * tp.size(), width,
+  copy_strided_rows(part.data, width, static_cast<const char*>(whole.data) + tp.rank() * width, width * tp.size(), width,
             rows, part.device);
 }
 

@@ -43,4 +43,10 @@ void scatter_to_tp_region_forward(Communicator& tp, const Tensor& x_local, const
 // Backward: dx [..., size * n_local] = the ranks' dx_local, side by side on the last dim.
 void scatter_to_tp_region_backward(Communicator& tp, const Tensor& dx, const Tensor& dx_local);
 
+// rows x width bytes from src (rows src_pitch bytes apart) to dst (rows dst_pitch apart), both on
+// `device` (synchronous on the GPU). The strided copy under gather and scatter; the vocab-parallel
+// LM head uses it too.
+void copy_strided_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, int64_t rows,
+                       Device device);
+
 }  // namespace dt

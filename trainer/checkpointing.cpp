@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <functional>
 
 #include "core/device.h"
 #include "core/error.h"
@@ -65,6 +66,54 @@ std::vector<NamedTensor> moment_tensors(const ParamStore& params, const AdamW& o
   return out;
 }
 
+// Under TP: whole host copies of every slot's tensor (`part(s)`: this rank's part, f32), the split
+// ones all-gathered over `tp` and put together (every TP rank calls it, in the same order).
+std::vector<NamedTensor> gather_whole(const ParamStore& params, const std::function<Tensor(int)>& part,
+                                      Communicator& tp, std::vector<std::vector<float>>& store) {
+  std::vector<NamedTensor> out;
+  const int n_tp = tp.size();
+  for (int s = 0; s < params.size(); ++s) {
+    const ParamInfo& info = params.infos()[s];
+    const Tensor t = part(s);
+    DT_CHECK(t.dtype == DType::kF32 && t.is_contiguous(), "checkpoint: cannot gather {} {}", info.name, t.str());
+    std::vector<float>& whole = store.emplace_back(static_cast<size_t>(info.full_shape.numel()));
+    if (info.split == TpSplit::kReplicated) {
+      device_copy(whole.data(), Device::kCPU, t.data, t.device, t.bytes());
+    } else {
+      const int64_t n = t.numel();
+      void* buf = device_alloc(t.bytes() * n_tp, t.device);
+      tp.all_gather(Tensor(buf, DType::kF32, t.device, {n * n_tp}), t);
+      std::vector<float> parts(static_cast<size_t>(n * n_tp));
+      device_copy(parts.data(), Device::kCPU, buf, t.device, t.bytes() * n_tp);
+      device_free(buf, t.device);
+      for (int r = 0; r < n_tp; ++r)
+        tp_copy_part(info, {r, n_tp}, whole.data(), parts.data() + r * n, sizeof(float), /*to_part=*/false);
+    }
+    out.push_back({info.name, Tensor(whole.data(), DType::kF32, Device::kCPU, info.full_shape)});
+  }
+  return out;
+}
+
+// Under TP: loads group `group` of the file whole and copies this rank's part of each tensor into part(s).
+void load_parts(const std::string& path, const std::string& group, const ParamStore& params,
+                const std::function<Tensor(int)>& part) {
+  std::vector<std::vector<float>> store;
+  std::vector<NamedTensor> whole;
+  for (int s = 0; s < params.size(); ++s) {
+    const ParamInfo& info = params.infos()[s];
+    whole.push_back({info.name, Tensor(store.emplace_back(static_cast<size_t>(info.full_shape.numel())).data(),
+                                       DType::kF32, Device::kCPU, info.full_shape)});
+  }
+  checkpoint_load_group(path, {group, whole});
+  for (int s = 0; s < params.size(); ++s) {
+    const Tensor t = part(s);
+    DT_CHECK(t.dtype == DType::kF32 && t.is_contiguous(), "checkpoint: cannot load into {}", t.str());
+    std::vector<float> mine(static_cast<size_t>(t.numel()));
+    tp_copy_part(params.infos()[s], params.tp(), store[s].data(), mine.data(), sizeof(float), /*to_part=*/true);
+    device_copy(t.data, t.device, mine.data(), Device::kCPU, t.bytes());
+  }
+}
+
 }  // namespace
 
 std::string checkpoints_dir(const std::string& run_dir) { return (fs::path(run_dir) / "checkpoints").string(); }
@@ -94,11 +143,23 @@ std::vector<std::string> list_partial_checkpoints(const std::string& dir) {
 }
 
 void save_train_checkpoint(const std::string& path, const Config& cfg, const ParamStore& params, const AdamW& opt,
-                           CheckpointState state) {
+                           CheckpointState state, Communicator* tp, int dp) {
   state.config_yaml = config_to_yaml(cfg);
-  state.tp = cfg.parallel.tp;
-  state.dp = 1;  // no data parallelism yet
+  state.tp = params.tp().size;
+  state.dp = dp;
   state.optimizer_steps = opt.steps_done();
+  if (params.tp().size > 1) {
+    DT_CHECK(tp && tp->size() == params.tp().size && tp->rank() == params.tp().rank,
+             "checkpoint: the parameters are split over {} TP ranks; pass this rank's TP communicator",
+             params.tp().size);
+    std::vector<std::vector<float>> store;
+    std::vector<CheckpointGroup> groups = {
+        {"params", gather_whole(params, [&](int s) { return params.master(s); }, *tp, store)},
+        {"optimizer/m", gather_whole(params, [&](int s) { return opt.m(s); }, *tp, store)},
+        {"optimizer/v", gather_whole(params, [&](int s) { return opt.v(s); }, *tp, store)}};
+    if (tp->rank() == 0) checkpoint_save(path, state, groups);
+    return;
+  }
   HostStage stage;
   std::vector<CheckpointGroup> groups = {{"params", param_tensors(params, stage)},
                                          {"optimizer/m", moment_tensors(params, opt, 'm', stage)},
@@ -109,6 +170,16 @@ void save_train_checkpoint(const std::string& path, const Config& cfg, const Par
 
 CheckpointState load_train_checkpoint(const std::string& path, ParamStore& params, AdamW* opt) {
   CheckpointState state = checkpoint_read_state(path);
+  if (params.tp().size > 1) {  // the file holds whole tensors: take this rank's part of each
+    load_parts(path, "params", params, [&](int s) { return params.master(s); });
+    if (opt) {
+      load_parts(path, "optimizer/m", params, [&](int s) { return opt->m(s); });
+      load_parts(path, "optimizer/v", params, [&](int s) { return opt->v(s); });
+      opt->set_steps_done(state.optimizer_steps);
+    }
+    params.sync_compute();
+    return state;
+  }
   HostStage stage;
   checkpoint_load_group(path, {"params", param_tensors(params, stage)});
   if (opt) {

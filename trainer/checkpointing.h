@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "layers/params.h"
+#include "parallel/communicator.h"
 #include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
@@ -43,11 +44,17 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir);
 std::vector<std::string> list_partial_checkpoints(const std::string& dir);
 
 // Saves params, AdamW's moments and `state` (its config_yaml and layout are filled in here).
+// Tensors are stored whole: when the parameters are split over TP (params.tp().size > 1) every rank
+// of the TP group calls it with its TP communicator `tp`; the parts are all-gathered and TP rank 0
+// writes the file. `dp`: the data-parallel size, recorded (DP replicas are identical: only one of
+// them, DP rank 0, calls this).
 void save_train_checkpoint(const std::string& path, const Config& cfg, const ParamStore& params, const AdamW& opt,
-                           CheckpointState state);
+                           CheckpointState state, Communicator* tp = nullptr, int dp = 1);
 
 // Loads the parameters (and, with `opt`, AdamW's moments and step count) of the checkpoint at `path`
 // into a model of the same shape; every tensor is checked (name, shape, SHA-256). Returns its state.
+// Under TP each rank reads the whole tensors and keeps its part, so a checkpoint saved under any
+// TP/DP layout loads under any other.
 CheckpointState load_train_checkpoint(const std::string& path, ParamStore& params, AdamW* opt);
 
 // The config stored in a checkpoint, parsed and validated (errors name the checkpoint).

@@ -590,10 +590,12 @@ void validate_config(const Config& c) {
       divides("model.attn.n_heads", m.attn.n_heads, "parallel.tp", tp, why);
       if (m.attn.n_kv_heads >= tp)
         divides("model.attn.n_kv_heads", m.attn.n_kv_heads, "parallel.tp", tp, why);
-      else
+      else  // (the layers refuse this for now: replicated KV heads are not implemented yet)
         divides("parallel.tp", tp, "model.attn.n_kv_heads", m.attn.n_kv_heads,
                 "fewer key/value heads than ranks are replicated evenly");
     }
+    // The SwiGLU hidden size splits too (gate_proj and up_proj by output, down_proj by input features).
+    divides("model.d_ff", m.d_ff, "parallel.tp", tp, "the MLP splits its hidden features across the TP ranks");
     if (uses(MixerKind::kMla)) divides("model.mla.n_heads", m.mla.n_heads, "parallel.tp", tp, why);
     if (uses(MixerKind::kGdn)) {
       divides("model.gdn.n_k_heads", m.gdn.n_k_heads, "parallel.tp", tp, why);

@@ -22,6 +22,11 @@
 #include "trainer/metrics.h"
 #include "trainer/runtime.h"
 #include "trainer/schedule.h"
+#include "kernels/ops.h"
+#include "parallel/dp_grads.h"
+#include "parallel/mpi_runtime.h"
+#include "parallel/process_grid.h"
+#include "parallel/process_groups.h"
 
 namespace dt {
 
@@ -152,6 +157,31 @@ ResumePoint find_resume_point(const Config& cfg, const std::string& run_dir, con
   return r;
 }
 
+// Under TP: the gradient of a replicated parameter that sees only this rank's heads is summed
+// over TP (ParamInfo::tp_partial_grad), so that every rank holds the whole gradient.
+void tp_sum_partial_grads(Communicator& tp, ParamStore& params) {
+  for (int s = 0; s < params.size(); ++s)
+    if (params.infos()[s].tp_partial_grad) tp.all_reduce(params.grad(s), ReduceOp::kSum);
+}
+
+// clip_grad_norm over a model split by TP: every parameter counted once (the split ones' squares
+// summed over TP, the replicated ones, the same on every rank, taken once).
+double clip_grad_norm_tp(Context& ctx, ParamStore& params, Communicator& tp, double max_norm) {
+  std::vector<Tensor> split, replicated, all;
+  for (int s = 0; s < params.size(); ++s) {
+    (params.infos()[s].split == TpSplit::kReplicated ? replicated : split).push_back(params.grad(s));
+    all.push_back(params.grad(s));
+  }
+  const double ss_split = split.empty() ? 0.0 : sum_squares(ctx, split);
+  const double ss_repl = replicated.empty() ? 0.0 : sum_squares(ctx, replicated);
+  const double norm = std::sqrt(all_reduce_value(tp, ss_split, ReduceOp::kSum) + ss_repl);
+  if (max_norm <= 0) return norm;
+  const double factor = max_norm / (norm + 1e-6);
+  if (!(factor < 1.0)) return norm;  // also leaves NaN norms to the caller
+  scale_tensors(ctx, all, factor);
+  return norm;
+}
+
 }  // namespace
 
 std::string run_dir_of(const Config& cfg, const std::string& override_dir) {
@@ -172,31 +202,50 @@ std::string find_resume_checkpoint(const std::string& run_dir) {
 TrainSummary train(const Config& cfg, const TrainOptions& options) {
   validate_config(cfg);
   const TrainConfig& tc = cfg.train;
-  DT_CHECK(cfg.parallel.tp == 1,
-           "parallel.tp = {}: tensor parallelism needs the multi-process backend, which is not built yet; set "
-           "parallel.tp: 1",
-           cfg.parallel.tp);
   DT_CHECK(!(options.resume && options.overwrite),
            "--resume and --overwrite contradict each other: --resume continues the run in the run directory, "
            "--overwrite replaces it; pass one");
 
+  // The ranks: world = tp x dp (DESIGN section 3). One process without mpirun; train.batch_size is
+  // per DP rank, so a step takes dp x grad_accum x batch_size sequences.
+  Runtime runtime(resolve_device(cfg.run.device));
+  Context& ctx = runtime.ctx();
+  std::unique_ptr<Communicator> own_world;
+  Communicator* world = options.world;
+  if (!world) {
+    own_world = make_communicator({.device = runtime.device(), .cuda_device = ctx.device_index, .stream = ctx.stream});
+    world = own_world.get();
+  }
+  DT_CHECK(world->size() >= cfg.parallel.tp,
+           "parallel.tp = {}: tensor parallelism needs the multi-process backend with at least that many ranks, but "
+           "{} {} launched; run under `mpirun -np N` with N a multiple of {}, or set parallel.tp: 1",
+           cfg.parallel.tp, world->size(), world->size() == 1 ? "process was" : "ranks were", cfg.parallel.tp);
+  const ProcessGrid grid(world->rank(), world->size(), cfg.parallel.tp);
+  ProcessGroups groups;
+  if (world->size() > 1) {
+    groups = make_process_groups(*world, grid);
+    ctx.tp = groups.tp.get();
+    ctx.dp = groups.dp.get();
+  }
+  ctx.grid = &grid;
+  const int tp = grid.tp_size(), dp = grid.dp_size();
+  const bool writer = world->rank() == 0;  // the one rank that writes the run directory
+
   // Data, model and the checkpoint to resume from first: a problem is reported before anything is written.
   const int B = tc.batch_size, T = tc.seq_len, A = tc.grad_accum;
-  const int64_t tokens_per_step = static_cast<int64_t>(A) * B * T;
+  const int64_t tokens_per_step = static_cast<int64_t>(A) * B * T * dp;
   DataLoader train_loader(shard_paths(cfg.data.train, "data.train"), B, T, cfg.model.vocab_size, tc.seed,
-                          cfg.data.shuffle);
+                          cfg.data.shuffle, grid.dp_rank(), dp);
   std::unique_ptr<DataLoader> val_loader;
   if (tc.eval_batches > 0)
     val_loader = std::make_unique<DataLoader>(shard_paths(cfg.data.val, "data.val"), B, T, cfg.model.vocab_size,
-                                              tc.seed, /*shuffle=*/false);
+                                              tc.seed, /*shuffle=*/false, grid.dp_rank(), dp);
 
   TrainSummary summary;
   summary.run_dir = run_dir_of(cfg, options.run_dir);
   const fs::path dir(summary.run_dir);
   const std::string ckpt_dir = checkpoints_dir(summary.run_dir);
-  Runtime runtime(resolve_device(cfg.run.device));
-  Context& ctx = runtime.ctx();
-  Model model(cfg.model, B, T, DType::kF32, runtime.device());
+  Model model(cfg.model, B, T, DType::kF32, runtime.device(), TpLayout{grid.tp_rank(), tp});
   model.init(tc.seed);
   ParamStore& params = model.params();
   AdamW opt(params, {tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
@@ -215,22 +264,30 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
 
   std::vector<std::string> notes;
   double time_offset = 0;  // time_s of the run before the resumed checkpoint
-  if (options.resume) {
-    make_dir(dir);
-    notes = remove_partial_checkpoints(ckpt_dir);
-    time_offset = truncate_metrics(dir / "metrics.jsonl", resume.state.step, notes);
-  } else {
-    notes = prepare_fresh_run_dir(summary.run_dir, options.overwrite);
+  if (writer) {
+    if (options.resume) {
+      make_dir(dir);
+      notes = remove_partial_checkpoints(ckpt_dir);
+      time_offset = truncate_metrics(dir / "metrics.jsonl", resume.state.step, notes);
+    } else {
+      notes = prepare_fresh_run_dir(summary.run_dir, options.overwrite);
+    }
+    write_text(dir / "config.yaml",
+               "# The resolved config of this run; `deltatron train --config` with this file repeats it.\n" +
+                   config_to_yaml(cfg));
   }
-  write_text(dir / "config.yaml",
-             "# The resolved config of this run; `deltatron train --config` with this file repeats it.\n" +
-                 config_to_yaml(cfg));
-  MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/options.resume);
-  bool tty = options.console && ::isatty(::fileno(options.console));
-  RunLog log((dir / "log.txt").string(), options.console, tty, /*append=*/options.resume);
+  // The other ranks write nowhere (metrics and log go to the null device).
+  const std::string null_file = "/dev/null";
+  MetricsWriter metrics(writer ? (dir / "metrics.jsonl").string() : null_file, /*append=*/options.resume);
+  std::FILE* console = writer ? options.console : nullptr;
+  bool tty = console && ::isatty(::fileno(console));
+  RunLog log(writer ? (dir / "log.txt").string() : null_file, console, tty, /*append=*/options.resume);
   for (const std::string& n : notes) log.print("note: " + n);
 
   log.print(describe_device(runtime.device(), cfg.run.device));
+  if (world->size() > 1)
+    log.print(fmt::format("parallel: {} ranks = tp {} x dp {} ({} backend); rank 0 writes the run directory",
+                          world->size(), tp, dp, world->backend()));
   int threads = cfg.run.threads > 0 ? cfg.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   openblas_set_num_threads(threads);
 
@@ -248,7 +305,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   log.print(fmt::format("data: {} train tokens ({} batches of {} x {} per epoch), {} validation tokens; {} steps of "
                         "{} x {} x {} tokens = {:.2f} epochs; {} threads; run directory {}",
                         train_loader.tokens_in_shards(), train_loader.batches_per_epoch(), B, T,
-                        val_loader ? val_loader->tokens_in_shards() : 0, tc.steps, A, B, T,
+                        val_loader ? val_loader->tokens_in_shards() : 0, tc.steps, A, B * dp, T,
                         static_cast<double>(tc.steps) * A / train_loader.batches_per_epoch(), threads,
                         summary.run_dir));
 
@@ -262,18 +319,21 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
 
   auto run_eval = [&](int step) {
     double val = evaluate(model, ctx, *val_loader, n_eval);
+    if (ctx.dp) val = all_reduce_value(*ctx.dp, val, ReduceOp::kAvg);  // each DP rank saw its own batches
     summary.val_loss = val;
     metrics.write({{"step", step}, {"val_loss", val}, {"tokens", state.tokens_seen}, {"time_s", time_s()}});
     log.print(fmt::format("eval step {}/{} | val_loss {:.4f}", step, tc.steps, val));
   };
   auto save_checkpoint = [&](int step) {
     const auto t0 = clock::now();
-    make_dir(ckpt_dir);
+    if (writer) make_dir(ckpt_dir);
     std::string path = (fs::path(ckpt_dir) / checkpoint_file_name(step)).string();
     LoaderCursor cursor = train_loader.cursor();
     state.loader_epoch = cursor.epoch;
     state.loader_position = cursor.position;
-    save_train_checkpoint(path, cfg, params, opt, state);
+    // The DP replicas are identical: DP rank 0's TP group gathers the whole tensors, world rank 0 writes.
+    if (grid.dp_rank() == 0) save_train_checkpoint(path, cfg, params, opt, state, ctx.tp, dp);
+    if (!writer) return;
     std::error_code ec;
     double mb = static_cast<double>(fs::file_size(path, ec)) / (1 << 20);
     std::vector<std::string> deleted = prune_checkpoints(ckpt_dir, tc.keep_last, step);
@@ -288,6 +348,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     log.print(fmt::format("nothing to train: the checkpoint is at the last step, train.steps = {}; raise train.steps "
                           "(--set train.steps=N) to continue",
                           tc.steps));
+  std::unique_ptr<DpGradSync> dp_sync;  // the mean of the gradients over the DP ranks
+  if (ctx.dp && dp > 1) dp_sync = std::make_unique<DpGradSync>(*ctx.dp, params.grads_arena());
   for (int step = first_step; step <= tc.steps; ++step) {
     const auto t0 = clock::now();
     params.zero_grads();
@@ -297,13 +359,21 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
       loss_sum += model.forward(ctx, inputs.data(), targets.data());
       model.backward(ctx, 1.0 / A);  // grads accumulate: d(mean over the A micro-batches)
     }
-    const double loss = loss_sum / A;
+    double loss = loss_sum / A;
+    if (tp > 1) tp_sum_partial_grads(*ctx.tp, params);
+    if (dp_sync) {
+      dp_sync->all_reduce_mean();  // the gradient of the mean loss over the global batch
+      loss = all_reduce_value(*ctx.dp, loss, ReduceOp::kAvg);
+    }
     if (options.after_backward) options.after_backward(step, params);
-    const double grad_norm = clip_grad_norm(ctx, params, tc.grad_clip);
+    const double grad_norm =
+        tp > 1 ? clip_grad_norm_tp(ctx, params, *ctx.tp, tc.grad_clip) : clip_grad_norm(ctx, params, tc.grad_clip);
     const double lr = lr_at_step(step, tc.steps, tc.warmup_steps, tc.lr, tc.min_lr);
     // A non-finite loss or gradient would poison the weights and both moments for good: skip the
     // update (the batch is still consumed and the step counted, so the schedule stays in place).
-    const bool skip = !std::isfinite(loss) || !std::isfinite(grad_norm);
+    // Every rank takes the same decision (a NaN on one rank is seen by all).
+    bool skip = !std::isfinite(loss) || !std::isfinite(grad_norm);
+    if (world->size() > 1) skip = any_rank(*world, skip);
     if (skip) {
       ++state.skipped_steps;
       ++state.skips_in_a_row;

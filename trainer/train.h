@@ -19,6 +19,7 @@
 #include <string>
 
 #include "layers/params.h"
+#include "parallel/communicator.h"
 #include "trainer/config.h"
 
 namespace dt {
@@ -33,6 +34,10 @@ struct TrainOptions {
   // step's summed gradients in `params` (params.grad(...)): a place to inspect gradients or to
   // inject faults (tests/trainer/test_nan.cpp poisons a gradient here). Empty: not called.
   std::function<void(int step, ParamStore& params)> after_backward;
+  // The ranks to train on, split into TP x DP groups by parallel.tp (DESIGN section 3). nullptr: the
+  // world of this process (all the ranks mpirun started; one process without mpirun). Only world
+  // rank 0 writes the run directory (config, metrics, log, checkpoints).
+  Communicator* world = nullptr;
 };
 
 struct TrainSummary {
