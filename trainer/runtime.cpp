@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "core/device.h"
 #include "core/error.h"
 
@@ -21,6 +23,18 @@ bool cuda_built() {
 #endif
 }
 
+// Under mpirun each rank takes the GPU of its rank on the node (Open MPI, MPICH and Slurm say it in
+// the environment), so that the ranks of a node spread over its GPUs; a single process takes GPU 0.
+int local_gpu_index() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    if (const char* v = std::getenv(var)) {
+      const int n = cuda_device_count();
+      return n > 0 ? std::atoi(v) % n : 0;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 Device resolve_device(const std::string& setting) {
@@ -37,7 +51,10 @@ Device resolve_device(const std::string& setting) {
 }
 
 std::string describe_device(Device device, const std::string& setting) {
-  if (device == Device::kCUDA) return fmt::format("device: cuda:0 ({}), bf16 mixed precision", cuda_device_name(0));
+  if (device == Device::kCUDA) {
+    const int i = local_gpu_index();
+    return fmt::format("device: cuda:{} ({}), bf16 mixed precision", i, cuda_device_name(i));
+  }
   if (setting == "auto")
     return fmt::format("device: cpu, fp32 ({})", cuda_built() ? "no GPU is visible" : "this build has no CUDA backend");
   return "device: cpu, fp32";
@@ -47,7 +64,7 @@ Runtime::Runtime(Device device) {
   ctx_.device = device;
   if (device == Device::kCPU) return;
 #ifdef DELTATRON_HAVE_CUDA
-  std::shared_ptr<CudaContextOwner> owner = make_cuda_context(/*device_index=*/0);
+  std::shared_ptr<CudaContextOwner> owner = make_cuda_context(local_gpu_index());
   ctx_ = owner->context();  // plain pointers to what the owner keeps alive
   owner_ = owner;
 #else
