@@ -72,6 +72,7 @@ TEST_F(BadCli, NumericAndBooleanFlagsRejectOtherValues) {
            {"eval --checkpoint x.h5 --batches abc", "--batches = abc"},
            {"eval --checkpoint x.h5 --threads 1.5", "--threads = 1.5"},
            {"eval --checkpoint x.h5 --json=maybe", "--json = maybe"},
+           {"eval --checkpoint x.h5 --device tpu", "--device: tpu not in {auto,cpu,cuda}"},
            {"train --print-config=maybe", "--print-config = maybe"},
            {"train --config c.yaml --overwrite=maybe", "--overwrite = maybe"},
            {"prepare --input x --out o --overwrite=maybe", "--overwrite = maybe"},

@@ -240,6 +240,7 @@ TEST(Config, TensorParallelSizes) {
   expect_error("parallel: {tp: 5}\n", {"model.gdn.n_k_heads = 12 must be divisible by parallel.tp = 5",
                                        "model.attn.n_heads = 12 must be divisible by parallel.tp = 5"});
   expect_error("parallel: {tp: 0}\n", {"parallel.tp = 0 must be > 0"});
+  expect_error("model: {d_ff: 2050}\nparallel: {tp: 4}\n", {"model.d_ff = 2050 must be divisible by parallel.tp = 4"});
   // Fewer KV heads than ranks: replicated, so tp must be a multiple of them.
   EXPECT_NO_THROW(parse_config("model:\n  attn: {n_kv_heads: 2}\nparallel: {tp: 4}\n"));
   expect_error("model:\n  attn: {n_heads: 12, n_kv_heads: 3}\nparallel: {tp: 4}\n",
