@@ -39,8 +39,7 @@ double seconds_since(clock_type::time_point t) {
 double flops_per_token(const dt::Model& model) {
   const dt::ModelConfig& c = model.config();
   double matmul_params = 0;
-  const dt::ParamStore& ps = const_cast<dt::Model&>(model).params();
-  for (const dt::ParamInfo& p : ps.infos())
+  for (const dt::ParamInfo& p : model.params().infos())
     if (p.shape.ndim == 2 && p.name != "model.embed_tokens.weight") matmul_params += static_cast<double>(p.shape.numel());
   if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size) * c.d_model;  // the LM head's matmul
   double attn = 0;
@@ -161,8 +160,9 @@ int main(int argc, char** argv) {
                 100 * mfu, mem_peak / gib, (mem_peak - mem_before) / gib, fwd_s * 1e3, bwd_s * 1e3, opt_s * 1e3);
     // When launching the backward takes the host much less than the GPU's time to run it, the GPU
     // never waits for a launch and a CUDA graph has nothing to win.
-    std::printf("backward: the host launches it in %.2f ms, the GPU runs it in %.2f ms\n", bwd_enqueue_s * 1e3,
-                bwd_s * 1e3);
+    if (rt.device() == dt::Device::kCUDA)
+      std::printf("backward: the host launches it in %.2f ms, the GPU runs it in %.2f ms\n", bwd_enqueue_s * 1e3,
+                  bwd_s * 1e3);
     std::printf("losses: first %.4f, last %.4f (random tokens: ln(V) = %.4f)\n", losses.front(), losses.back(),
                 std::log(static_cast<double>(cfg.model.vocab_size)));
     if (!json_path.empty()) {

@@ -30,6 +30,7 @@ class Model {
   int batch() const { return B_; }
   int seq_len() const { return T_; }
   ParamStore& params() { return params_; }  // allocated by the constructor; this rank's parts under TP
+  const ParamStore& params() const { return params_; }
   void init(uint64_t seed) { params_.init(seed); }
 
   // inputs, targets: host int32 [B*T]. Returns the mean cross-entropy over the B*T targets.
