@@ -8,7 +8,8 @@
 #
 # Before: scripts/fetch_device_debs.sh here (fills .debs/ and .whl/, both ignored by git).
 # Then:   run(carry=[".debs", ".whl"], command="bash scripts/gpu_check.sh", timeout_s=600)
-# Env:    SKIP_BENCH=1 (tests only; DENSE_BENCH=1 still runs bench_dense_ops), SKIP_PEERS=1 (no peers),
+# Env:    PROFILE=1 (ncu kernel times: scripts/ncu_summary.py; PROFILE_SECTIONS=REGEX adds ncu sections
+#         for those GDN kernels), TARGETS="..." (build only these), SKIP_BENCH=1 (tests only; DENSE_BENCH=1 still runs bench_dense_ops), SKIP_PEERS=1 (no peers),
 #         SKIP_GDN_BENCH=1, SKIP_TRAIN_BENCH=1, SKIP_TESTS=1, JOBS (build parallelism, default nproc),
 #         GTEST_FILTER=PATTERN (only those GPU tests: test_gpu runs them directly, ctest is skipped),
 #         PEERS=llama_eager,llama_compiled,fla_hybrid (bench_train_peers.py's list), SKIP_FLA_KERNELS=1
@@ -71,9 +72,33 @@ step "configure"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DDELTATRON_CUDA=ON \
   -DDELTATRON_BENCH=ON "${EXTRA_CMAKE[@]}" 2>&1 | tail -20 || { echo "configure failed"; exit 3; }
 
-step "build deltatron test_gpu bench_gdn bench_dense_ops bench_train"
-cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target deltatron test_gpu bench_gdn bench_dense_ops bench_train 2>&1 | tail -40
+TARGETS=${TARGETS:-deltatron test_gpu bench_gdn bench_dense_ops bench_train}
+step "build $TARGETS"
+# shellcheck disable=SC2086
+cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target $TARGETS 2>&1 | tail -40
 [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "build failed"; exit 4; }
+
+if [[ -n "${PROFILE:-}" ]]; then
+  # Kernel times under Nsight Compute (one duration metric, clocks left alone): one training step
+  # of the hybrid (after one warm-up step) and the GDN kernels at the 124M shape; summed per kernel
+  # name by scripts/ncu_summary.py.
+  step "profile: ncu over one hybrid training step and bench_gdn at 124M"
+  NCU=(ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw)
+  timeout 240 "${NCU[@]}" build-gpu/bench/bench_train --config configs/hybrid_124m.yaml --steps 1 --warmup 0 \
+    > "$D/ncu_hybrid.csv" 2> "$D/ncu_hybrid.err"
+  python3 scripts/ncu_summary.py "$D/ncu_hybrid.csv" 2>&1 | tee "$D/ncu_hybrid_summary.txt" | head -60
+  timeout 120 "${NCU[@]}" build-gpu/bench/bench_gdn --shapes 16,1024,12,64 --iters 1 --warmup 0 --no-ceilings \
+    > "$D/ncu_gdn.csv" 2> "$D/ncu_gdn.err"
+  python3 scripts/ncu_summary.py "$D/ncu_gdn.csv" 2>&1 | tee "$D/ncu_gdn_summary.txt" | head -40
+  if [[ -n "${PROFILE_SECTIONS:-}" ]]; then
+    timeout 200 ncu --clock-control none -k "regex:${PROFILE_SECTIONS}" --launch-count 6 --section SpeedOfLight \
+      --section WarpStateStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+      build-gpu/bench/bench_gdn --shapes 16,1024,12,64 --iters 1 --warmup 0 --no-ceilings \
+      > "$D/ncu_gdn_sections.txt" 2>&1
+    grep -E "gdn_|Duration|Throughput|Warp Cycles|Stall|Occupancy|Registers|Shared Memory|Block Limit|Eligible|Issued" \
+      "$D/ncu_gdn_sections.txt" | head -200
+  fi
+fi
 
 if [[ -n "${SKIP_TESTS:-}" ]]; then
   echo "SKIP_TESTS: no GPU tests"

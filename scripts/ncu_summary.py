@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Sum Nsight Compute kernel durations by kernel name.
+
+Usage: scripts/ncu_summary.py ncu.csv   (from `ncu --metrics gpu__time_duration.sum --csv --page raw`)
+Prints one line per kernel name, largest total first: total ms, share, launches, mean us.
+"""
+import csv
+import io
+import re
+import sys
+from collections import defaultdict
+
+
+def short_name(name):
+    """'void ns::(anonymous namespace)::kern<64, 32>(Args)' -> 'ns::kern<64, 32>'."""
+    name = name.replace("(anonymous namespace)::", "").replace("unnamed>::", "")
+    name = re.sub(r"^void ", "", name)
+    depth, out = 0, []
+    for ch in name:  # drop the parameter list: the first '(' outside template brackets
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            break
+        out.append(ch)
+    return "".join(out).strip()[:70]
+
+
+def main(path):
+    text = open(path, errors="replace").read()
+    # ncu prints its own log lines ("==PROF==") before and between the CSV rows.
+    lines = [l for l in text.splitlines() if l.startswith('"')]
+    if not lines:
+        sys.exit(f"{path}: no CSV rows (did ncu run? see the .err file next to it)")
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    total = defaultdict(float)
+    count = defaultdict(int)
+    for r in rows:
+        v = r.get("gpu__time_duration.sum", "")
+        try:
+            ns = float(v.replace(",", ""))
+        except ValueError:
+            continue  # the units row
+        name = r.get("Kernel Name", "?")
+        short = short_name(name)
+        total[short] += ns
+        count[short] += 1
+    all_ns = sum(total.values())
+    print(f"{len(rows)} kernel launches, {all_ns / 1e6:.3f} ms in all")
+    print(f"{'kernel':70s} {'ms':>9s} {'share':>6s} {'n':>5s} {'mean us':>8s}")
+    for k in sorted(total, key=total.get, reverse=True):
+        print(f"{k:70s} {total[k] / 1e6:9.3f} {100 * total[k] / all_ns:5.1f}% {count[k]:5d} {total[k] / count[k] / 1e3:8.1f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
