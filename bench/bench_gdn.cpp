@@ -151,7 +151,7 @@ struct Result {
   double fwd_ms = 0, fwdbwd_ms = 0;  // with gates and l2norm
 };
 
-Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols) {
+Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, bool recompute) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -206,6 +206,11 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   bp.dims = d, bp.q = q, bp.k = k, bp.v = v, bp.ld_q = bp.ld_k = bp.ld_v = bp.ld_do = s.H * s.D;
   bp.ld_dq = bp.ld_dk = bp.ld_dv = s.H * s.D;
   bp.g = gd, bp.beta = bd, bp.d_o = d_o, bp.dq = dq, bp.dk = dk, bp.dv = dv, bp.dg = dg, bp.dbeta = dbeta;
+  // As in training (layers/gdn.cpp): the forward keeps the WY factors and states for the backward,
+  // unless --recompute (the backward then recomputes them, as fla does).
+  const int64_t saved_bytes = recompute ? 0 : dt::gdn_chunk_saved_bytes(d);
+  void* saved = saved_bytes > 0 ? dev_alloc(static_cast<size_t>(saved_bytes)) : nullptr;
+  fp.saved = saved, bp.saved = saved;
 
   // The layer around the core: q, k are l2-normalised from raw projections (qn, kn in place of the
   // q, k above), g and beta come from a, b through the gates.
@@ -250,8 +255,8 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   for (void* p : {static_cast<void*>(q_raw), static_cast<void*>(k_raw), static_cast<void*>(a), static_cast<void*>(b),
                   static_cast<void*>(A_log), static_cast<void*>(dt_bias), static_cast<void*>(da),
                   static_cast<void*>(db), static_cast<void*>(dA_log), static_cast<void*>(ddt_bias),
-                  static_cast<void*>(dq_raw), static_cast<void*>(dk_raw)})
-    BENCH_CUDA(cudaFree(p));
+                  static_cast<void*>(dq_raw), static_cast<void*>(dk_raw), saved})
+    if (p) BENCH_CUDA(cudaFree(p));
   for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(d_o),
                   static_cast<void*>(gd), static_cast<void*>(bd), static_cast<void*>(o), static_cast<void*>(dq),
                   static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dg), static_cast<void*>(dbeta)})
@@ -269,7 +274,7 @@ int main(int argc, char** argv) {
   int iters = 30, warmup = 5;
   std::string impl = "tc";
   int state_cols = 0;
-  bool no_ceilings = false;
+  bool no_ceilings = false, recompute = false;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)");
   app.add_option("--warmup", warmup, "untimed runs first");
@@ -279,6 +284,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"tc", "simt"}));
   app.add_option("--state-cols", state_cols, "tensor-core state passes: columns of S per CTA (0: by size)");
   app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings (e.g. under a profiler)");
+  app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
 #ifndef DELTATRON_HAVE_CUDA
   std::fprintf(stderr, "bench_gdn: built without the CUDA backend; nothing to time\n");
@@ -309,10 +315,12 @@ int main(int argc, char** argv) {
     out["copy_GBps"] = copy_gbs;
     out["gemm_bf16_TFLOPs"] = gemm_tflops;
     out["note"] = "fwd, fwdbwd include gates and q/k l2norm (separate kernels); chunk 64; kernels: " + impl +
-                  "; state_cols " + std::to_string(state_cols);
+                  "; state_cols " + std::to_string(state_cols) +
+                  (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward");
     for (const Shape4& s : parse_shapes(shapes)) {
       const Result r =
-          bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols);
+          bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
+                      recompute);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       double fla_f = NAN, fla_fb = NAN;
       if (fla.contains(s.key())) {

@@ -42,6 +42,10 @@ struct GdnCudaForwardParams {
   uint16_t* o = nullptr;        // bf16
   int64_t ld_o = 0;
   float* S_out = nullptr;       // null: final state not wanted
+  // Optional, gdn_chunk_saved_bytes(dims) bytes of device memory (256-byte aligned) where the
+  // forward leaves what its backward needs (the WY factors and the state entering each chunk),
+  // so that gdn_chunk_backward_cuda can skip recomputing them. null: a temporary workspace.
+  void* saved = nullptr;
 };
 
 struct GdnCudaBackwardParams {
@@ -63,6 +67,9 @@ struct GdnCudaBackwardParams {
   float* dg = nullptr;
   float* dbeta = nullptr;
   float* dS0 = nullptr;           // null: not wanted
+  // The forward's `saved` buffer from a call with the same dims and inputs (q, k, v, g, beta,
+  // S0), untouched since; null: the backward recomputes it.
+  const void* saved = nullptr;
 };
 
 // The chunked gated delta rule (GDN_MATH.md). Stream-ordered on `stream` (a cudaStream_t;
@@ -74,17 +81,21 @@ struct GdnCudaBackwardParams {
 void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream);
 void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream);
 
-// Bytes of device workspace the calls above allocate (for benchmarks and memory planning).
+// Bytes of device workspace the calls above allocate (for benchmarks and memory planning), and
+// of the forward's `saved` buffer (0 where the kernels for these dims keep nothing: the SIMT
+// ones; the buffer is then ignored). With `saved` given, the forward allocates nothing and the
+// backward gdn_chunk_backward_workspace_bytes(d, true).
 int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d);
-int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d);
+int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved = false);
+int64_t gdn_chunk_saved_bytes(const GdnCudaDims& d);
 
 }  // namespace dt
 
 namespace dt {
 
 // Per-head L2 norm (kernels/cpu/gdn_l2norm.h): y = scale * x / sqrt(sum_d x^2 + 1e-6), bf16 in and
-// out, fp32 math, one warp per (row, head); rows strided (x may be a slice of the conv output).
-// d a multiple of 8 up to 128 (64 and 128 take the vectorised kernel).
+// out, fp32 math, a group of lanes per (row, head); rows strided (x may be a slice of the conv
+// output). d a multiple of 8 up to 128 (16-byte accesses when every row is 16-byte aligned).
 struct GdnCudaL2NormParams {
   int64_t rows = 0, H = 0, d = 0;
   float scale = 1.f;

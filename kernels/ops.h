@@ -204,8 +204,15 @@ void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const 
 // chunks of `chunk` tokens (any T; the last chunk may be partial). They agree to rounding.
 void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                            const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0);
+// `saved` (GPU only; ignored elsewhere): a device buffer of gdn_chunk_saved_elems(...) kU16 elements
+// (when that is > 0) in which the forward leaves what the backward needs; the backward given the
+// same buffer, untouched, with the same inputs, skips recomputing it (memory for time: at
+// 16 x 1024 tokens, 12 heads of 64, about 200 MB per layer).
 void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk);
+                       const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk,
+                       const Tensor& saved = {});
+int64_t gdn_chunk_saved_elems(Device device, int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t dk,
+                              int64_t dv, int chunk);
 // Backward: dq, dk, dv, dg, dbeta WRITTEN (dq, dk summed over the value heads reading each key
 // head); dS0 written when defined. dS_out (gradient of the final state) may be undefined: zero.
 void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
@@ -215,7 +222,7 @@ void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, co
 void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                         const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        const Tensor& S0, int chunk);
+                        const Tensor& S0, int chunk, const Tensor& saved = {});
 
 // Gated RMSNorm per value head (norm, then gate): y = o / sqrt(mean_d(o^2) + eps) * w * silu(z).
 // o, z, y: [B, T, Hv, dv] contiguous; w: [dv].

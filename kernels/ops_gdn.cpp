@@ -229,16 +229,31 @@ GdnCudaForwardParams forward_params_cuda(const char* op, const Tensor& o, const 
   return p;
 }
 
+// The saved buffer's pointer, checked against the size these dims need (null when undefined).
+void* saved_ptr_cuda(const Tensor& saved, const GdnCudaDims& d, const char* op) {
+  if (!saved.defined()) return nullptr;
+  const int64_t bytes = gdn_chunk_saved_bytes(d);
+  if (bytes == 0) return nullptr;
+  DT_CHECK(saved.device == Device::kCUDA && saved.is_contiguous() &&
+               static_cast<int64_t>(saved.numel() * dtype_size(saved.dtype)) >= bytes,
+           "{}: the saved buffer must be a contiguous GPU tensor of at least {} bytes, got {} {} on {}", op, bytes,
+           dtype_name(saved.dtype), saved.shape.str(), saved.device == Device::kCUDA ? "the GPU" : "the CPU");
+  return saved.data;
+}
+
 void chunk_forward_cuda(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
-                        const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk) {
-  gdn_chunk_forward_cuda(forward_params_cuda("gdn_chunk_forward", o, S_out, q, k, v, g, beta, S0, chunk),
-                         ctx.stream);
+                        const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk,
+                        const Tensor& saved) {
+  const char* op = "gdn_chunk_forward";
+  GdnCudaForwardParams p = forward_params_cuda(op, o, S_out, q, k, v, g, beta, S0, chunk);
+  p.saved = saved_ptr_cuda(saved, p.dims, op);
+  gdn_chunk_forward_cuda(p, ctx.stream);
 }
 
 void chunk_backward_cuda(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                          const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                          const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                         const Tensor& S0, int chunk) {
+                         const Tensor& S0, int chunk, const Tensor& saved) {
   const char* op = "gdn_chunk_backward";
   GdnCudaBackwardParams p;
   p.dims = cuda_dims(q, v, chunk, op);
@@ -259,6 +274,7 @@ void chunk_backward_cuda(Context& ctx, const Tensor& dq, const Tensor& dk, const
   p.dg = cuda_f32(dg, gate_shape(d), op, "dg");
   p.dbeta = cuda_f32(dbeta, gate_shape(d), op, "dbeta");
   p.dS0 = const_cast<float*>(cuda_f32_or_null(dS0, state_shape(d), op, "dS0"));
+  p.saved = saved_ptr_cuda(saved, p.dims, op);
   gdn_chunk_backward_cuda(p, ctx.stream);
 }
 
@@ -476,12 +492,14 @@ void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, c
 }
 
 void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk) {
+                       const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk,
+                       const Tensor& saved) {
   const char* op = "gdn_chunk_forward";
   check_chunk(chunk, op);
 #ifdef DELTATRON_HAVE_CUDA
-  if (ctx.device == Device::kCUDA) return chunk_forward_cuda(ctx, o, S_out, q, k, v, g, beta, S0, chunk);
+  if (ctx.device == Device::kCUDA) return chunk_forward_cuda(ctx, o, S_out, q, k, v, g, beta, S0, chunk, saved);
 #endif
+  (void)saved;
   require_cpu(ctx, op);
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
@@ -505,19 +523,33 @@ void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, co
 void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                         const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        const Tensor& S0, int chunk) {
+                        const Tensor& S0, int chunk, const Tensor& saved) {
   const char* op = "gdn_chunk_backward";
   check_chunk(chunk, op);
 #ifdef DELTATRON_HAVE_CUDA
   if (ctx.device == Device::kCUDA)
-    return chunk_backward_cuda(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, chunk);
+    return chunk_backward_cuda(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, chunk, saved);
 #endif
+  (void)saved;
   require_cpu(ctx, op);
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
     gdn_chunk_backward_ref<T>(backward_args<T>(op, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0),
                               chunk);
   });
+}
+
+int64_t gdn_chunk_saved_elems(Device device, int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t dk,
+                              int64_t dv, int chunk) {
+#ifdef DELTATRON_HAVE_CUDA
+  if (device == Device::kCUDA) {
+    GdnCudaDims d;
+    d.B = B, d.T = T, d.Hk = Hk, d.Hv = Hv, d.dk = dk, d.dv = dv, d.chunk = chunk;
+    return (gdn_chunk_saved_bytes(d) + 1) / 2;
+  }
+#endif
+  (void)device, (void)B, (void)T, (void)Hk, (void)Hv, (void)dk, (void)dv, (void)chunk;
+  return 0;
 }
 
 void gdn_norm_forward(Context& ctx, const Tensor& y, const Tensor& o, const Tensor& z, const Tensor& w,

@@ -105,6 +105,9 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   d_qkv_ = decl("grad.qkv", {B, T, conv_dim()});
   d_qkv_pre_ = decl("grad.qkv_pre", {B, T, conv_dim()});
   d_x_part_ = decl("grad.x_part", {B, T, D});
+  // On the GPU the chunked forward keeps the WY factors and the per-chunk states for the backward.
+  const int64_t saved = chunk_size_ > 0 ? gdn_chunk_saved_elems(params.device(), B, T, Hk, Hv, dk, dv, chunk_size_) : 0;
+  if (saved > 0) chunk_saved_ = acts.declare(p + ".chunk_saved", DType::kU16, {saved});
   // On the GPU the fp32 gradients of a and b are rounded to bf16 for their projections' GEMMs.
   if (params.act_dtype() != params.stat_dtype())
     d_gate_lowp_ = acts.declare_shared("scratch.gdn.grad.gate_input_bf16", params.act_dtype(), {B, T, Hv});
@@ -134,7 +137,8 @@ void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
   gdn_gates_forward(ctx, act(g_), act(beta_), act(a_), act(b_), param(a_log_), param(dt_bias_));
 
   if (chunk_size_ > 0) {
-    gdn_chunk_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_);
+    gdn_chunk_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_,
+                      chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{});
   } else {
     gdn_recurrent_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
   }
@@ -164,7 +168,8 @@ void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   const Tensor dv_view = gdn_head_view(d_qkv, 2 * key_dim(), Hv, dv);
   if (chunk_size_ > 0) {
     gdn_chunk_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{},
-                       act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_);
+                       act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_,
+                       chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{});
   } else {
     gdn_recurrent_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_),
                            Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});

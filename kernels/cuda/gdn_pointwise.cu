@@ -18,107 +18,52 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-// One warp per (row, head), grid-stride over them; lane l holds the PER = d / 32 contiguous
-// elements [l PER, (l + 1) PER) (one 4- or 8-byte access per lane when vec, else PER 2-byte ones).
-template <int PER>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_l2norm_kernel(GdnCudaL2NormParams p, bool backward,
-                                                                         bool vec) {
-  const int lane = threadIdx.x % 32;
-  const int64_t items = p.rows * p.H;
-  for (int64_t item = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / 32; item < items;
-       item += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
-    const int64_t r = item / p.H, h = item % p.H;
-    auto load = [&](const uint16_t* src, float (&v)[PER]) {
-      uint16_t b[PER];
-      if (vec && PER == 2) {
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
-        b[0] = static_cast<uint16_t>(w & 0xffffu), b[PER - 1] = static_cast<uint16_t>(w >> 16);
-      } else if (vec && PER == 4) {
-        const uint2 w = *reinterpret_cast<const uint2*>(src);
-        b[0] = static_cast<uint16_t>(w.x & 0xffffu), b[1 % PER] = static_cast<uint16_t>(w.x >> 16);
-        b[2 % PER] = static_cast<uint16_t>(w.y & 0xffffu), b[3 % PER] = static_cast<uint16_t>(w.y >> 16);
-      } else {
+// A group of G lanes per (row, head) item, grid-stride (gdn_pointwise.cuh): with 16-byte aligned
+// rows each lane holds 8 consecutive features (one 16-byte access per tensor; d = 64: 8 lanes, 4
+// heads per warp), else features g, g + G, ... one at a time (any d, a multiple of 8 up to 128).
+// The group sums keep a fixed order (deterministic).
+template <int V, int NV>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_l2norm_kernel(GdnCudaL2NormParams p, bool backward) {
+  const int nvec = static_cast<int>(p.d / V), G = head_group_size(nvec), per_warp = 32 / G;
+  const int lane = threadIdx.x % 32, slot = lane / G, g = lane % G;
+  const int64_t items = p.rows * p.H, step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * per_warp;
+  for (int64_t base = (blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / 32) * per_warp; base < items;
+       base += step) {  // uniform over the warp: every lane reaches the group sums
+    const int64_t item = base + slot, r = item / p.H, h = item % p.H;
+    const int64_t x0 = r * p.ld_x + h * p.d, y0 = r * p.ld_y + h * p.d, dy0 = r * p.ld_dy + h * p.d;
+    float xv[NV][V], dyv[NV][V], ss = 0.f;
 #pragma unroll
-        for (int i = 0; i < PER; ++i) b[i] = src[i];
+    for (int i = 0; i < NV; ++i) {
+      const int vec = g + G * i;
+      const bool on = item < items && vec < nvec;
+#pragma unroll
+      for (int k = 0; k < V; ++k) xv[i][k] = 0.f, dyv[i][k] = 0.f;
+      if (on) {
+        load_bf16v<V>(p.x + x0 + vec * V, xv[i]);
+        if (backward) load_bf16v<V>(p.dy + dy0 + vec * V, dyv[i]);
       }
 #pragma unroll
-      for (int i = 0; i < PER; ++i) v[i] = __bfloat162float(__ushort_as_bfloat16(b[i]));
-    };
-    auto store = [&](uint16_t* dst, const float (&v)[PER]) {
-      uint16_t b[PER];
-#pragma unroll
-      for (int i = 0; i < PER; ++i) b[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v[i]));
-      if (vec && PER == 2) {
-        *reinterpret_cast<uint32_t*>(dst) = b[0] | (static_cast<uint32_t>(b[PER - 1]) << 16);
-      } else if (vec && PER == 4) {
-        *reinterpret_cast<uint2*>(dst) = make_uint2(b[0] | (static_cast<uint32_t>(b[1 % PER]) << 16),
-                                                    b[2 % PER] | (static_cast<uint32_t>(b[3 % PER]) << 16));
-      } else {
-#pragma unroll
-        for (int i = 0; i < PER; ++i) dst[i] = b[i];
-      }
-    };
-    float xv[PER], ss = 0.f;
-    load(p.x + r * p.ld_x + h * p.d + lane * PER, xv);
-#pragma unroll
-    for (int i = 0; i < PER; ++i) ss += xv[i] * xv[i];
-    const float inv = rsqrtf(warp_sum(ss) + 1e-6f);
-    uint16_t* y = p.y + r * p.ld_y + h * p.d + lane * PER;
-    float out[PER];
-    if (!backward) {
-#pragma unroll
-      for (int i = 0; i < PER; ++i) out[i] = p.scale * xv[i] * inv;
-    } else {
-      float dyv[PER], dot = 0.f;
-      load(p.dy + r * p.ld_dy + h * p.d + lane * PER, dyv);
-#pragma unroll
-      for (int i = 0; i < PER; ++i) dot += xv[i] * inv * dyv[i];
-      dot = warp_sum(dot);
-#pragma unroll
-      for (int i = 0; i < PER; ++i) out[i] = p.scale * inv * (dyv[i] - xv[i] * inv * dot);
+      for (int k = 0; k < V; ++k) ss += xv[i][k] * xv[i][k];
     }
-    store(y, out);
-  }
-}
-
-// Any other head dim (a multiple of 8 up to 128, e.g. 16, 32, 48): one warp per (row, head) as
-// above, lane l holds elements l, l + 32, l + 64, l + 96 (those < d), 2-byte accesses. Speed is
-// irrelevant at these sizes; the warp sums keep a fixed order (deterministic).
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_l2norm_any_kernel(GdnCudaL2NormParams p, bool backward) {
-  constexpr int kPer = kMaxDim / 32;
-  const int lane = threadIdx.x % 32;
-  const int64_t items = p.rows * p.H;
-  for (int64_t item = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / 32; item < items;
-       item += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
-    const int64_t r = item / p.H, h = item % p.H;
-    const uint16_t* x = p.x + r * p.ld_x + h * p.d;
-    uint16_t* y = p.y + r * p.ld_y + h * p.d;
-    float xv[kPer], ss = 0.f;
+    const float inv = rsqrtf(group_sum(ss, G) + 1e-6f);
+    float dot = 0.f;  // backward: x^ . dy
+    if (backward) {
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int64_t e = lane + 32 * i;
-      xv[i] = e < p.d ? ld_bf16(x + e) : 0.f;
-      ss += xv[i] * xv[i];
+      for (int i = 0; i < NV; ++i)
+#pragma unroll
+        for (int k = 0; k < V; ++k) dot += xv[i][k] * inv * dyv[i][k];
+      dot = group_sum(dot, G);
     }
-    const float inv = rsqrtf(warp_sum(ss) + 1e-6f);
-    if (!backward) {
 #pragma unroll
-      for (int i = 0; i < kPer; ++i)
-        if (lane + 32 * i < p.d) st_bf16(y + lane + 32 * i, p.scale * xv[i] * inv);
-      continue;
+    for (int i = 0; i < NV; ++i) {
+      const int vec = g + G * i;
+      if (item >= items || vec >= nvec) continue;
+      float out[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        out[k] = backward ? p.scale * inv * (dyv[i][k] - xv[i][k] * inv * dot) : p.scale * xv[i][k] * inv;
+      store_bf16v<V>(p.y + y0 + vec * V, out);
     }
-    const uint16_t* dy = p.dy + r * p.ld_dy + h * p.d;
-    float dyv[kPer], dot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int64_t e = lane + 32 * i;
-      dyv[i] = e < p.d ? ld_bf16(dy + e) : 0.f;
-      dot += xv[i] * inv * dyv[i];
-    }
-    dot = warp_sum(dot);
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      if (lane + 32 * i < p.d) st_bf16(y + lane + 32 * i, p.scale * inv * (dyv[i] - xv[i] * inv * dot));
   }
 }
 
@@ -183,20 +128,16 @@ void run_l2norm(const GdnCudaL2NormParams& p, void* stream, bool backward, const
   check_l2norm(p, backward, op);
   const int64_t items = p.rows * p.H;
   if (items == 0) return;
-  const int64_t blocks = std::min<int64_t>((items + kWarpsPerBlock - 1) / kWarpsPerBlock, 132 * 32);
-  auto s = static_cast<cudaStream_t>(stream);
-  if (p.d != 64 && p.d != 128) {
-    gdn_l2norm_any_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(p, backward);
-    DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
-    return;
-  }
-  const int per = static_cast<int>(p.d / 32), bytes = per * 2;
-  auto ok = [&](const void* q, int64_t ld) {
-    return reinterpret_cast<uintptr_t>(q) % bytes == 0 && (ld * 2) % bytes == 0;
-  };
+  // 16-byte accesses when every row of every tensor starts 16-byte aligned (d is a multiple of 8).
+  auto ok = [](const void* q, int64_t ld) { return reinterpret_cast<uintptr_t>(q) % 16 == 0 && (ld * 2) % 16 == 0; };
   const bool vec = ok(p.x, p.ld_x) && ok(p.y, p.ld_y) && (!backward || ok(p.dy, p.ld_dy));
-  if (per == 2) gdn_l2norm_kernel<2><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(p, backward, vec);
-  else gdn_l2norm_kernel<4><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(p, backward, vec);
+  const int64_t per_cta = kWarpsPerBlock * (32 / head_group_size(static_cast<int>(vec ? p.d / 8 : p.d)));
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((items + per_cta - 1) / per_cta, 132 * 64));
+  auto s = static_cast<cudaStream_t>(stream);
+  if (vec)
+    gdn_l2norm_kernel<8, 1><<<blocks, kWarpsPerBlock * 32, 0, s>>>(p, backward);
+  else
+    gdn_l2norm_kernel<1, kMaxDim / 32><<<blocks, kWarpsPerBlock * 32, 0, s>>>(p, backward);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 

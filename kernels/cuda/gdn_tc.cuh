@@ -179,10 +179,11 @@ struct TcArgs {
   float* G = nullptr;            // [ch][64]       cumsum of g in the chunk
   uint16_t* W = nullptr;         // [ch][64][D]    T diag(beta) (K o e^G), bf16
   float* U = nullptr;            // [ch][64][D]    T diag(beta) V, fp32
-  uint16_t* M = nullptr;         // [ch][64][64]   lower(Q K^T o Gam), bf16 high part (forward only)
-  uint16_t* M_lo = nullptr;      // [ch][64][64]   its low part: M = M + M_lo to ~16 bits
-  uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16 (backward only)
-  uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16 (backward only)
+  uint16_t* Tb = nullptr;        // [ch][64][64]   T = (I + A)^-1, bf16 (prep writes it, grad_wy reads it)
+  uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16 high part
+  uint16_t* S_lo = nullptr;      // [ch][D][D]     its low part (forward only: S = S + S_lo to ~16 bits)
+  uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16 high part
+  uint16_t* Vn_lo = nullptr;     // [ch][64][D]    its low part (forward only)
   float* dvl = nullptr;          // [ch][64][D]    M^T dO
   uint16_t* dS = nullptr;        // [ch][D][D]     gradient of the state leaving the chunk
   uint16_t* dVn = nullptr;       // [ch][64][D]    dV'
@@ -261,9 +262,13 @@ __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, floa
   }
   __syncthreads();
   const int i = tid >> 3, cg = tid & 7;
+  // Unrolled over the block rows, so that the column counts 2a are constants (no predicated
+  // multiply-adds: v1 spent most of prep's instructions here).
+#pragma unroll
   for (int a = 1; a < 4; ++a) {
     float x[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     const float* arow = A + (16 * a + i) * kLdF;
+#pragma unroll 8
     for (int k = 0; k < 16 * a; ++k) {
       const float av = arow[k];
 #pragma unroll
@@ -317,10 +322,11 @@ void tc_set_smem(Kernel kernel, size_t bytes, const char* op) {
                     op);
 }
 
-// prep: G, W, U (and M, M_lo when with_m). state_forward: o and S_out (with_o), or the entering
-// states S and V' for the backward (!with_o).
-void tc_prep(const TcArgs& a, int D, bool with_m, cudaStream_t s, const char* op);
-void tc_state_forward(const TcArgs& a, int D, bool with_o, cudaStream_t s, const char* op);
+// prep: G, W, U. state_forward: the entering states S and V' per chunk (their low parts too when
+// S_lo, Vn_lo are set), and S_out. output: o from Q, K, G, S and V' (chunks in parallel).
+void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op);
+void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op);
+void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op);       // dvl = M^T dO
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op); // dS per chunk, dV', dS0
 void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op);        // dq, dk_part, dW, dG_part

@@ -9,7 +9,7 @@
 //   grad_qk    (chunk, h, b):  P = dO S^T, R = V' dS'^T, dM = lower(dO V'^T), dW = -dV' S^T
 //              dq = P o e^G + (dM o Gam) K,   dk_part = R o D + (dM o Gam)^T Q,
 //              dG_part = e^G (P.Q) - D (R.K) + rowsum(X) - colsum(X) (+ the G_n terms),  X = dM o Gam o Q K^T
-//   grad_wy    (chunk, h, b):  T recomputed;  dT = dW Kb^T + dV' Vb^T,  dA = -strict_lower(T^T dT T^T),
+//   grad_wy    (chunk, h, b):  T from prep;   dT = dW Kb^T + dV' Vb^T,  dA = -strict_lower(T^T dT T^T),
 //              dKb = T^T dW, dVb = T^T dV';  dk = dk_part + (P' + P'^T) K + diag(beta e^G) dKb,
 //              dv = diag(beta) dVb, dbeta, dG, and dg = reverse_cumsum(dG)
 //   sum_heads  when Hv > Hk: dq, dk summed over the value heads of each key head, fixed order.
@@ -369,13 +369,13 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
 template <int D>
 struct GradWyLayout {
   static constexpr int kLd = D + 8;
-  // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done; E reuses A's once T is.
-  size_t K = 0, V = 0, dW = 0, dU = 0, A = 0, T = 0, X = 0, Tb = 0, dT = 0, Z1 = 0, G = 0, B = 0, s = 0, sv = 0,
-         zr = 0, dG = 0, bytes = 0;
+  // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done; A holds E.
+  size_t K = 0, V = 0, dW = 0, dU = 0, A = 0, Tb = 0, dT = 0, Z1 = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0,
+         bytes = 0;
   __host__ __device__ constexpr GradWyLayout() {
     SmemPlan p;
     K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), dW = p.take(kC * kLd * 2), dU = p.take(kC * kLd * 2);
-    A = p.take(kC * kLdF * 4), T = p.take(kC * kLdF * 4), X = p.take(768 * 4);
+    A = p.take(kC * kLdF * 4);
     Tb = p.take(kC * kLdC * 2), dT = p.take(kC * kLdC * 2), Z1 = p.take(kC * kLdC * 2);
     G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kC * 4), sv = p.take(kC * 4), zr = p.take(kC * 4);
     dG = p.take(kC * 4);
@@ -391,7 +391,6 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
   uint16_t *sK = reinterpret_cast<uint16_t*>(sm + L.K), *sV = reinterpret_cast<uint16_t*>(sm + L.V);
   uint16_t *sdW = reinterpret_cast<uint16_t*>(sm + L.dW), *sdU = reinterpret_cast<uint16_t*>(sm + L.dU);
   float* sA = reinterpret_cast<float*>(sm + L.A);
-  float *sT = reinterpret_cast<float*>(sm + L.T), *sX = reinterpret_cast<float*>(sm + L.X);
   uint16_t *sTb = reinterpret_cast<uint16_t*>(sm + L.Tb), *sdT = reinterpret_cast<uint16_t*>(sm + L.dT);
   uint16_t *sZ1 = reinterpret_cast<uint16_t*>(sm + L.Z1), *sPs = reinterpret_cast<uint16_t*>(sm + L.dT);
   float *sG = reinterpret_cast<float*>(sm + L.G), *sB = reinterpret_cast<float*>(sm + L.B);
@@ -405,6 +404,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
   load_tile<kC, D>(sV, kLd, a.v + ck.r0 * a.ld_v + ck.h * D, a.ld_v, ck.n, a.vec_in);
   load_tile<kC, D>(sdW, kLd, a.dW + base, D, kC, true);
   load_tile<kC, D>(sdU, kLd, a.dVn + base, D, kC, true);
+  load_tile<kC, kC>(sTb, kLdC, a.Tb + ck.ch * kC * kC, kC, kC, true);  // T from prep
   load_tile_f32<1, kC>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
   if (threadIdx.x < kC) sB[threadIdx.x] = threadIdx.x < ck.n ? a.beta[(ck.r0 + threadIdx.x) * a.Hv + ck.h] : 0.f;
@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
   __syncthreads();
 
   // KKG = strict_lower(K K^T o Gam) stays in registers (the dA products below have the same
-  // fragment layout); A = diag(beta) KKG.
+  // fragment layout).
   float kkg[1][8][4];
   zero_acc(kkg);
   warp_mma<1, 8, D, false, false>(kkg, sK, kLd, m0, sK, kLd, 0, lane);
@@ -422,14 +422,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
     for (int e = 0; e < 4; ++e) {
       const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
       kkg[0][ni][e] = j < i ? kkg[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
-      sA[i * kLdF + j] = sB[i] * kkg[0][ni][e];
     }
-  __syncthreads();
-  invert_unit_lower(sA, sT, sX);
-  for (int idx = threadIdx.x; idx < kC * kC; idx += kTcThreads) {
-    const int i = idx / kC, m = idx % kC;
-    sTb[i * kLdC + m] = bf16_bits(sT[i * kLdF + m]);
-  }
   {  // dT = dW Kb^T + dU Vb^T, strict lower: dT_im = beta_m (e^{G_m} (dW K^T)_im + (dU V^T)_im)
     float a1[1][8][4], a2[1][8][4];
     zero_acc(a1);

@@ -4,13 +4,18 @@
 //   G = cumsum(g)   Gam_ij = exp(G_i - G_j) (i >= j only)   A = strict_lower(diag(beta) K K^T o Gam)
 //   T = (I + A)^-1   W = T diag(beta) (K o e^G)   U = T diag(beta) V
 //   V' = U - W S     O = (Q o e^G) S + lower(Q K^T o Gam) V'     S' = e^{G_n} S + (K o D)^T V'
-// Two kernels:
-//   prep    (chunk, h, b) in parallel: G, K K^T, T (fp32), W (bf16), U (fp32), and for the
-//           forward M = lower(Q K^T o Gam) (bf16 high and low parts)              -> workspace
+// Three kernels:
+//   prep    (chunk, h, b) in parallel: G, K K^T, T (fp32; bf16 copy for the backward), W (bf16),
+//           U (fp32)                                                              -> workspace
 //   state   (column tile of S, h, b), sequential over chunks: S kept in fp32 registers (mma
-//           accumulators); per chunk V' = U - W S, O = (Q o e^G) S + M V' (forward), and
-//           S' = e^{G_n} S + K^T (D o V'); for the backward it saves the entering S and V' (bf16)
-//           instead of computing O. The next chunk's tiles are prefetched (cp.async) meanwhile.
+//           accumulators); per chunk V' = U - W S and S' = e^{G_n} S + K^T (D o V'), saving the
+//           entering S and V' per chunk (bf16 high parts, and the low parts when the forward wants
+//           o from them); the next chunk's tiles are prefetched (cp.async) meanwhile.
+//   output  (chunk, h, b x column tile) in parallel: M = lower(Q K^T o Gam), O = (Q o e^G) S + M V'.
+// The sequential pass does only the state chain; everything it does not need runs in the
+// parallel kernels (v1 computed O inside the state pass: 142 KB of shared memory, one CTA per SM,
+// several waves of the sequential loop at the 124M shape). The saved S and V' also serve the
+// backward (gdn_tc_launch.cu), which then skips prep and the state pass.
 // All products are mma.sync m16n8k16 with bf16 operands and fp32 accumulation; G, the decays, T,
 // U and S stay fp32. A bf16 operand that is not an exact input (T, S, V', M) is split into
 // high + low bf16 parts (bf16_split) and multiplied twice: plain bf16 operands left the output's
@@ -27,27 +32,26 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // prep: grid (NC, Hv, B).
-template <int D, bool kWithM>
+template <int D>
 struct PrepLayout {
   static constexpr int kLd = D + 8;
   // Th (the high and low bf16 parts of Tk, then of Tv) reuses A's space once T is computed.
-  size_t K = 0, V = 0, Q = 0, A = 0, T = 0, X = 0, G = 0, B = 0, bytes = 0;
+  size_t K = 0, V = 0, A = 0, T = 0, X = 0, G = 0, B = 0, bytes = 0;
   static constexpr size_t kA = kC * kLdC * 2 * 2 > kC * kLdF * 4 ? kC * kLdC * 2 * 2 : kC * kLdF * 4;
   __host__ __device__ constexpr PrepLayout() {
     SmemPlan p;
-    K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), Q = kWithM ? p.take(kC * kLd * 2) : 0;
+    K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2);
     A = p.take(kA), T = p.take(kC * kLdF * 4), X = p.take(768 * 4), G = p.take(kC * 4), B = p.take(kC * 4);
     bytes = p.bytes;
   }
 };
 
-template <int D, bool kWithM>
+template <int D>
 __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
-  constexpr PrepLayout<D, kWithM> L{};
+  constexpr PrepLayout<D> L{};
   constexpr int kLd = L.kLd;
   unsigned char* sm = dynamic_smem();
   uint16_t *sK = reinterpret_cast<uint16_t*>(sm + L.K), *sV = reinterpret_cast<uint16_t*>(sm + L.V);
-  uint16_t* sQ = reinterpret_cast<uint16_t*>(sm + L.Q);
   float *sA = reinterpret_cast<float*>(sm + L.A), *sT = reinterpret_cast<float*>(sm + L.T);
   float* sX = reinterpret_cast<float*>(sm + L.X);
   uint16_t *sTh = reinterpret_cast<uint16_t*>(sm + L.A), *sTl = sTh + kC * kLdC;
@@ -58,7 +62,6 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 
   load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
   load_tile<kC, D>(sV, kLd, a.v + ck.r0 * a.ld_v + ck.h * D, a.ld_v, ck.n, a.vec_in);
-  if (kWithM) load_tile<kC, D>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
   cp_async_commit();
   if (warp == 0) {
     chunk_gates(a, ck, sG, sB, lane);
@@ -81,25 +84,13 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
         sA[i * kLdF + j] = j < i ? sB[i] * acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
       }
   }
-  if (kWithM) {  // M = lower(Q K^T o Gam), high and low parts
-    float acc[1][8][4];
-    zero_acc(acc);
-    warp_mma<1, 8, D, false, false>(acc, sQ, kLd, m0, sK, kLd, 0, lane);
-#pragma unroll
-    for (int ni = 0; ni < 8; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
-        const float v0 = j <= i ? acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
-        const float v1 = j + 1 <= i ? acc[0][ni][e + 1] * __expf(sG[i] - sG[j + 1]) : 0.f;
-        const float h0 = bf16_round(v0), h1 = bf16_round(v1);
-        const int64_t at = (ck.ch * kC + i) * kC + j;
-        st_bf16x2(a.M + at, h0, h1, true);
-        st_bf16x2(a.M_lo + at, v0 - h0, v1 - h1, true);
-      }
-  }
   __syncthreads();
   invert_unit_lower(sA, sT, sX);
+  // T for the backward's grad_wy (bf16, as it multiplies there), two columns per 4-byte store.
+  for (int idx = threadIdx.x; idx < kC * kC / 2; idx += kTcThreads) {
+    const int i = idx / (kC / 2), m = 2 * (idx % (kC / 2));
+    st_bf16x2(a.Tb + (ck.ch * kC + i) * kC + m, sT[i * kLdF + m], sT[i * kLdF + m + 1], true);
+  }
   // W = Tk K with Tk = T diag(beta e^G), then U = Tv V with Tv = T diag(beta): the T products
   // split into high and low bf16 parts (K, V are exact bf16 inputs). W bf16, U fp32.
   for (int pass = 0; pass < 2; ++pass) {
@@ -128,36 +119,34 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 // ---------------------------------------------------------------------------------------------
 // State pass: grid (D / BV, Hv, B); columns [y0, y0 + BV) of S. Warp w holds rows
 // [w D/4, (w+1) D/4) of the S tile as fp32 accumulators, and rows [16w, 16w + 16) of every
-// 64-row product. kOut: forward (o, S_out); else the backward's S and V' per chunk.
-template <int D, int BV, bool kOut>
+// 64-row product. Saves S entering each chunk and V' (high parts; low parts when S_lo, Vn_lo).
+template <int D, int BV>
 struct StateFwdLayout {
   static constexpr int kLd = D + 8, kLdV = BV + 8, kLdU = BV + 4;
   // stage 0 offsets; stage 1 is stage 0 + kStage
-  size_t W = 0, K = 0, Q = 0, U = 0, M = 0, M_lo = 0, G = 0, stage = 0;
-  size_t S = 0, S_lo = 0, Vd = 0, Vd_lo = 0, Vp = 0, Vp_lo = 0, bytes = 0;
+  size_t W = 0, K = 0, U = 0, G = 0, stage = 0;
+  size_t S = 0, S_lo = 0, Vd = 0, Vd_lo = 0, bytes = 0;
   __host__ __device__ constexpr StateFwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), U = p.take(kC * kLdU * 4), G = p.take(kC * 4);
-    if (kOut) Q = p.take(kC * kLd * 2), M = p.take(kC * kLdC * 2), M_lo = p.take(kC * kLdC * 2);
     stage = p.bytes;
     p.take(stage);
     S = p.take(D * kLdV * 2), S_lo = p.take(D * kLdV * 2), Vd = p.take(kC * kLdV * 2), Vd_lo = p.take(kC * kLdV * 2);
-    if (kOut) Vp = p.take(kC * kLdV * 2), Vp_lo = p.take(kC * kLdV * 2);
     bytes = p.bytes;
   }
 };
 
-template <int D, int BV, bool kOut>
+template <int D, int BV>
 __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs a) {
-  constexpr StateFwdLayout<D, BV, kOut> L{};
+  constexpr StateFwdLayout<D, BV> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdU = L.kLdU, MT = D / 64, NT = BV / 8;
   unsigned char* sm = dynamic_smem();
   uint16_t *sS = reinterpret_cast<uint16_t*>(sm + L.S), *sS_lo = reinterpret_cast<uint16_t*>(sm + L.S_lo);
   uint16_t *sVd = reinterpret_cast<uint16_t*>(sm + L.Vd), *sVd_lo = reinterpret_cast<uint16_t*>(sm + L.Vd_lo);
-  uint16_t *sVp = reinterpret_cast<uint16_t*>(sm + L.Vp), *sVp_lo = reinterpret_cast<uint16_t*>(sm + L.Vp_lo);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
   const int y0 = blockIdx.x * BV, xw = warp * (D / 4);
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
+  const bool lo = a.S_lo != nullptr;
 
   auto prefetch = [&](int64_t c, int s) {
     unsigned char* st = sm + s * L.stage;
@@ -167,11 +156,6 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
     load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
     load_tile_f32<kC, BV>(reinterpret_cast<float*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D);
     load_tile_f32<1, kC>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
-    if (kOut) {
-      load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + r0 * a.ld_q + kh * D, a.ld_q, n, a.vec_in);
-      load_tile<kC, kC>(reinterpret_cast<uint16_t*>(st + L.M), kLdC, a.M + ch * kC * kC, kC, kC, true);
-      load_tile<kC, kC>(reinterpret_cast<uint16_t*>(st + L.M_lo), kLdC, a.M_lo + ch * kC * kC, kC, kC, true);
-    }
   };
 
   float S[MT][NT][4];
@@ -190,9 +174,6 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
     const unsigned char* st = sm + (c & 1) * L.stage;
     const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
-    const uint16_t* sQ = reinterpret_cast<const uint16_t*>(st + L.Q);
-    const uint16_t* sM = reinterpret_cast<const uint16_t*>(st + L.M);
-    const uint16_t* sM_lo = reinterpret_cast<const uint16_t*>(st + L.M_lo);
     const float* sU = reinterpret_cast<const float*>(st + L.U);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
@@ -209,20 +190,15 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
     if (c + 1 < a.NC) prefetch(c + 1, static_cast<int>((c + 1) & 1));
     cp_async_commit();
-    if (!kOut) store_tile<D, BV>(a.S + ch * D * D + y0, D, sS, kLdV, threadIdx.x, kTcThreads);
+    store_tile<D, BV>(a.S + ch * D * D + y0, D, sS, kLdV, threadIdx.x, kTcThreads);
+    if (lo) store_tile<D, BV>(a.S_lo + ch * D * D + y0, D, sS_lo, kLdV, threadIdx.x, kTcThreads);
     const float gl = sG[kC - 1];
-    float O[1][NT][4];
-    {  // V' = U - W S; Vd = D o V' (D_i = exp(G_n - G_i)) for the state update; O = (Q o e^G) S
+    {  // V' = U - W S (saved); Vd = D o V' (D_i = exp(G_n - G_i)) for the state update
       float P[1][NT][4], P_lo[1][NT][4];
       zero_acc(P);
       zero_acc(P_lo);
       warp_mma<1, NT, D, false, true>(P, sW, kLd, m0, sS, kLdV, 0, lane);
       warp_mma<1, NT, D, false, true>(P_lo, sW, kLd, m0, sS_lo, kLdV, 0, lane);
-      if (kOut) {
-        zero_acc(O);
-        warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS, kLdV, 0, lane);
-        warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS_lo, kLdV, 0, lane);
-      }
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
@@ -230,35 +206,15 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
           const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
           const float v0 = sU[i * kLdU + y] - P[0][ni][e] - P_lo[0][ni][e];
           const float v1 = sU[i * kLdU + y + 1] - P[0][ni][e + 1] - P_lo[0][ni][e + 1];
-          if (kOut) {
-            bf16_split(v0, sVp[i * kLdV + y], sVp_lo[i * kLdV + y]);
-            bf16_split(v1, sVp[i * kLdV + y + 1], sVp_lo[i * kLdV + y + 1]);
-            const float eg = __expf(sG[i]);
-            O[0][ni][e] *= eg;
-            O[0][ni][e + 1] *= eg;
-          } else {
-            st_bf16x2(a.Vn + (ch * kC + i) * D + y0 + y, v0, v1, true);
-          }
+          const int64_t at = (ch * kC + i) * D + y0 + y;
+          st_bf16x2(a.Vn + at, v0, v1, true);
+          if (lo) st_bf16x2(a.Vn_lo + at, v0 - bf16_round(v0), v1 - bf16_round(v1), true);
           const float dec = __expf(gl - sG[i]);
           bf16_split(v0 * dec, sVd[i * kLdV + y], sVd_lo[i * kLdV + y]);
           bf16_split(v1 * dec, sVd[i * kLdV + y + 1], sVd_lo[i * kLdV + y + 1]);
         }
     }
-    __syncthreads();  // sVd, sVp complete; every warp is done reading sS
-    if (kOut) {  // O += M V' (M and V' both split: three products)
-      warp_mma<1, NT, kC, false, true>(O, sM, kLdC, m0, sVp, kLdV, 0, lane);
-      warp_mma<1, NT, kC, false, true>(O, sM, kLdC, m0, sVp_lo, kLdV, 0, lane);
-      warp_mma<1, NT, kC, false, true>(O, sM_lo, kLdC, m0, sVp, kLdV, 0, lane);
-      const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-      const int64_t r0 = b * a.T + c * kC;
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-          const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
-          if (i < n) st_bf16x2(a.o + (r0 + i) * a.ld_o + h * D + y0 + y, O[0][ni][e], O[0][ni][e + 1], a.vec_out);
-        }
-    }
+    __syncthreads();  // sVd complete; every warp is done reading sS
     // S' = e^{G_n} S + K^T Vd
     const float eg = __expf(gl);
     float S_lo[MT][NT][4];
@@ -291,41 +247,127 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
   }
 }
 
-template <int D, bool kWithM>
+// ---------------------------------------------------------------------------------------------
+// Output: grid (NC, Hv, B * D / BO); columns [y0, y0 + BO) of O for one chunk:
+//   M = lower(Q K^T o Gam)    O = (Q o e^G) S + M V'
+// S, V' and M as high + low bf16 parts (M V' as three products, the low-low one dropped): the same
+// products, in the same order, as v1's state pass computed.
+template <int D, int BO>
+struct OutputLayout {
+  static constexpr int kLd = D + 8, kLdO = BO + 8;
+  size_t Q = 0, K = 0, S = 0, S_lo = 0, Vp = 0, Vp_lo = 0, M = 0, M_lo = 0, G = 0, bytes = 0;
+  __host__ __device__ constexpr OutputLayout() {
+    SmemPlan p;
+    Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), S = p.take(D * kLdO * 2), S_lo = p.take(D * kLdO * 2);
+    Vp = p.take(kC * kLdO * 2), Vp_lo = p.take(kC * kLdO * 2), M = p.take(kC * kLdC * 2), M_lo = p.take(kC * kLdC * 2);
+    G = p.take(kC * 4);
+    bytes = p.bytes;
+  }
+};
+
+template <int D, int BO>
+__global__ void __launch_bounds__(kTcThreads) gdn_tc_output_kernel(TcArgs a) {
+  constexpr OutputLayout<D, BO> L{};
+  constexpr int kLd = L.kLd, kLdO = L.kLdO, NT = BO / 8;
+  unsigned char* sm = dynamic_smem();
+  uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
+  uint16_t *sS = reinterpret_cast<uint16_t*>(sm + L.S), *sS_lo = reinterpret_cast<uint16_t*>(sm + L.S_lo);
+  uint16_t *sVp = reinterpret_cast<uint16_t*>(sm + L.Vp), *sVp_lo = reinterpret_cast<uint16_t*>(sm + L.Vp_lo);
+  uint16_t *sM = reinterpret_cast<uint16_t*>(sm + L.M), *sM_lo = reinterpret_cast<uint16_t*>(sm + L.M_lo);
+  float* sG = reinterpret_cast<float*>(sm + L.G);
+  constexpr int kTiles = D / BO;
+  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z / kTiles);
+  const int y0 = static_cast<int>(blockIdx.z % kTiles) * BO;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
+  load_tile<kC, D>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
+  load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile<D, BO>(sS, kLdO, a.S + ck.ch * D * D + y0, D, D, true);
+  load_tile<D, BO>(sS_lo, kLdO, a.S_lo + ck.ch * D * D + y0, D, D, true);
+  load_tile<kC, BO>(sVp, kLdO, a.Vn + ck.ch * kC * D + y0, D, kC, true);
+  load_tile<kC, BO>(sVp_lo, kLdO, a.Vn_lo + ck.ch * kC * D + y0, D, kC, true);
+  load_tile_f32<1, kC>(sG, kC, a.G + ck.ch * kC, kC);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  {  // this warp's rows of M = lower(Q K^T o Gam), high and low parts
+    float acc[1][8][4];
+    zero_acc(acc);
+    warp_mma<1, 8, D, false, false>(acc, sQ, kLd, m0, sK, kLd, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
+        bf16_split(j <= i ? acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f, sM[i * kLdC + j], sM_lo[i * kLdC + j]);
+      }
+  }
+  __syncwarp();  // each warp reads back only its own rows of M
+  float O[1][NT][4];
+  zero_acc(O);
+  warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS, kLdO, 0, lane);
+  warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS_lo, kLdO, 0, lane);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float eg = __expf(sG[m0 + acc_row(0, e, lane)]);
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni) O[0][ni][e] *= eg;
+  }
+  warp_mma<1, NT, kC, false, true>(O, sM, kLdC, m0, sVp, kLdO, 0, lane);
+  warp_mma<1, NT, kC, false, true>(O, sM, kLdC, m0, sVp_lo, kLdO, 0, lane);
+  warp_mma<1, NT, kC, false, true>(O, sM_lo, kLdC, m0, sVp, kLdO, 0, lane);
+#pragma unroll
+  for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+      if (i < ck.n)
+        st_bf16x2(a.o + (ck.r0 + i) * a.ld_o + ck.h * D + y0 + y, O[0][ni][e], O[0][ni][e + 1], a.vec_out);
+    }
+}
+
+template <int D>
 void prep_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr PrepLayout<D, kWithM> L{};
-  tc_set_smem(gdn_tc_prep_kernel<D, kWithM>, L.bytes, op);
-  gdn_tc_prep_kernel<D, kWithM><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
+  constexpr PrepLayout<D> L{};
+  tc_set_smem(gdn_tc_prep_kernel<D>, L.bytes, op);
+  gdn_tc_prep_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
-template <int D, int BV, bool kOut>
+template <int D, int BV>
 void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr StateFwdLayout<D, BV, kOut> L{};
-  tc_set_smem(gdn_tc_state_forward_kernel<D, BV, kOut>, L.bytes, op);
+  constexpr StateFwdLayout<D, BV> L{};
+  tc_set_smem(gdn_tc_state_forward_kernel<D, BV>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_forward_kernel<D, BV, kOut><<<grid, kTcThreads, L.bytes, s>>>(a);
+  gdn_tc_state_forward_kernel<D, BV><<<grid, kTcThreads, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
-template <bool kOut>
-void state_forward_out(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  if (D == 64) a.state_cols == 64 ? state_forward_d<64, 64, kOut>(a, s, op) : state_forward_d<64, 32, kOut>(a, s, op);
-  else a.state_cols == 16 ? state_forward_d<128, 16, kOut>(a, s, op) : state_forward_d<128, 32, kOut>(a, s, op);
+// 64 columns of O per CTA: 73 KB of shared memory at D = 64 (3 CTAs per SM), 109 KB at D = 128 (2).
+template <int D>
+void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  constexpr int BO = 64;
+  constexpr OutputLayout<D, BO> L{};
+  tc_set_smem(gdn_tc_output_kernel<D, BO>, L.bytes, op);
+  const dim3 grid(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B * (D / BO)));
+  gdn_tc_output_kernel<D, BO><<<grid, kTcThreads, L.bytes, s>>>(a);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
 }  // namespace
 
 namespace gdn_cuda {
 
-void tc_prep(const TcArgs& a, int D, bool with_m, cudaStream_t s, const char* op) {
-  if (D == 64) with_m ? prep_d<64, true>(a, s, op) : prep_d<64, false>(a, s, op);
-  else with_m ? prep_d<128, true>(a, s, op) : prep_d<128, false>(a, s, op);
+void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  D == 64 ? prep_d<64>(a, s, op) : prep_d<128>(a, s, op);
 }
 
-void tc_state_forward(const TcArgs& a, int D, bool with_o, cudaStream_t s, const char* op) {
-  if (with_o) state_forward_out<true>(a, D, s, op);
-  else state_forward_out<false>(a, D, s, op);
+void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  if (D == 64) a.state_cols == 64 ? state_forward_d<64, 64>(a, s, op) : state_forward_d<64, 32>(a, s, op);
+  else a.state_cols == 16 ? state_forward_d<128, 16>(a, s, op) : state_forward_d<128, 32>(a, s, op);
+}
+
+void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  D == 64 ? output_d<64>(a, s, op) : output_d<128>(a, s, op);
 }
 
 }  // namespace gdn_cuda

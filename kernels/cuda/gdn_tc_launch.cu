@@ -38,30 +38,38 @@ void take(P*& p, int64_t bytes, char* base, int64_t& off) {
   off += (bytes + 255) / 256 * 256;
 }
 
-// Carves the workspace (TcArgs' workspace pointers) out of one allocation at base; with base ==
-// null only counts the bytes.
-int64_t tc_layout(TcArgs& a, const GdnCudaDims& d, bool backward, char* base) {
+// The saved part of the workspace: what the forward computes and the backward reads (G, W, U, the
+// entering states, V' and T; the low parts of S and V' only for the forward's output kernel, with_lo). With
+// base == null only counts the bytes.
+int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, bool with_lo, char* base) {
   const int64_t D = d.dk, nch = d.B * d.Hv * ((d.T + kC - 1) / kC), rows = nch * kC;
   int64_t off = 0;
   take(a.G, rows * 4, base, off);
   take(a.W, rows * D * 2, base, off);
   take(a.U, rows * D * 4, base, off);
-  if (!backward) {
-    take(a.M, rows * kC * 2, base, off);
-    take(a.M_lo, rows * kC * 2, base, off);
-  } else {
-    take(a.S, nch * D * D * 2, base, off);
-    take(a.Vn, rows * D * 2, base, off);
-    take(a.dvl, rows * D * 4, base, off);
-    take(a.dS, nch * D * D * 2, base, off);
-    take(a.dVn, rows * D * 2, base, off);
-    take(a.dW, rows * D * 2, base, off);
-    take(a.dk_part, rows * D * 4, base, off);
-    take(a.dG_part, rows * 4, base, off);
-    if (d.Hv > d.Hk) {
-      take(a.dq_vh, d.B * d.T * d.Hv * D * 4, base, off);
-      take(a.dk_vh, d.B * d.T * d.Hv * D * 4, base, off);
-    }
+  take(a.S, nch * D * D * 2, base, off);
+  take(a.Vn, rows * D * 2, base, off);
+  take(a.Tb, rows * kC * 2, base, off);
+  if (with_lo) {
+    take(a.S_lo, nch * D * D * 2, base, off);
+    take(a.Vn_lo, rows * D * 2, base, off);
+  }
+  return off;
+}
+
+// The backward's own workspace (after the saved part, or alone when the forward's is given).
+int64_t tc_backward_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
+  const int64_t D = d.dk, nch = d.B * d.Hv * ((d.T + kC - 1) / kC), rows = nch * kC;
+  int64_t off = 0;
+  take(a.dvl, rows * D * 4, base, off);
+  take(a.dS, nch * D * D * 2, base, off);
+  take(a.dVn, rows * D * 2, base, off);
+  take(a.dW, rows * D * 2, base, off);
+  take(a.dk_part, rows * D * 4, base, off);
+  take(a.dG_part, rows * 4, base, off);
+  if (d.Hv > d.Hk) {
+    take(a.dq_vh, d.B * d.T * d.Hv * D * 4, base, off);
+    take(a.dk_vh, d.B * d.T * d.Hv * D * 4, base, off);
   }
   return off;
 }
@@ -81,7 +89,9 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   return a;
 }
 
-char* tc_alloc(TcArgs& a, const GdnCudaDims& d, bool backward, cudaStream_t s, const char* op) {
+// One stream-ordered allocation of `bytes` from the device's default pool, whose release threshold
+// is raised so that freed blocks stay cached (no driver call after the first of a size).
+char* tc_alloc(int64_t bytes, cudaStream_t s, const char* op) {
   int dev = 0;
   DT_GDN_CUDA_CHECK(cudaGetDevice(&dev), op);
   cudaMemPool_t pool;
@@ -89,9 +99,12 @@ char* tc_alloc(TcArgs& a, const GdnCudaDims& d, bool backward, cudaStream_t s, c
   uint64_t keep = UINT64_MAX;
   DT_GDN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), op);
   void* base = nullptr;
-  DT_GDN_CUDA_CHECK(cudaMallocAsync(&base, static_cast<size_t>(tc_layout(a, d, backward, nullptr)), s), op);
-  tc_layout(a, d, backward, static_cast<char*>(base));
+  DT_GDN_CUDA_CHECK(cudaMallocAsync(&base, static_cast<size_t>(bytes), s), op);
   return static_cast<char*>(base);
+}
+
+void check_saved(const void* saved, const char* op) {
+  DT_CHECK(reinterpret_cast<uintptr_t>(saved) % 256 == 0, "{}: the saved buffer must be 256-byte aligned", op);
 }
 
 }  // namespace
@@ -119,15 +132,23 @@ int tc_state_cols(const GdnCudaDims& d) {
 int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d) {
   if (!use_tensor_cores(d, "gdn_chunk_forward_workspace_bytes")) return chunk_workspace_bytes_simt(d, false);
   TcArgs a;
-  return tc_layout(a, d, false, nullptr);
+  return tc_saved_layout(a, d, true, nullptr);
 }
 
-int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d) {
+int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved) {
   if (!use_tensor_cores(d, "gdn_chunk_backward_workspace_bytes")) return chunk_workspace_bytes_simt(d, true);
   TcArgs a;
-  return tc_layout(a, d, true, nullptr);
+  return (with_saved ? 0 : tc_saved_layout(a, d, false, nullptr)) + tc_backward_layout(a, d, nullptr);
 }
 
+int64_t gdn_chunk_saved_bytes(const GdnCudaDims& d) {
+  if (!use_tensor_cores(d, "gdn_chunk_saved_bytes")) return 0;
+  TcArgs a;
+  return tc_saved_layout(a, d, true, nullptr);
+}
+
+// Forward: prep (G, W, U), the state pass (S and V' per chunk, S_out), the output kernel (o), all
+// in the saved buffer when given, else in a temporary one.
 void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   const char* op = "gdn_chunk_forward_cuda";
   auto s = static_cast<cudaStream_t>(stream);
@@ -137,11 +158,19 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   TcArgs a = tc_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
   a.o = p.o, a.ld_o = p.ld_o, a.S_out = p.S_out;
   a.vec_out = aligned(p.o, p.ld_o, 4);
-  char* base = tc_alloc(a, d, false, s, op);
+  char* temp = nullptr;
+  if (p.saved) {
+    check_saved(p.saved, op);
+    tc_saved_layout(a, d, true, static_cast<char*>(p.saved));
+  } else {
+    temp = tc_alloc(tc_saved_layout(a, d, true, nullptr), s, op);
+    tc_saved_layout(a, d, true, temp);
+  }
   const int D = static_cast<int>(d.dk);
-  tc_prep(a, D, true, s, op);
-  tc_state_forward(a, D, true, s, op);
-  DT_GDN_CUDA_CHECK(cudaFreeAsync(base, s), op);
+  tc_prep(a, D, s, op);
+  tc_state_forward(a, D, s, op);
+  tc_output(a, D, s, op);
+  if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
 }
 
 void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
@@ -156,16 +185,25 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   a.dq = p.dq, a.dk = p.dk, a.dv = p.dv, a.ld_dq = p.ld_dq, a.ld_dk = p.ld_dk, a.ld_dv = p.ld_dv;
   a.vec_out = aligned(p.dq, p.ld_dq, 4) && aligned(p.dk, p.ld_dk, 4) && aligned(p.dv, p.ld_dv, 4);
   a.dg = p.dg, a.dbeta = p.dbeta, a.dS0 = p.dS0;
-  char* base = tc_alloc(a, d, true, s, op);
   const int D = static_cast<int>(d.dk);
-  tc_prep(a, D, false, s, op);
-  tc_state_forward(a, D, false, s, op);  // the entering states and V' again (the forward's workspace is gone)
+  if (p.saved) check_saved(p.saved, op);
+  // [saved part, unless given][backward part]
+  const int64_t saved_bytes = p.saved ? 0 : tc_saved_layout(a, d, false, nullptr);
+  char* temp = tc_alloc(saved_bytes + tc_backward_layout(a, d, nullptr), s, op);
+  tc_saved_layout(a, d, true, p.saved ? static_cast<char*>(const_cast<void*>(p.saved)) : nullptr);
+  if (!p.saved) tc_saved_layout(a, d, false, temp);
+  a.S_lo = a.Vn_lo = nullptr;  // the backward reads the high parts only
+  tc_backward_layout(a, d, temp + saved_bytes);
+  if (!p.saved) {  // the forward's G, W, U, S and V' again
+    tc_prep(a, D, s, op);
+    tc_state_forward(a, D, s, op);
+  }
   tc_dv_local(a, D, s, op);
   tc_state_backward(a, D, s, op);
   tc_grad_qk(a, D, s, op);
   tc_grad_wy(a, D, s, op);
   if (d.Hv > d.Hk) tc_sum_heads(a, D, s, op);
-  DT_GDN_CUDA_CHECK(cudaFreeAsync(base, s), op);
+  DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
 }
 
 }  // namespace dt

@@ -5,8 +5,8 @@
 // Forward and dx: one warp per row, lane l holding vectors l, l + 32, ... of V = 8 features (V = 1
 // when the row is not a whole number of aligned 16-byte vectors); two passes over the row (the
 // second one mostly hits L1). dw: deterministic, no atomics: CTA (column slice, row chunk) writes
-// the fixed-order sum of its chunk's rows to a partial, then one thread per column adds the
-// partials to dw in chunk order. The dw kernels run before dx, so dx may alias dy.
+// the fixed-order sum of its chunk's rows to a partial, then 32 lanes per column add the partials
+// to dw in a fixed order. The dw kernels run before dx, so dx may alias dy.
 #include <algorithm>
 
 #include "kernels/cuda/dense_elem.cuh"
@@ -113,13 +113,24 @@ __global__ void rmsnorm_dw_partial_kernel(RmsNormParams p, float* partial) {
   }
 }
 
-// dw[c] += sum over chunks 0, 1, ... of partial[chunk, c].
-__global__ void rmsnorm_dw_finish_kernel(float* dw, const float* partial, int64_t n_chunks, int64_t dim) {
-  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < dim;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float s = 0.f;
-    for (int64_t j = 0; j < n_chunks; ++j) s += partial[j * dim + c];
-    dw[c] += s;
+// dw[c] += sum over chunks of partial[chunk, c]. CTA of 32 columns x 32 chunk lanes: lane j sums
+// chunks j, j + 32, ... in order (coalesced along the columns), then the 32 lane sums are added in
+// lane order. The order depends on the sizes only: same inputs, same bits.
+constexpr int kDwFinishLanes = 32;
+__global__ void __launch_bounds__(32 * kDwFinishLanes) rmsnorm_dw_finish_kernel(float* dw, const float* partial,
+                                                                                int64_t n_chunks, int64_t dim) {
+  __shared__ float red[kDwFinishLanes][33];  // +1: no bank conflicts on the column reads
+  const int col = threadIdx.x % 32, j = threadIdx.x / 32;
+  const int64_t c = blockIdx.x * static_cast<int64_t>(32) + col;
+  float s = 0.f;
+  if (c < dim)
+    for (int64_t k = j; k < n_chunks; k += kDwFinishLanes) s += partial[k * dim + c];
+  red[j][col] = s;
+  __syncthreads();
+  if (j == 0 && c < dim) {
+    float t = 0.f;
+    for (int jj = 0; jj < kDwFinishLanes; ++jj) t += red[jj][col];
+    dw[c] += t;
   }
 }
 
@@ -184,8 +195,9 @@ void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* stream
     else
       rmsnorm_dw_partial_kernel<1><<<grid, block, 0, s>>>(p, partial);
     DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
-    const unsigned fin = static_cast<unsigned>(std::min<int64_t>((p.dim + 255) / 256, 65535));
-    rmsnorm_dw_finish_kernel<<<fin, 256, 0, s>>>(p.dw, partial, n_chunks, p.dim);
+    DT_CHECK((p.dim + 31) / 32 <= 0x7fffffff, "{}: dim {} too large for the dw reduction's grid", op, p.dim);
+    const unsigned fin = static_cast<unsigned>((p.dim + 31) / 32);
+    rmsnorm_dw_finish_kernel<<<fin, 32 * kDwFinishLanes, 0, s>>>(p.dw, partial, n_chunks, p.dim);
     DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
     if (!scratch) DT_DENSE_CUDA_CHECK(cudaFreeAsync(partial, s), op);
   }

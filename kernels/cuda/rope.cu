@@ -10,10 +10,12 @@
 // fp32 sincosf. So cos/sin carry ~1e-7 absolute error at any position (an fp32 angle would carry
 // t * 6e-8).
 //
-// One warp per (token, head): the warp loads the head's rotary part into registers, __syncwarp,
-// then stores, so y may alias x even though the interleaved form reads and writes different
-// positions. Lane l handles groups of V consecutive pairs (V = 4: 8-byte accesses, 16 for the
-// interleaved side; V = 1 when sizes or alignment do not allow it).
+// A group of G lanes per (token, head) item, 32 / G items per warp (G = the smallest power of two
+// >= min(half / V, 32): rotary_dim 64 with V = 4 is 8 lanes, 4 heads per warp, so every lane
+// works). Lane g of a group handles the groups g, g + G, ... of V consecutive pairs (V = 4: 8-byte
+// accesses, 16 for the interleaved side; V = 1 when sizes or alignment do not allow it). The warp
+// loads its heads' rotary parts into registers, __syncwarp, then stores, so y may alias x even
+// though the interleaved form reads and writes different positions (a head never spans warps).
 #include <cmath>
 #include <vector>
 
@@ -50,27 +52,30 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kernel(const __grid_constant
   __shared__ double inv_freq[kMaxHalf];
   for (int i = threadIdx.x; i < p.half; i += blockDim.x) inv_freq[i] = p.inv_freq[i];
   __syncthreads();
-  const int64_t item = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
-  if (item >= p.items) return;  // whole warps only: the __syncwarp below sees all 32 lanes
-  const int lane = threadIdx.x % 32;
-  const double t = static_cast<double>((item / p.H) % p.T);
-  const uint16_t* in = p.x + item * p.D;
-  uint16_t* out = p.y + item * p.D;
+  int G = 1;  // lanes per item
+  while (G < p.half / V && G < 32) G <<= 1;
+  const int per_warp = 32 / G, lane = threadIdx.x % 32 % G;
+  const int64_t item = (blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32) * per_warp + threadIdx.x % 32 / G;
+  // No early return: every lane of the warp must reach the __syncwarp below.
+  const bool on = item < p.items;
+  const double t = on ? static_cast<double>((item / p.H) % p.T) : 0.0;
+  const uint16_t* in = p.x + (on ? item : 0) * p.D;
+  uint16_t* out = p.y + (on ? item : 0) * p.D;
 
-  if (out != in) {
-    for (int64_t d = p.rot + static_cast<int64_t>(lane) * V; d < p.D; d += 32 * V) {
+  if (on && out != in) {
+    for (int64_t d = p.rot + static_cast<int64_t>(lane) * V; d < p.D; d += static_cast<int64_t>(G) * V) {
       float f[V];
       load_bf16<V>(in + d, f);
       store_bf16<V>(out + d, f);
     }
   }
 
-  // u1[k][j], u2[k][j]: the pair i = (lane + 32 k) V + j, as read from the input.
+  // u1[k][j], u2[k][j]: the pair i = (lane + G k) V + j, as read from the input.
   float u1[kGroups][V], u2[kGroups][V];
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) {
-    const int i0 = (lane + 32 * k) * V;
-    if (i0 >= p.half) continue;
+    const int i0 = (lane + G * k) * V;
+    if (!on || i0 >= p.half) continue;
     if constexpr (kInterleaved && !kBackward) {
       if constexpr (V == 1) {
         float a[1], b[1];
@@ -91,8 +96,8 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kernel(const __grid_constant
 
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) {
-    const int i0 = (lane + 32 * k) * V;
-    if (i0 >= p.half) continue;
+    const int i0 = (lane + G * k) * V;
+    if (!on || i0 >= p.half) continue;
     float o1[V], o2[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -124,7 +129,10 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kernel(const __grid_constant
 
 template <bool kInterleaved, bool kBackward>
 void launch_rope(const RopeKernelParams& kp, bool vec, cudaStream_t s) {
-  const unsigned grid = static_cast<unsigned>((kp.items + kWarps - 1) / kWarps);
+  int G = 1;  // lanes per item, as in the kernel
+  while (G < kp.half / (vec ? 4 : 1) && G < 32) G <<= 1;
+  const int64_t per_cta = static_cast<int64_t>(kWarps) * (32 / G);
+  const unsigned grid = static_cast<unsigned>((kp.items + per_cta - 1) / per_cta);
   if (vec)
     rope_kernel<4, kInterleaved, kBackward><<<grid, kWarps * 32, 0, s>>>(kp);
   else

@@ -345,7 +345,9 @@ TEST(DenseElemCuda, RmsNormForwardBackward) {
   SEED_TRACE();
   Context ctx = gpu_context();
   const NormCase cases[] = {{333, 48, false}, {257, 64, true}, {129, 80, false}, {67, 2048, true},
-                            {1000, 64, false}, {50, 37, true}, {1, 2048, false}};
+                            {1000, 64, false}, {50, 37, true}, {1, 2048, false},
+                            // more than 32 dw chunks of 128 rows (the finishing pass's lanes wrap)
+                            {5000, 40, false}, {4133, 768, true}};
   for (const NormCase& c : cases) {
     const std::string tag = std::to_string(c.rows) + "x" + std::to_string(c.D) + (c.zero_centered ? "zc" : "");
     SCOPED_TRACE("rows=" + std::to_string(c.rows) + " D=" + std::to_string(c.D) +

@@ -196,7 +196,10 @@ void run_launchers(GdnCudaImpl impl, int state_cols, const Tensor& o, const Tens
   gdn_chunk_backward_cuda(b, nullptr);
 }
 
-GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0) {
+// use_saved: the forward leaves its WY factors and states in a (poisoned) saved buffer and the
+// backward reads them instead of recomputing (layers/gdn.cpp does this in training).
+GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
+               bool use_saved = false) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -243,8 +246,16 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
   for (const Tensor* t : {&o, &S_out, &dq, &dk, &dv, &dg, &dbeta, &dS0}) fill_cuda(*t, nan, ctx.stream);
 
   if (impl == GdnCudaImpl::kAuto && state_cols == 0) {
-    gdn_chunk_forward(ctx, o, S_out, q, k, v, g, beta, S0, 64);
-    gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64);
+    const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
+    DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
+    Tensor saved;
+    if (n_saved > 0) {
+      upload(saved_buf, std::vector<uint16_t>(n_saved, 0xFFFF));  // NaN as bf16 and as fp32
+      saved = Tensor(saved_buf.p, DType::kU16, Device::kCUDA, Shape{n_saved});
+    }
+    gdn_chunk_forward(ctx, o, S_out, q, k, v, g, beta, S0, 64, saved);
+    gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64, saved);
+    device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
     run_launchers(impl, state_cols, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
   }
@@ -407,6 +418,30 @@ TEST(GdnCuda, EdgeGates) {
     Case c;
     c.T = 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.gates = gates, c.seed = 21 + static_cast<int>(gates);
     check_case(c);
+  }
+}
+
+// The forward's saved buffer (WY factors, states per chunk) handed to the backward gives exactly the
+// bits of the backward that recomputes them; the tensor-core shapes (the SIMT kernels keep nothing).
+TEST(GdnCuda, SavedForwardStateGivesTheSameBitsAsRecomputing) {
+  SKIP_WITHOUT_GPU();
+  Case cases[3];
+  cases[0].T = 300, cases[0].B = 2, cases[0].Hk = 1, cases[0].Hv = 2, cases[0].D = 64, cases[0].seed = 71;
+  cases[1].T = 65, cases[1].B = 1, cases[1].Hk = 2, cases[1].Hv = 2, cases[1].D = 128, cases[1].seed = 72;
+  cases[2].T = 1, cases[2].B = 3, cases[2].Hk = 1, cases[2].Hv = 1, cases[2].D = 64, cases[2].seed = 73;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    ASSERT_GT(gdn_chunk_saved_elems(Device::kCUDA, c.B, c.T, c.Hk, c.Hv, c.D, c.dv(), 64), 0);
+    const Inputs in = make_inputs(c);
+    const GpuRun a = run_gpu(c, in), b = run_gpu(c, in, GdnCudaImpl::kAuto, 0, /*use_saved=*/true);
+    EXPECT_EQ(a.o_bits, b.o_bits);
+    EXPECT_EQ(a.dq_bits, b.dq_bits);
+    EXPECT_EQ(a.dk_bits, b.dk_bits);
+    EXPECT_EQ(a.dv_bits, b.dv_bits);
+    EXPECT_EQ(0, std::memcmp(a.dg.data(), b.dg.data(), a.dg.size() * 4));
+    EXPECT_EQ(0, std::memcmp(a.dbeta.data(), b.dbeta.data(), a.dbeta.size() * 4));
+    EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4));
+    EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4));
   }
 }
 
@@ -623,39 +658,60 @@ TEST(GdnCudaRecurrent, MatchesReferenceAndDecodesInPlace) {
 
 // ---- causal depthwise conv + SiLU ----
 
+// Shapes around the kernels' segment lengths (forward 32 rows, backward 64, 8 segments per CTA):
+// T = 1, 63, 65, 130, 600; odd C (the 2-byte path), K = 1..4 and 8, B > 1. dw accumulates onto 0.1
+// and a second backward gives the same bits (fixed-order reduction).
 TEST(GdnCudaConv, ForwardBackwardMatchReference) {
   SKIP_WITHOUT_GPU();
-  const int64_t B = 2, T = 37, C = 40, K = 4, n = B * T * C;
-  std::mt19937_64 rng(17);
-  std::normal_distribution<double> nd;
-  std::vector<uint16_t> xb(n), dyb(n);
-  for (auto& e : xb) e = f32_to_bf16(static_cast<float>(nd(rng)));
-  for (auto& e : dyb) e = f32_to_bf16(static_cast<float>(nd(rng)));
-  std::vector<float> w(C * K), dw0(C * K, 0.1f);
-  for (auto& e : w) e = static_cast<float>(0.5 * nd(rng));
-  std::vector<double> x(n), dy(n), y_ref(n), dx_ref(n), wd = to_double(w), dw_ref = to_double(dw0);
-  for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(xb[i]), dy[i] = bf16_to_f32(dyb[i]);
-  const Shape s{B, T, C}, ws{C, 1, K};
-  Context cpu;
-  gdn_conv_forward(cpu, host_f64(y_ref, s), host_f64(x, s), host_f64(wd, ws));
-  gdn_conv_backward(cpu, host_f64(dx_ref, s), host_f64(dw_ref, ws), host_f64(dy, s), host_f64(x, s), host_f64(wd, ws));
+  struct ConvShape { int64_t B, T, C, K; };
+  const ConvShape shapes[] = {{2, 37, 40, 4},  {1, 1, 6, 4},   {2, 63, 37, 4}, {1, 65, 40, 4}, {2, 130, 66, 4},
+                              {3, 33, 64, 1},  {1, 70, 34, 2}, {2, 29, 35, 3}, {1, 40, 10, 8}, {2, 600, 130, 4},
+                              {2, 1024, 768, 4}};
+  for (const ConvShape& sh : shapes) {
+    const int64_t B = sh.B, T = sh.T, C = sh.C, K = sh.K, n = B * T * C;
+    SCOPED_TRACE("conv B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
+                 " K=" + std::to_string(K));
+    std::mt19937_64 rng(17 + T + C);
+    std::normal_distribution<double> nd;
+    std::vector<uint16_t> xb(n), dyb(n);
+    for (auto& e : xb) e = f32_to_bf16(static_cast<float>(nd(rng)));
+    for (auto& e : dyb) e = f32_to_bf16(static_cast<float>(nd(rng)));
+    std::vector<float> w(C * K), dw0(C * K, 0.1f);
+    for (auto& e : w) e = static_cast<float>(0.5 * nd(rng));
+    std::vector<double> x(n), dy(n), y_ref(n), dx_ref(n), wd = to_double(w), dw_ref = to_double(dw0);
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(xb[i]), dy[i] = bf16_to_f32(dyb[i]);
+    const Shape s{B, T, C}, ws{C, 1, K};
+    Context cpu;
+    gdn_conv_forward(cpu, host_f64(y_ref, s), host_f64(x, s), host_f64(wd, ws));
+    gdn_conv_backward(cpu, host_f64(dx_ref, s), host_f64(dw_ref, ws), host_f64(dy, s), host_f64(x, s),
+                      host_f64(wd, ws));
 
-  Context ctx;
-  ctx.device = Device::kCUDA;
-  DevBuf xd(n * 2), dyd(n * 2), yd(n * 2), dxd(n * 2), wdv(C * K * 4), dwd(C * K * 4);
-  upload(xd, xb), upload(dyd, dyb), upload(wdv, w), upload(dwd, dw0);
-  Tensor xt(xd.p, DType::kBF16, Device::kCUDA, s), yt(yd.p, DType::kBF16, Device::kCUDA, s);
-  Tensor dyt(dyd.p, DType::kBF16, Device::kCUDA, s), dxt(dxd.p, DType::kBF16, Device::kCUDA, s);
-  Tensor wt(wdv.p, DType::kF32, Device::kCUDA, ws), dwt(dwd.p, DType::kF32, Device::kCUDA, ws);
-  fill_cuda(yt, std::numeric_limits<double>::quiet_NaN(), nullptr);
-  fill_cuda(dxt, std::numeric_limits<double>::quiet_NaN(), nullptr);
-  gdn_conv_forward(ctx, yt, xt, wt);
-  gdn_conv_backward(ctx, dxt, dwt, dyt, xt, wt);
-  Case c;  // for the messages only
-  c.B = B, c.T = T;
-  expect_close("conv y", c, from_bf16(download<uint16_t>(yd, n)), y_ref, 5e-3);
-  expect_close("conv dx", c, from_bf16(download<uint16_t>(dxd, n)), dx_ref, 1e-2);
-  expect_close("conv dw (accumulated onto 0.1)", c, download<float>(dwd, C * K), dw_ref, 1e-4);
+    Context ctx;
+    ctx.device = Device::kCUDA;
+    DevBuf xd(n * 2), dyd(n * 2), yd(n * 2), dxd(n * 2), wdv(C * K * 4), dwd(C * K * 4);
+    upload(xd, xb), upload(dyd, dyb), upload(wdv, w), upload(dwd, dw0);
+    Tensor xt(xd.p, DType::kBF16, Device::kCUDA, s), yt(yd.p, DType::kBF16, Device::kCUDA, s);
+    Tensor dyt(dyd.p, DType::kBF16, Device::kCUDA, s), dxt(dxd.p, DType::kBF16, Device::kCUDA, s);
+    Tensor wt(wdv.p, DType::kF32, Device::kCUDA, ws), dwt(dwd.p, DType::kF32, Device::kCUDA, ws);
+    fill_cuda(yt, std::numeric_limits<double>::quiet_NaN(), nullptr);
+    fill_cuda(dxt, std::numeric_limits<double>::quiet_NaN(), nullptr);
+    gdn_conv_forward(ctx, yt, xt, wt);
+    gdn_conv_backward(ctx, dxt, dwt, dyt, xt, wt);
+    Case c;  // for the messages only
+    c.B = B, c.T = T;
+    expect_close("conv y", c, from_bf16(download<uint16_t>(yd, n)), y_ref, 5e-3);
+    expect_close("conv dx", c, from_bf16(download<uint16_t>(dxd, n)), dx_ref, 1e-2);
+    const std::vector<float> dw1 = download<float>(dwd, C * K);
+    expect_close("conv dw (accumulated onto 0.1)", c, dw1, dw_ref, 1e-4);
+    // Run to run: the same start and inputs give the same bits (dx and dw).
+    const std::vector<uint16_t> dx1 = download<uint16_t>(dxd, n);
+    upload(dwd, dw0);
+    fill_cuda(dxt, std::numeric_limits<double>::quiet_NaN(), nullptr);
+    gdn_conv_backward(ctx, dxt, dwt, dyt, xt, wt);
+    const std::vector<float> dw2 = download<float>(dwd, C * K);
+    EXPECT_EQ(std::memcmp(dw1.data(), dw2.data(), dw1.size() * sizeof(float)), 0) << "conv dw differs run to run";
+    EXPECT_EQ(download<uint16_t>(dxd, n), dx1) << "conv dx differs run to run";
+  }
 }
 
 }  // namespace
