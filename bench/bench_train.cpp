@@ -9,6 +9,12 @@
 // embedding lookup not) + 6 x T x H x head_dim per softmax-attention layer (causal: half the
 // 12 x ... of full attention), over the card's dense bf16 peak (--peak-tflops, 989 for H100/H200 SXM).
 // The GDN layers' delta-rule FLOPs are left out (their projections are counted).
+//
+// Under mpirun (bench/bench_scaling.py runs it so) the world is tp x dp (--set parallel.tp=T; dp =
+// ranks / T), each rank on its node-local GPU, each DP rank on its own random batch of
+// train.batch_size sequences; a step is forward, backward, the TP sum of partial gradients, the DP
+// mean, the TP-aware norm and clipping, AdamW. Rank 0 prints and writes the JSON; tokens/s counts
+// every DP rank's tokens (dp x batch x seq_len per step), MFU is per GPU.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,7 +28,12 @@
 
 #include "core/device.h"
 #include "core/philox.h"
+#include "kernels/ops.h"
 #include "layers/model.h"
+#include "parallel/dp_grads.h"
+#include "parallel/mpi_runtime.h"
+#include "parallel/process_grid.h"
+#include "parallel/process_groups.h"
 #include "trainer/adamw.h"
 #include "trainer/config.h"
 #include "trainer/runtime.h"
@@ -35,26 +46,60 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
-// Model FLOPs per token (see the header).
-double flops_per_token(const dt::Model& model) {
+// Model FLOPs per token on one rank (see the header): its part of the matmuls, and its 1 / tp of
+// the heads and of the tied LM head under TP.
+double flops_per_token(const dt::Model& model, int tp) {
   const dt::ModelConfig& c = model.config();
   double matmul_params = 0;
   for (const dt::ParamInfo& p : model.params().infos())
     if (p.shape.ndim == 2 && p.name != "model.embed_tokens.weight") matmul_params += static_cast<double>(p.shape.numel());
-  if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size) * c.d_model;  // the LM head's matmul
+  if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size) * c.d_model / tp;  // the LM head's matmul
   double attn = 0;
   for (dt::MixerKind k : c.layers) {
-    if (k == dt::MixerKind::kAttn) attn += 6.0 * model.seq_len() * c.attn.n_heads * c.attn.head_dim;
+    if (k == dt::MixerKind::kAttn) attn += 6.0 * model.seq_len() * c.attn.n_heads * c.attn.head_dim / tp;
     if (k == dt::MixerKind::kMla)
       attn += 3.0 * model.seq_len() * c.mla.n_heads *
-              (c.mla.qk_nope_head_dim + c.mla.qk_rope_head_dim + c.mla.v_head_dim);
+              (c.mla.qk_nope_head_dim + c.mla.qk_rope_head_dim + c.mla.v_head_dim) / tp;
   }
   return 6.0 * matmul_params + attn;
 }
 
+// As the trainer does under TP (trainer/train.cpp): the replicated parameters whose gradient covers
+// only this rank's heads (ParamInfo::tp_partial_grad) are summed over TP.
+void tp_sum_partial_grads(dt::Communicator& tp, dt::ParamStore& params) {
+  for (int s = 0; s < params.size(); ++s)
+    if (params.infos()[s].tp_partial_grad) tp.all_reduce(params.grad(s), dt::ReduceOp::kSum);
+}
+
+// clip_grad_norm over a TP-split model: split parameters' squares summed over TP, replicated ones
+// (the same on every TP rank) once.
+double clip_grad_norm_tp(dt::Context& ctx, dt::ParamStore& params, dt::Communicator& tp, double max_norm) {
+  std::vector<dt::Tensor> split, replicated, all;
+  for (int s = 0; s < params.size(); ++s) {
+    (params.infos()[s].split == dt::TpSplit::kReplicated ? replicated : split).push_back(params.grad(s));
+    all.push_back(params.grad(s));
+  }
+  const double ss_split = split.empty() ? 0.0 : dt::sum_squares(ctx, split);
+  const double ss_repl = replicated.empty() ? 0.0 : dt::sum_squares(ctx, replicated);
+  const double norm = std::sqrt(dt::all_reduce_value(tp, ss_split, dt::ReduceOp::kSum) + ss_repl);
+  if (max_norm > 0 && max_norm / (norm + 1e-6) < 1.0) dt::scale_tensors(ctx, all, max_norm / (norm + 1e-6));
+  return norm;
+}
+
+int run(int argc, char** argv);
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  dt::MpiRuntime mpi;  // MPI_Init_thread when launched by mpirun; nothing in a plain run
+  int rc = 0;
+  dt::run_or_abort_job([&] { rc = run(argc, argv); });
+  return rc;
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"Deltatron training-step benchmark"};
   std::string config_path, name, json_path, device = "auto";
   std::vector<std::string> sets;
@@ -71,39 +116,85 @@ int main(int argc, char** argv) {
   app.add_option("--name", name, "Name in the table and the JSON (default: the config's run.name)");
   app.add_option("--json", json_path, "Write the results here");
   app.add_option("--peak-tflops", peak_tflops, "Dense bf16 peak of the device, for MFU");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return dt::world_rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+  }
 
   try {
     const dt::Config cfg = dt::load_config(config_path, sets);
     if (name.empty()) name = cfg.run.name;
     const int B = cfg.train.batch_size, T = cfg.train.seq_len;
-    dt::Runtime rt(dt::resolve_device(device));
+    dt::Runtime rt(dt::resolve_device(device));  // under mpirun: the GPU of the node-local rank
     dt::Context& ctx = rt.ctx();
+    // The world (tp x dp, TP ranks adjacent) and its groups, as the trainer makes them.
+    auto world = dt::make_communicator({.device = rt.device(), .cuda_device = ctx.device_index, .stream = ctx.stream});
+    DT_CHECK(world->size() % cfg.parallel.tp == 0,
+             "parallel.tp = {} does not divide the {} ranks launched; run `mpirun -np N` with N a multiple of it",
+             cfg.parallel.tp, world->size());
+    const dt::ProcessGrid grid(world->rank(), world->size(), cfg.parallel.tp);
+    dt::ProcessGroups groups;
+    if (world->size() > 1) {
+      groups = dt::make_process_groups(*world, grid);
+      ctx.tp = groups.tp.get();
+      ctx.dp = groups.dp.get();
+    }
+    ctx.grid = &grid;
+    const int tp = grid.tp_size(), dp = grid.dp_size();
+    const bool printer = world->rank() == 0;
+    auto barrier = [&] {
+      rt.synchronize();
+      world->barrier();
+    };
     const size_t mem_before = dt::device_memory_used();
-    dt::Model model(cfg.model, B, T, dt::DType::kF32, rt.device());
+    dt::Model model(cfg.model, B, T, dt::DType::kF32, rt.device(), dt::TpLayout{grid.tp_rank(), tp});
     model.init(cfg.train.seed);
     dt::ParamStore& params = model.params();
     dt::AdamW opt(params, {cfg.train.beta1, cfg.train.beta2, cfg.train.eps, cfg.train.weight_decay});
-    std::printf("%s\n%s\n", dt::describe_device(rt.device(), device).c_str(), model.summary().c_str());
+    std::unique_ptr<dt::DpGradSync> dp_sync;
+    if (ctx.dp && dp > 1) dp_sync = std::make_unique<dt::DpGradSync>(*ctx.dp, params.grads_arena());
+    // Parameters of the whole model: split ones summed over TP, replicated ones once.
+    int64_t split_numel = 0, replicated_numel = 0;
+    for (const dt::ParamInfo& p : params.infos())
+      (p.split == dt::TpSplit::kReplicated ? replicated_numel : split_numel) += p.shape.numel();
+    const int64_t model_params = split_numel * tp + replicated_numel;
+    if (printer) {
+      std::printf("%s\n%s\n", dt::describe_device(rt.device(), device).c_str(), model.summary().c_str());
+      if (world->size() > 1)
+        std::printf("parallel: %d ranks = tp %d x dp %d (%s backend); %lld parameters in the model, %lld on rank 0\n",
+                    world->size(), tp, dp, std::string(world->backend()).c_str(),
+                    static_cast<long long>(model_params), static_cast<long long>(params.numel()));
+    }
 
-    // Random tokens, a fresh batch each step (Philox: the same for every run).
+    // Random tokens, a fresh batch each step and DP rank (Philox: the same for every run).
     std::vector<int32_t> tokens(static_cast<size_t>(B) * T + 1);
     uint64_t batch_index = 0;
     auto next_batch = [&] {
+      const uint64_t stream = batch_index * dp + grid.dp_rank();
       for (size_t i = 0; i < tokens.size(); ++i)
-        tokens[i] = static_cast<int32_t>(dt::philox_uniform(1234, batch_index, i) * cfg.model.vocab_size) %
+        tokens[i] = static_cast<int32_t>(dt::philox_uniform(1234, stream, i) * cfg.model.vocab_size) %
                     cfg.model.vocab_size;
       ++batch_index;
     };
     size_t mem_peak = 0;
     auto sample_memory = [&] { mem_peak = std::max(mem_peak, dt::device_memory_used()); };
     std::vector<double> losses;
+    // What follows the backward in a step: TP sum of partial gradients, DP mean, norm and clipping.
+    auto reduce_and_clip = [&] {
+      if (tp > 1) tp_sum_partial_grads(*ctx.tp, params);
+      if (dp_sync) dp_sync->all_reduce_mean();
+      if (tp > 1)
+        clip_grad_norm_tp(ctx, params, *ctx.tp, cfg.train.grad_clip);
+      else
+        dt::clip_grad_norm(ctx, params, cfg.train.grad_clip);
+    };
     auto train_step = [&] {
       params.zero_grads();
       double loss = model.forward(ctx, tokens.data(), tokens.data() + 1);
       model.backward(ctx, 1.0);
       sample_memory();
-      dt::clip_grad_norm(ctx, params, cfg.train.grad_clip);
+      reduce_and_clip();
       opt.step(ctx, cfg.train.lr);
       losses.push_back(loss);
     };
@@ -111,7 +202,7 @@ int main(int argc, char** argv) {
       next_batch();
       train_step();
     }
-    rt.synchronize();
+    barrier();
     // Timed steps; the batches are made before the clock starts.
     std::vector<std::vector<int32_t>> batches;
     for (int i = 0; i < steps; ++i) {
@@ -123,7 +214,7 @@ int main(int argc, char** argv) {
       tokens = batches[i];
       train_step();
     }
-    rt.synchronize();
+    barrier();  // the step time of the slowest rank
     const double step_s = seconds_since(t0) / steps;
 
     // Phases, each synchronised (so their sum exceeds the step a little).
@@ -132,7 +223,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < phase_steps; ++i) {
       tokens = batches[i % batches.size()];
       params.zero_grads();
-      rt.synchronize();
+      barrier();
       auto t = clock_type::now();
       model.forward(ctx, tokens.data(), tokens.data() + 1);
       rt.synchronize();
@@ -143,16 +234,19 @@ int main(int argc, char** argv) {
       rt.synchronize();
       bwd_s += seconds_since(t);
       t = clock_type::now();
-      dt::clip_grad_norm(ctx, params, cfg.train.grad_clip);
+      reduce_and_clip();  // under TP / DP the gradient collectives count here
       opt.step(ctx, cfg.train.lr);
       rt.synchronize();
       opt_s += seconds_since(t);
     }
     fwd_s /= phase_steps, bwd_s /= phase_steps, opt_s /= phase_steps, bwd_enqueue_s /= phase_steps;
 
-    const double tok_s = static_cast<double>(B) * T / step_s;
-    const double fpt = flops_per_token(model);
-    const double mfu = tok_s * fpt / (peak_tflops * 1e12);
+    // Every DP rank's tokens; the model FLOPs of a token are spread over its TP group (flops_per_token
+    // counts this rank's part of the matmuls), so MFU is per GPU.
+    const double tok_s = static_cast<double>(B) * T * dp / step_s;
+    const double fpt = flops_per_token(model, tp);
+    const double mfu = static_cast<double>(B) * T / step_s * fpt / (peak_tflops * 1e12);
+    if (!printer) return 0;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     std::printf("\n%-28s %10s %12s %8s %12s %12s | %8s %8s %8s\n", "model", "step ms", "tokens/s", "MFU",
                 "peak GiB", "ours GiB", "fwd ms", "bwd ms", "opt ms");
@@ -170,12 +264,17 @@ int main(int argc, char** argv) {
                                   {"config", config_path},
                                   {"sets", sets},
                                   {"device", dt::describe_device(rt.device(), device)},
-                                  {"params", params.numel()},
+                                  {"params", model_params},
+                                  {"params_rank0", params.numel()},
+                                  {"world", world->size()},
+                                  {"tp", tp},
+                                  {"dp", dp},
                                   {"batch", B},
                                   {"seq_len", T},
                                   {"steps", steps},
                                   {"step_ms", step_s * 1e3},
                                   {"tok_per_s", tok_s},
+                                  {"tok_per_s_per_gpu", tok_s / world->size()},
                                   {"flops_per_token", fpt},
                                   {"mfu", mfu},
                                   {"peak_mem_gib", mem_peak / gib},
@@ -189,8 +288,11 @@ int main(int argc, char** argv) {
       std::ofstream(json_path) << j.dump(1) << "\n";
     }
   } catch (const std::exception& e) {
+    if (dt::several_ranks()) throw;  // run_or_abort_job ends every rank with this one's message
     std::fprintf(stderr, "bench_train: error: %s\n", e.what());
     return 1;
   }
   return 0;
 }
+
+}  // namespace

@@ -28,18 +28,30 @@ Attention::Attention(const ModelConfig& cfg, std::string prefix, TpLayout tp)
       a_(checked(cfg.attn, prefix_)),
       tp_(tp),
       h_local_(tp_local(a_.n_heads, tp, prefix_ + ": attn.n_heads")),
-      hkv_local_(tp_local(a_.n_kv_heads, tp,
-                          prefix_ + ": attn.n_kv_heads (fewer KV heads than TP ranks, replicated, is not supported "
-                                    "yet)")),
+      hkv_local_(1),
+      kv_replicated_(tp.size > 1 && a_.n_kv_heads < tp.size),
+      kv_head_(0),
+      kv_std_(cfg.init_std),
       q_proj_(prefix_ + ".q_proj", cfg.d_model, int64_t{a_.n_heads} * a_.head_dim * (a_.output_gate ? 2 : 1),
               cfg.init_std, TpSplit::kColumn, tp),
-      k_proj_(prefix_ + ".k_proj", cfg.d_model, int64_t{a_.n_kv_heads} * a_.head_dim, cfg.init_std,
-              TpSplit::kColumn, tp),
-      v_proj_(prefix_ + ".v_proj", cfg.d_model, int64_t{a_.n_kv_heads} * a_.head_dim, cfg.init_std,
-              TpSplit::kColumn, tp),
       o_proj_(prefix_ + ".o_proj", int64_t{a_.n_heads} * a_.head_dim, cfg.d_model, residual_init_std(cfg),
               TpSplit::kRow, tp) {
   // q_proj with the gate is [q_h | gate_h] per head, so a contiguous cut of its rows is a cut by head.
+  if (kv_replicated_) {
+    // Rank r holds query heads [r H/tp, (r+1) H/tp), all in the group of KV head r Hkv / tp when tp
+    // is a multiple of Hkv (H / tp divides the group size H / Hkv).
+    DT_CHECK(tp.size % a_.n_kv_heads == 0,
+             "{}: attn.n_kv_heads = {} is smaller than the tensor-parallel size {} and does not divide it; KV heads "
+             "are replicated evenly across the ranks only when parallel.tp is a multiple of model.attn.n_kv_heads "
+             "(or divides it)",
+             prefix_, a_.n_kv_heads, tp.size);
+    kv_head_ = int64_t{tp.rank} * a_.n_kv_heads / tp.size;
+  } else {
+    hkv_local_ = tp_local(a_.n_kv_heads, tp, prefix_ + ": attn.n_kv_heads");
+    kv_head_ = int64_t{tp.rank} * hkv_local_;
+  }
+  k_proj_.name = prefix_ + ".k_proj.weight";
+  v_proj_.name = prefix_ + ".v_proj.weight";
   if (a_.qk_norm) {
     q_norm_.emplace(prefix_ + ".q_norm", a_.head_dim, cfg.norm_eps, cfg.zero_centered_norm, h_local_, tp.size > 1);
     k_norm_.emplace(prefix_ + ".k_norm", a_.head_dim, cfg.norm_eps, cfg.zero_centered_norm, hkv_local_,
@@ -47,11 +59,32 @@ Attention::Attention(const ModelConfig& cfg, std::string prefix, TpLayout tp)
   }
 }
 
+void Attention::kv_declare(ParamStore& params, KvProjection& p, double std) {
+  const int64_t full = int64_t{a_.n_kv_heads} * a_.head_dim, C = q_proj_.in_features();
+  ParamInfo info{p.name, {full, C}, Init::kNormal, std, kv_replicated_ ? TpSplit::kReplicated : TpSplit::kColumn,
+                 /*decay=*/true};
+  info.tp_partial_grad = kv_replicated_;  // only this rank's query heads reach its KV head's rows
+  p.slot = params.declare(std::move(info));
+  p.rows = hkv_local_ * a_.head_dim;
+  p.row0 = kv_replicated_ ? kv_head_ * a_.head_dim : 0;
+}
+
+void Attention::kv_forward(Context& ctx, KvProjection& p, const Tensor& x, const Tensor& y) {
+  p.x = x;
+  linear_forward(ctx, y, x, params_->param(p.slot).narrow0(p.row0, p.rows));
+}
+
+void Attention::kv_backward(Context& ctx, const KvProjection& p, const Tensor& dy, const Tensor& dx) {
+  linear_backward(ctx, dx, params_->grad(p.slot).narrow0(p.row0, p.rows), dy, p.x,
+                  params_->param(p.slot).narrow0(p.row0, p.rows));
+}
+
 void Attention::declare(ParamStore& params, Arena& acts, int B, int T) {
   acts_ = &acts;
-  q_proj_.declare(params, acts, B, T);
-  k_proj_.declare(params, acts, B, T);
-  v_proj_.declare(params, acts, B, T);
+  params_ = &params;
+  q_proj_.declare(params, acts, B, T);  // the declaration order is the parameters' order
+  kv_declare(params, k_proj_, kv_std_);
+  kv_declare(params, v_proj_, kv_std_);
   o_proj_.declare(params, acts, B, T);
   if (q_norm_) {
     q_norm_->declare(params, acts, B, T);
@@ -103,8 +136,8 @@ void Attention::forward(Context& ctx, const Tensor& x, const Tensor& y) {
     q_raw = qg.view({B, T, H, hd});
   }
   Tensor k_raw = buf(k_raw_), v = buf(v_);
-  k_proj_.forward(ctx, x, k_raw.view({B, T, hkv_local_ * hd}));
-  v_proj_.forward(ctx, x, v.view({B, T, hkv_local_ * hd}));
+  kv_forward(ctx, k_proj_, x, k_raw.view({B, T, hkv_local_ * hd}));
+  kv_forward(ctx, v_proj_, x, v.view({B, T, hkv_local_ * hd}));
   Tensor q_n = q_raw, k_n = k_raw;
   if (a_.qk_norm) {
     q_n = buf(q_n_);
@@ -151,9 +184,9 @@ void Attention::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   }
   Tensor dx2 = buf(dx2_);
   q_proj_.backward(ctx, dqg.view({B, T, q_proj_.out_features()}), dx);
-  k_proj_.backward(ctx, dk.view({B, T, hkv_local_ * hd}), dx2);
+  kv_backward(ctx, k_proj_, dk.view({B, T, hkv_local_ * hd}), dx2);
   residual_add(ctx, dx, dx, dx2);
-  v_proj_.backward(ctx, dv.view({B, T, hkv_local_ * hd}), dx2);
+  kv_backward(ctx, v_proj_, dv.view({B, T, hkv_local_ * hd}), dx2);
   residual_add(ctx, dx, dx, dx2);
   tp_reduce_input_grad(ctx, tp_, dx, prefix_);
 }

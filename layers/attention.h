@@ -10,6 +10,13 @@
 //   y = o_proj(o)
 // q_proj, k_proj, v_proj column-parallel; o_proj row-parallel; q_norm, k_norm replicated (their
 // gradients summed over TP). Under TP each rank runs the above on its H / tp heads and Hkv / tp KV heads.
+//
+// Fewer KV heads than TP ranks (Hkv < tp, tp % Hkv == 0): rank r's H / tp query heads all read KV
+// head g = r Hkv / tp, which it computes itself (replicated on the tp / Hkv ranks sharing it).
+// k_proj and v_proj are then held whole on every rank (replicated, [Hkv hd, C]: at most tp / 2 heads)
+// and each rank uses the hd rows of head g. Their gradient on a rank covers only that rank's query
+// heads (other heads' rows stay zero), so, like q_norm / k_norm, they carry tp_partial_grad and the
+// sum over TP is exactly the one-process gradient; checkpoints hold them once, whole.
 #pragma once
 
 #include <optional>
@@ -33,11 +40,28 @@ class Attention : public Layer {
   // A buffer of this layer's activations (or backward scratch) by slot.
   Tensor buf(int slot) const { return acts_->get(slot); }
 
+  // k_proj or v_proj: y [B, T, rows] = x W[row0 : row0 + rows]^T. W is this rank's column part
+  // (row0 = 0), or the whole replicated tensor when KV heads are replicated (row0 = g hd).
+  struct KvProjection {
+    std::string name;  // "<prefix>.k_proj.weight"
+    int slot = -1;
+    int64_t row0 = 0, rows = 0;
+    Tensor x;  // the forward input (Layer contract: unchanged until backward)
+  };
+  void kv_declare(ParamStore& params, KvProjection& p, double std);
+  void kv_forward(Context& ctx, KvProjection& p, const Tensor& x, const Tensor& y);
+  void kv_backward(Context& ctx, const KvProjection& p, const Tensor& dy, const Tensor& dx);
+
   std::string prefix_;
   AttnConfig a_;
   TpLayout tp_;
   int64_t h_local_, hkv_local_;  // this rank's query and KV heads
-  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  bool kv_replicated_;           // Hkv < tp: this rank computes KV head kv_head_ of the whole k/v_proj
+  int64_t kv_head_;              // the first KV head this rank computes (its index in the whole tensors)
+  double kv_std_;
+  Linear q_proj_, o_proj_;
+  KvProjection k_proj_, v_proj_;
+  ParamStore* params_ = nullptr;
   std::optional<RMSNorm> q_norm_, k_norm_;
   Arena* acts_ = nullptr;
   // Saved by forward. Shapes: [B, T, heads, hd] unless noted.

@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "core/device.h"
 #include "kernels/ops.h"
 #include "layers/tp.h"
 
@@ -19,7 +18,7 @@ void Embedding::declare(ParamStore& params) {
   w_ = params.declare({kWeightName, {vocab_, dim_}, Init::kNormal, init_std_, TpSplit::kColumn, /*decay=*/true});
 }
 
-void Embedding::prepare_tp(const Tensor& ids) {
+void Embedding::prepare_tp(Context& ctx, const Tensor& ids) {
   const int64_t n = ids.numel();
   if (!tp_bufs_) {
     const Tensor w = params_->param(w_), g = params_->grad(w_);
@@ -32,8 +31,9 @@ void Embedding::prepare_tp(const Tensor& ids) {
   const Tensor local = tp_bufs_->get(local_ids_);
   DT_CHECK(local.numel() == n, "embedding: a batch of {} tokens after one of {}; one Embedding serves one batch shape",
            n, local.numel());
+  // The ids go through the host (a few KB; this waits for ctx.stream, not for the device).
   std::vector<int32_t> h(static_cast<size_t>(n));
-  device_copy(h.data(), Device::kCPU, ids.data, ids.device, ids.bytes());
+  tp_download(ctx, h.data(), ids.data, ids.bytes());
   const int64_t lo = vocab_local_ * tp_.rank;
   for (int64_t i = 0; i < n; ++i) {
     DT_CHECK(h[i] >= 0 && h[i] < vocab_, "embedding: token id {} at position {} is outside the vocabulary [0, {}); "
@@ -41,7 +41,7 @@ void Embedding::prepare_tp(const Tensor& ids) {
     const int64_t r = h[i] - lo;
     h[i] = static_cast<int32_t>(r >= 0 && r < vocab_local_ ? r : vocab_local_);  // not ours: the zero row
   }
-  device_copy(local.data, local.device, h.data(), Device::kCPU, local.bytes());
+  tp_upload(ctx, local.data, h.data(), local.bytes());
 }
 
 void Embedding::forward(Context& ctx, const Tensor& ids, const Tensor& y) {
@@ -50,10 +50,9 @@ void Embedding::forward(Context& ctx, const Tensor& ids, const Tensor& y) {
     embedding_forward(ctx, y, ids, params_->param(w_));
     return;
   }
-  prepare_tp(ids);
+  prepare_tp(ctx, ids);
   const Tensor w = params_->param(w_), ext = tp_bufs_->get(ext_w_);
-  if (ctx.device == Device::kCUDA) device_synchronize();  // the copies run outside ctx.stream
-  device_copy(ext.data, ext.device, w.data, w.device, w.bytes());
+  tp_copy(ctx, ext.data, w.data, w.bytes());  // on ctx.stream: the weights as the last update left them
   embedding_forward(ctx, y, tp_bufs_->get(local_ids_), ext);
   tp_reduce_output(ctx, tp_, y, "embedding");
 }
@@ -65,13 +64,12 @@ void Embedding::backward(Context& ctx, const Tensor& dy) {
   }
   // dy is whole on every rank (reduce_from_tp_region's backward is the identity). dW += through the
   // extended table, whose extra row takes the tokens of other ranks and is dropped.
+  // All on ctx.stream, in order.
   const Tensor g = params_->grad(w_), ext = tp_bufs_->get(ext_dw_);
-  if (ctx.device == Device::kCUDA) device_synchronize();
-  device_copy(ext.data, ext.device, g.data, g.device, g.bytes());
-  device_memset(static_cast<char*>(ext.data) + g.bytes(), 0, ext.bytes() - g.bytes(), ext.device);
+  tp_copy(ctx, ext.data, g.data, g.bytes());
+  tp_memset(ctx, static_cast<char*>(ext.data) + g.bytes(), 0, ext.bytes() - g.bytes());
   embedding_backward(ctx, ext, dy, tp_bufs_->get(local_ids_));
-  if (ctx.device == Device::kCUDA) device_synchronize();
-  device_copy(g.data, g.device, ext.data, ext.device, g.bytes());
+  tp_copy(ctx, g.data, ext.data, g.bytes());
 }
 
 }  // namespace dt

@@ -34,7 +34,7 @@ class Embedding {
   int weight_slot() const { return w_; }
 
  private:
-  void prepare_tp(const Tensor& ids);  // the extended tables and the local ids of this batch
+  void prepare_tp(Context& ctx, const Tensor& ids);  // the extended tables and the local ids of this batch
 
   int64_t vocab_, dim_;
   TpLayout tp_;

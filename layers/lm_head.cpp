@@ -4,7 +4,6 @@
 #include <cmath>
 #include <vector>
 
-#include "core/device.h"
 #include "kernels/ops.h"
 #include "layers/embedding.h"
 #include "layers/tp.h"
@@ -13,31 +12,28 @@ namespace dt {
 
 namespace {
 
-// A host copy in double of a statistics tensor (f32 or f64, on any device).
-std::vector<double> to_host(const Tensor& t) {
+// A host copy in double of a statistics tensor (f32 or f64) on ctx.device; waits for ctx.stream.
+std::vector<double> to_host(Context& ctx, const Tensor& t) {
   const int64_t n = t.numel();
   std::vector<double> host(n);
   if (t.dtype == DType::kF64) {
-    device_copy(host.data(), Device::kCPU, t.data, t.device, n * sizeof(double));
+    tp_download(ctx, host.data(), t.data, n * sizeof(double));
   } else {
     std::vector<float> f(n);
-    device_copy(f.data(), Device::kCPU, t.data, t.device, n * sizeof(float));
+    tp_download(ctx, f.data(), t.data, n * sizeof(float));
     host.assign(f.begin(), f.end());
   }
   return host;
 }
 
-void from_host(const Tensor& t, const std::vector<double>& host) {
+// t = host, queued on ctx.stream.
+void from_host(Context& ctx, const Tensor& t, const std::vector<double>& host) {
   if (t.dtype == DType::kF64) {
-    device_copy(t.data, t.device, host.data(), Device::kCPU, host.size() * sizeof(double));
+    tp_upload(ctx, t.data, host.data(), host.size() * sizeof(double));
   } else {
     std::vector<float> f(host.begin(), host.end());
-    device_copy(t.data, t.device, f.data(), Device::kCPU, f.size() * sizeof(float));
+    tp_upload(ctx, t.data, f.data(), f.size() * sizeof(float));
   }
-}
-
-void sync_if_gpu(const Context& ctx) {
-  if (ctx.device == Device::kCUDA) device_synchronize();  // device_copy runs outside ctx.stream
 }
 
 }  // namespace
@@ -87,7 +83,7 @@ double LMHead::forward(Context& ctx, const Tensor& x, const Tensor& targets) {
   else
     cross_entropy_forward(ctx, losses, acts_->get(lse_), logits, targets);
   // The mean, summed in double on the host.
-  const std::vector<double> host = to_host(losses);
+  const std::vector<double> host = to_host(ctx, losses);
   double sum = 0;
   for (double l : host) sum += l;
   return host.empty() ? 0.0 : sum / static_cast<double>(host.size());
@@ -99,7 +95,7 @@ double LMHead::forward_tp(Context& ctx, const Tensor& x, const Tensor& targets) 
   // Targets as this rank's columns: for the loss, 0 when not owned (its value is not used); for the
   // backward, the extra column V when not owned (its onehot lands there and is dropped).
   std::vector<int32_t> t(n), local(n), ext(n);
-  device_copy(t.data(), Device::kCPU, targets.data, targets.device, targets.bytes());
+  tp_download(ctx, t.data(), targets.data, targets.bytes());
   owner_.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     DT_CHECK(t[i] >= 0 && t[i] < vocab_, "cross_entropy: target id {} at position {} is outside the vocabulary "
@@ -111,18 +107,17 @@ double LMHead::forward_tp(Context& ctx, const Tensor& x, const Tensor& targets) 
     owner_[i] = static_cast<int32_t>(t[i] / V);
   }
   const Tensor tl = acts_->get(targets_local_), te = acts_->get(targets_ext_);
-  device_copy(tl.data, tl.device, local.data(), Device::kCPU, tl.bytes());
-  device_copy(te.data, te.device, ext.data(), Device::kCPU, te.bytes());
+  tp_upload(ctx, tl.data, local.data(), tl.bytes());
+  tp_upload(ctx, te.data, ext.data(), te.bytes());
 
   const Tensor logits = acts_->get(logits_), losses = acts_->get(losses_), lse = acts_->get(lse_);
   linear_forward(ctx, logits, x, params_->param(w_));
   cross_entropy_forward(ctx, losses, lse, logits, tl);  // local lse; lse - logit[local] on the owner
   const Tensor stats = acts_->get(stats_), gathered = acts_->get(gathered_);
-  sync_if_gpu(ctx);
-  device_copy(stats.data, stats.device, lse.data, lse.device, lse.bytes());
-  device_copy(static_cast<char*>(stats.data) + lse.bytes(), stats.device, losses.data, losses.device, losses.bytes());
+  tp_copy(ctx, stats.data, lse.data, lse.bytes());  // on ctx.stream, which the collective waits for
+  tp_copy(ctx, static_cast<char*>(stats.data) + lse.bytes(), losses.data, losses.bytes());
   tp.all_gather(gathered, stats);
-  const std::vector<double> all = to_host(gathered);  // [rank][lse | loss][token]
+  const std::vector<double> all = to_host(ctx, gathered);  // [rank][lse | loss][token]
   std::vector<double> lse_all(n), loss(n);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -136,8 +131,8 @@ double LMHead::forward_tp(Context& ctx, const Tensor& x, const Tensor& targets) 
     loss[i] = lse_all[i] - target_logit;
     sum += loss[i];
   }
-  from_host(lse, lse_all);  // the backward's softmax normalises over the whole vocabulary
-  from_host(losses, loss);
+  from_host(ctx, lse, lse_all);  // the backward's softmax normalises over the whole vocabulary
+  from_host(ctx, losses, loss);
   return n ? sum / static_cast<double>(n) : 0.0;
 }
 
@@ -158,12 +153,11 @@ void LMHead::backward_tp(Context& ctx, double grad_scale, const Tensor& dx) {
   const int64_t n = targets_.numel();
   const size_t es = dtype_size(logits.dtype), width = static_cast<size_t>(vocab_local_) * es, pitch = width + es;
   // ext[:, :V] = logits; the extra column holds whatever finite value it last had (it is dropped).
-  sync_if_gpu(ctx);
-  copy_strided_rows(ext.data, pitch, logits.data, width, width, n, ext.device);
+  // The copies go on ctx.stream between the kernels.
+  tp_copy_rows(ctx, ext.data, pitch, logits.data, width, width, n);
   // In place: dlogits = grad_scale * (exp(logits - lse) - onehot), lse over the whole vocabulary.
   cross_entropy_backward(ctx, ext, ext, acts_->get(lse_), acts_->get(targets_ext_), grad_scale);
-  sync_if_gpu(ctx);
-  copy_strided_rows(dlogits.data, width, ext.data, pitch, width, n, ext.device);
+  tp_copy_rows(ctx, dlogits.data, width, ext.data, pitch, width, n);
   linear_backward(ctx, dx, params_->grad(w_), dlogits, x_, params_->param(w_));
   tp_reduce_input_grad(ctx, tp_, dx, "lm_head");  // x entered the column-parallel LM head whole
 }

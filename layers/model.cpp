@@ -33,10 +33,19 @@ Model::Model(const ModelConfig& cfg, int B, int T, DType dtype, Device device, T
       lm_head_(cfg_, tp) {
   for (int i = 0; i < cfg_.n_layers(); ++i) blocks_.push_back(std::make_unique<Block>(cfg_, i, tp));
   // Declaration order is Hugging Face's parameter order.
+  embed_slots_.first = params_.size();
   embed_.declare(params_);
-  for (auto& b : blocks_) b->declare(params_, acts_, B, T);
+  embed_slots_.second = params_.size();
+  for (auto& b : blocks_) {
+    const int first = params_.size();
+    b->declare(params_, acts_, B, T);
+    block_slots_.emplace_back(first, params_.size());
+  }
+  norm_slots_.first = params_.size();
   norm_.declare(params_, acts_, B, T);
-  lm_head_.declare(params_, acts_, B, T);
+  norm_slots_.second = head_slots_.first = params_.size();
+  lm_head_.declare(params_, acts_, B, T);  // tied: declares nothing (it accumulates into the embedding's)
+  head_slots_.second = params_.size();
 
   const int64_t C = cfg_.d_model;
   ids_ = acts_.declare("model.input_ids", DType::kI32, {B, T});
@@ -66,16 +75,23 @@ double Model::forward(Context& ctx, const int32_t* inputs, const int32_t* target
   return loss;
 }
 
-void Model::backward(Context& ctx, double loss_scale) {
+void Model::backward(Context& ctx, double loss_scale, const GradsReady& grads_ready) {
   DT_CHECK(have_forward_, "model: backward() needs a forward() first");
+  auto ready = [&](std::pair<int, int> slots) {
+    if (grads_ready && slots.first < slots.second) grads_ready(slots.first, slots.second);
+  };
   Tensor ga = acts_.get(grad_a_), gb = acts_.get(grad_b_);
   lm_head_.backward(ctx, loss_scale, ga);  // ga = d hn
+  ready(head_slots_);
   norm_.backward(ctx, ga, gb);             // gb = d h_L
+  ready(norm_slots_);
   for (size_t i = blocks_.size(); i-- > 0;) {
     blocks_[i]->backward(ctx, gb, ga);
+    ready(block_slots_[i]);
     std::swap(ga, gb);  // gb = d h_i
   }
   embed_.backward(ctx, gb);
+  ready(embed_slots_);
 }
 
 std::string Model::summary() const {

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/block.h"
@@ -16,6 +18,12 @@
 #include "layers/lm_head.h"
 
 namespace dt {
+
+// Called by Model::backward when the gradients of parameter slots [first_slot, end_slot) are final
+// (the backward has written its last contribution to them): the LM head's, the final norm's, each
+// block's from the last to the first, then the embedding's (tied: also the LM head's). Data
+// parallelism starts a gradient bucket's all-reduce from here (parallel/dp_grads.h).
+using GradsReady = std::function<void(int first_slot, int end_slot)>;
 
 class Model {
  public:
@@ -36,7 +44,9 @@ class Model {
   // inputs, targets: host int32 [B*T]. Returns the mean cross-entropy over the B*T targets.
   double forward(Context& ctx, const int32_t* inputs, const int32_t* targets);
   // Backward of (loss_scale * mean loss) from the last forward; ACCUMULATES into params() grads.
-  void backward(Context& ctx, double loss_scale = 1.0);
+  // grads_ready (optional): told which slots are final as the backward goes; pass it on the last
+  // micro-batch of an accumulation only.
+  void backward(Context& ctx, double loss_scale = 1.0, const GradsReady& grads_ready = {});
   Tensor logits() const { return lm_head_.logits(); }  // [B, T, vocab / tp] of the last forward
   std::string summary() const;                       // layer pattern and parameter count
   Arena& activations() { return acts_; }             // every saved activation and backward scratch
@@ -55,6 +65,9 @@ class Model {
   int hn_ = -1;                  // after the final norm
   int grad_a_ = -1, grad_b_ = -1;  // ping-pong gradients of the residual stream
   bool have_forward_ = false;
+  // The parameter slots each part declared, [first, end): for GradsReady.
+  std::pair<int, int> embed_slots_, norm_slots_, head_slots_;
+  std::vector<std::pair<int, int>> block_slots_;
 };
 
 }  // namespace dt

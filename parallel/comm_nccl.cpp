@@ -3,9 +3,12 @@
 //
 // Streams: collectives run on the communicator's own stream, after the work already queued on the
 // compute stream (an event), so that DP buckets can overlap the rest of the backward. A request
-// completes when the event recorded after the collective has; wait() polls it against the timeout
-// and watches ncclCommGetAsyncError, so a peer that died or never came ends the job with a message
-// instead of a hang.
+// completes when the event recorded after the collective has. wait() does not block the host: the
+// compute stream waits for that event (cudaStreamWaitEvent), so the host keeps queueing the
+// backward while buckets are in flight. synchronize() (and every blocking collective) polls an
+// event recorded on the communicator's stream against the timeout and watches
+// ncclCommGetAsyncError, so a peer that died or never came ends the job with a message instead of
+// a hang.
 //
 // Same bits on every rank: NCCL reduces each element once (ring: reduce-scatter then all-gather;
 // tree: reduce to the root then broadcast; NVLS: in the switch, then multicast) and copies the
@@ -68,17 +71,20 @@ class NcclRequest final : public CommRequest {
   NcclRequest(const NcclCommunicator* comm, cudaEvent_t done, std::string what)
       : comm_(comm), done_(done), what_(std::move(what)) {}
   ~NcclRequest() override {
-    if (!finished_) wait();
+    if (!finished_ && !waited_) host_wait();  // never ordered after: its buffers may go next
     cudaEventDestroy(done_);
   }
   bool test() override;
   void wait() override;
 
  private:
+  void host_wait();
+
   const NcclCommunicator* comm_;
   cudaEvent_t done_;
   std::string what_;
   bool finished_ = false;
+  bool waited_ = false;  // the compute stream waits for done_
 };
 
 class NcclCommunicator final : public Communicator {
@@ -90,6 +96,7 @@ class NcclCommunicator final : public Communicator {
     DT_CUDA_OK(cudaSetDevice(device_index_), describe("setup"));
     DT_CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), describe("setup"));
     DT_CUDA_OK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), describe("setup"));
+    DT_CUDA_OK(cudaEventCreateWithFlags(&sync_, cudaEventDisableTiming), describe("setup"));
     DT_CUDA_OK(cudaMalloc(&flag_, sizeof(int32_t)), describe("setup"));
   }
   ~NcclCommunicator() override {
@@ -98,9 +105,28 @@ class NcclCommunicator final : public Communicator {
     ncclCommDestroy(comm_);
     cudaFree(flag_);
     cudaEventDestroy(ready_);
+    cudaEventDestroy(sync_);
     cudaStreamDestroy(stream_);
   }
   std::string_view backend() const override { return "nccl"; }
+  cudaStream_t compute_stream() const { return compute_; }
+
+  void synchronize() override {
+    if (last_what_.empty()) return;  // nothing was ever started
+    const std::string what = last_what_ + " (the last collective started on it)";
+    DT_CUDA_OK(cudaSetDevice(device_index_), what);
+    DT_CUDA_OK(cudaEventRecord(sync_, stream_), what);
+    poll_until([&] { return event_done(sync_, what); }, timeout_s(), what);
+  }
+
+  // True once `e` has completed; ends the job on a CUDA or NCCL error.
+  bool event_done(cudaEvent_t e, const std::string& what) const {
+    const cudaError_t r = cudaEventQuery(e);
+    if (r == cudaSuccess) return true;
+    if (r != cudaErrorNotReady) abort_job(fmt::format("{}: CUDA error {}", what, cudaGetErrorString(r)));
+    check_async(what);
+    return false;
+  }
 
   // Ends the job when NCCL reports an asynchronous error (a peer failed, a network error).
   void check_async(const std::string& what) const {
@@ -137,11 +163,13 @@ class NcclCommunicator final : public Communicator {
     enqueue(std::move(what), [&](cudaStream_t s) {
       return ncclBroadcast(t.data, t.data, static_cast<size_t>(t.numel()), nccl_type(t.dtype), root, comm_, s);
     })->wait();
+    synchronize();  // blocking, for the host too
   }
   void do_barrier() override {
     enqueue(describe("barrier"), [&](cudaStream_t s) {
       return ncclAllReduce(flag_, flag_, 1, ncclInt32, ncclSum, comm_, s);
     })->wait();
+    synchronize();
   }
   std::unique_ptr<Communicator> do_split(int color, int key, std::string name) override {
     DT_CUDA_OK(cudaSetDevice(device_index_), describe("split"));
@@ -164,6 +192,7 @@ class NcclCommunicator final : public Communicator {
     cudaEvent_t done = nullptr;
     DT_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what);
     DT_CUDA_OK(cudaEventRecord(done, stream_), what);
+    last_what_ = what;
     return std::make_unique<NcclRequest>(this, done, std::move(what));
   }
 
@@ -172,19 +201,24 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_;   // borrowed; nullptr: the legacy default stream
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
-  int32_t* flag_ = nullptr;  // the barrier's one element
+  cudaEvent_t sync_ = nullptr;  // synchronize(): recorded on stream_ after everything started so far
+  std::string last_what_;       // the last collective started, for synchronize()'s messages
+  int32_t* flag_ = nullptr;     // the barrier's one element
 };
 
 bool NcclRequest::test() {
-  if (finished_) return true;
-  cudaError_t e = cudaEventQuery(done_);
-  if (e == cudaSuccess) return finished_ = true;
-  if (e != cudaErrorNotReady) abort_job(fmt::format("{}: CUDA error {}", what_, cudaGetErrorString(e)));
-  comm_->check_async(what_);
-  return false;
+  if (!finished_) finished_ = comm_->event_done(done_, what_);
+  return finished_;
 }
 
-void NcclRequest::wait() { poll_until([this] { return test(); }, comm_->timeout_s(), what_); }
+void NcclRequest::wait() {
+  if (waited_ || finished_) return;
+  // Stream-side: later work on the compute stream starts after the collective; the host goes on.
+  DT_CUDA_OK(cudaStreamWaitEvent(comm_->compute_stream(), done_, 0), what_);
+  waited_ = true;
+}
+
+void NcclRequest::host_wait() { poll_until([this] { return test(); }, comm_->timeout_s(), what_); }
 
 }  // namespace
 

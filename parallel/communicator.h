@@ -49,20 +49,26 @@ struct CommOptions {
   CommBackend backend = CommBackend::kAuto;
   Device device = Device::kCPU;  // where the tensors live (mpi: CPU; nccl: CUDA)
   // A collective that waits longer than this for the other ranks aborts the whole job. Generous by
-  // default: a first step (allocation, autotuning) may be slow on one rank.
+  // default: a first step (allocation, autotuning) may be slow on one rank. The trainer sets it
+  // from parallel.timeout_s.
   double timeout_s = 600;
   int cuda_device = 0;     // nccl: this rank's GPU (usually MpiRuntime::local_rank())
   void* stream = nullptr;  // nccl: cudaStream_t the tensors are produced on; collectives wait for it
 };
 
 // A collective in flight. The tensors it was given must stay alive and untouched until it completes.
-// Destroying a request that has not completed waits for it first.
+// Destroying a request that was never waited for waits for it first.
 class CommRequest {
  public:
   virtual ~CommRequest() = default;
   // Moves it along without blocking; true once complete (its results are then in place).
   virtual bool test() = 0;
-  // Blocks until complete; past the communicator's timeout the whole job aborts.
+  // Orders what comes next after the collective.
+  //   mpi, single: blocks the host until complete (past the communicator's timeout the job aborts).
+  //   nccl: does not block the host: the compute stream (CommOptions::stream) waits for the
+  //         collective's event (cudaStreamWaitEvent), so work queued on it afterwards, and host
+  //         copies on the legacy stream when the compute stream is a blocking one, see the results.
+  //         The timeout is applied by the next Communicator::synchronize() or blocking collective.
   virtual void wait() = 0;
 };
 
@@ -79,22 +85,36 @@ class Communicator {
   double timeout_s() const { return timeout_s_; }
   virtual std::string_view backend() const = 0;      // "single", "mpi", "nccl"
 
+  // The blocking forms (all_reduce, reduce_scatter, all_gather, broadcast, barrier) return once the
+  // collective has completed, for the host too (NCCL included), under the timeout.
+  //
   // t = reduce over the group of t, in place. t: [...], any shape.
-  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::kSum) { all_reduce_async(t, op)->wait(); }
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::kSum) {
+    all_reduce_async(t, op)->wait();
+    synchronize();
+  }
   std::unique_ptr<CommRequest> all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::kSum);
   // out = chunk `rank()` of reduce(in), where in holds size() equal chunks of out.numel() elements.
   // torch.distributed.reduce_scatter_tensor(out, in, op)
   void reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::kSum) {
     reduce_scatter_async(out, in, op)->wait();
+    synchronize();
   }
   std::unique_ptr<CommRequest> reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op);
   // out = [in of rank 0, in of rank 1, ...] (flat); out.numel() = size() * in.numel(). `in` may be
   // out's own chunk (in place). torch.distributed.all_gather_into_tensor(out, in)
-  void all_gather(const Tensor& out, const Tensor& in) { all_gather_async(out, in)->wait(); }
+  void all_gather(const Tensor& out, const Tensor& in) {
+    all_gather_async(out, in)->wait();
+    synchronize();
+  }
   std::unique_ptr<CommRequest> all_gather_async(const Tensor& out, const Tensor& in);
   // t = t of rank `root`, in place.
   void broadcast(const Tensor& t, int root);
   void barrier();
+  // Blocks the host until every collective started so far on this communicator has completed;
+  // past the timeout the whole job aborts. Only NCCL has anything to do (its wait() leaves the host
+  // free); mpi and single complete in wait().
+  virtual void synchronize() {}
 
   // Collective over this communicator: the ranks passing the same color form a new communicator,
   // ranked by key (ties by rank here). Same backend, device and timeout. MPI_Comm_split.

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <filesystem>
 #include <functional>
+#include <memory>
 
 #include "core/device.h"
 #include "core/error.h"
@@ -58,11 +59,11 @@ std::vector<NamedTensor> param_tensors(const ParamStore& params, HostStage& stag
   return out;
 }
 
-// AdamW's moment `which` ('m' or 'v') of every parameter, under the parameter's name.
-std::vector<NamedTensor> moment_tensors(const ParamStore& params, const AdamW& opt, char which, HostStage& stage) {
+// A tensor of every parameter (a moment), under the parameter's name.
+std::vector<NamedTensor> slot_tensors(const ParamStore& params, const std::function<Tensor(int)>& of,
+                                      HostStage& stage) {
   std::vector<NamedTensor> out;
-  for (int s = 0; s < params.size(); ++s)
-    out.push_back({params.infos()[s].name, stage.stage(which == 'm' ? opt.m(s) : opt.v(s))});
+  for (int s = 0; s < params.size(); ++s) out.push_back({params.infos()[s].name, stage.stage(of(s))});
   return out;
 }
 
@@ -148,6 +149,16 @@ void save_train_checkpoint(const std::string& path, const Config& cfg, const Par
   state.tp = params.tp().size;
   state.dp = dp;
   state.optimizer_steps = opt.steps_done();
+  // ZeRO-1: the moments' shards gathered whole over DP first (every DP rank takes part), then DP
+  // rank 0 goes on as with a plain optimizer.
+  std::unique_ptr<WholeMoments> whole;
+  if (opt.sharded()) {
+    whole = std::make_unique<WholeMoments>(params);
+    opt.gather_moments(*whole);
+    if (opt.zero1()->comm().rank() != 0) return;
+  }
+  const std::function<Tensor(int)> m_of = [&](int s) { return whole ? whole->m(s) : opt.m(s); };
+  const std::function<Tensor(int)> v_of = [&](int s) { return whole ? whole->v(s) : opt.v(s); };
   if (params.tp().size > 1) {
     DT_CHECK(tp && tp->size() == params.tp().size && tp->rank() == params.tp().rank,
              "checkpoint: the parameters are split over {} TP ranks; pass this rank's TP communicator",
@@ -155,39 +166,45 @@ void save_train_checkpoint(const std::string& path, const Config& cfg, const Par
     std::vector<std::vector<float>> store;
     std::vector<CheckpointGroup> groups = {
         {"params", gather_whole(params, [&](int s) { return params.master(s); }, *tp, store)},
-        {"optimizer/m", gather_whole(params, [&](int s) { return opt.m(s); }, *tp, store)},
-        {"optimizer/v", gather_whole(params, [&](int s) { return opt.v(s); }, *tp, store)}};
+        {"optimizer/m", gather_whole(params, m_of, *tp, store)},
+        {"optimizer/v", gather_whole(params, v_of, *tp, store)}};
     if (tp->rank() == 0) checkpoint_save(path, state, groups);
     return;
   }
   HostStage stage;
   std::vector<CheckpointGroup> groups = {{"params", param_tensors(params, stage)},
-                                         {"optimizer/m", moment_tensors(params, opt, 'm', stage)},
-                                         {"optimizer/v", moment_tensors(params, opt, 'v', stage)}};
+                                         {"optimizer/m", slot_tensors(params, m_of, stage)},
+                                         {"optimizer/v", slot_tensors(params, v_of, stage)}};
   stage.download();
   checkpoint_save(path, state, groups);
 }
 
 CheckpointState load_train_checkpoint(const std::string& path, ParamStore& params, AdamW* opt) {
   CheckpointState state = checkpoint_read_state(path);
+  // ZeRO-1: the whole moments are read first; each rank then keeps its shard (scatter_moments).
+  std::unique_ptr<WholeMoments> whole;
+  if (opt && opt->sharded()) whole = std::make_unique<WholeMoments>(params);
+  const std::function<Tensor(int)> m_of = [&](int s) { return whole ? whole->m(s) : opt->m(s); };
+  const std::function<Tensor(int)> v_of = [&](int s) { return whole ? whole->v(s) : opt->v(s); };
   if (params.tp().size > 1) {  // the file holds whole tensors: take this rank's part of each
     load_parts(path, "params", params, [&](int s) { return params.master(s); });
     if (opt) {
-      load_parts(path, "optimizer/m", params, [&](int s) { return opt->m(s); });
-      load_parts(path, "optimizer/v", params, [&](int s) { return opt->v(s); });
-      opt->set_steps_done(state.optimizer_steps);
+      load_parts(path, "optimizer/m", params, m_of);
+      load_parts(path, "optimizer/v", params, v_of);
     }
-    params.sync_compute();
-    return state;
+  } else {
+    HostStage stage;
+    checkpoint_load_group(path, {"params", param_tensors(params, stage)});
+    if (opt) {
+      checkpoint_load_group(path, {"optimizer/m", slot_tensors(params, m_of, stage)});
+      checkpoint_load_group(path, {"optimizer/v", slot_tensors(params, v_of, stage)});
+    }
+    stage.upload();
   }
-  HostStage stage;
-  checkpoint_load_group(path, {"params", param_tensors(params, stage)});
   if (opt) {
-    checkpoint_load_group(path, {"optimizer/m", moment_tensors(params, *opt, 'm', stage)});
-    checkpoint_load_group(path, {"optimizer/v", moment_tensors(params, *opt, 'v', stage)});
+    if (whole) opt->scatter_moments(*whole);
     opt->set_steps_done(state.optimizer_steps);
   }
-  stage.upload();
   params.sync_compute();
   return state;
 }

@@ -47,14 +47,17 @@ std::vector<std::string> list_partial_checkpoints(const std::string& dir);
 // Tensors are stored whole: when the parameters are split over TP (params.tp().size > 1) every rank
 // of the TP group calls it with its TP communicator `tp`; the parts are all-gathered and TP rank 0
 // writes the file. `dp`: the data-parallel size, recorded (DP replicas are identical: only one of
-// them, DP rank 0, calls this).
+// them, DP rank 0, calls this) -- except under ZeRO-1 (opt.sharded()), where every DP rank calls it:
+// the moments' shards are all-gathered over DP (two temporary arenas the size of the gradients),
+// then DP rank 0 goes on alone.
 void save_train_checkpoint(const std::string& path, const Config& cfg, const ParamStore& params, const AdamW& opt,
                            CheckpointState state, Communicator* tp = nullptr, int dp = 1);
 
 // Loads the parameters (and, with `opt`, AdamW's moments and step count) of the checkpoint at `path`
 // into a model of the same shape; every tensor is checked (name, shape, SHA-256). Returns its state.
 // Under TP each rank reads the whole tensors and keeps its part, so a checkpoint saved under any
-// TP/DP layout loads under any other.
+// TP/DP layout loads under any other; under ZeRO-1 each rank keeps its shard of the moments, so a
+// checkpoint of a ZeRO-1 run loads into a plain one and back.
 CheckpointState load_train_checkpoint(const std::string& path, ParamStore& params, AdamW* opt);
 
 // The config stored in a checkpoint, parsed and validated (errors name the checkpoint).

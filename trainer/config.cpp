@@ -83,6 +83,10 @@ void visit_fields(C& c, F&& f) {
   f("run.threads", c.run.threads);
   f("run.log_every", c.run.log_every);
   f("parallel.tp", c.parallel.tp);
+  f("parallel.zero1", c.parallel.zero1);
+  f("parallel.overlap_grad_sync", c.parallel.overlap_grad_sync);
+  f("parallel.bucket_mb", c.parallel.bucket_mb);
+  f("parallel.timeout_s", c.parallel.timeout_s);
 }
 
 using FieldValue = std::variant<int, uint64_t, double, bool, std::string, std::vector<MixerKind>>;
@@ -579,6 +583,13 @@ void validate_config(const Config& c) {
   non_negative("run.threads", c.run.threads);
   positive("run.log_every", c.run.log_every);
 
+  // Data parallelism (parallel/dp_grads.h) and the collectives' timeout (parallel/communicator.h).
+  positive("parallel.bucket_mb", c.parallel.bucket_mb);
+  rule(c.parallel.timeout_s > 0,
+       fmt::format("parallel.timeout_s = {} must be > 0: it is how long a collective waits for the other ranks "
+                   "before the job is ended (the default 600 s suits most runs; raise it for slow first steps)",
+                   c.parallel.timeout_s));
+
   // Tensor parallelism splits heads (and the vocabulary) across the TP ranks (DESIGN section 3).
   int tp = c.parallel.tp;
   positive("parallel.tp", tp);
@@ -586,20 +597,48 @@ void validate_config(const Config& c) {
     auto uses = [&](MixerKind k) { return std::find(m.layers.begin(), m.layers.end(), k) != m.layers.end(); };
     const char* why = "each tensor-parallel rank holds whole heads";
     divides("model.vocab_size", m.vocab_size, "parallel.tp", tp, "the embedding and LM head split the vocabulary");
+    // The parallel.tp values (divisors of n) that `fits`, for the messages: "1, 2, 4".
+    auto valid_tp = [](int n, auto fits) {
+      std::vector<std::string> v;
+      for (int t = 1; t <= n; ++t)
+        if (n % t == 0 && fits(t)) v.push_back(std::to_string(t));
+      return join(v, ", ");
+    };
     if (uses(MixerKind::kAttn)) {
-      divides("model.attn.n_heads", m.attn.n_heads, "parallel.tp", tp, why);
-      if (m.attn.n_kv_heads >= tp)
-        divides("model.attn.n_kv_heads", m.attn.n_kv_heads, "parallel.tp", tp, why);
-      else  // (the layers refuse this for now: replicated KV heads are not implemented yet)
-        divides("parallel.tp", tp, "model.attn.n_kv_heads", m.attn.n_kv_heads,
-                "fewer key/value heads than ranks are replicated evenly");
+      const int H = m.attn.n_heads, Hkv = m.attn.n_kv_heads;
+      divides("model.attn.n_heads", H, "parallel.tp", tp, why);
+      // Each rank holds whole KV heads, or, with fewer KV heads than ranks, the one KV head its
+      // query heads read, replicated on tp / n_kv_heads ranks (layers/attention.h).
+      if (H > 0 && Hkv > 0 && H % Hkv == 0) {
+        const std::string valid = fmt::format(
+            "valid parallel.tp for model.attn.n_heads = {} and model.attn.n_kv_heads = {}: {}", H, Hkv,
+            valid_tp(H, [&](int t) { return Hkv % t == 0 || t % Hkv == 0; }));
+        if (Hkv >= tp)
+          rule(Hkv % tp == 0, fmt::format("model.attn.n_kv_heads = {} must be divisible by parallel.tp = {} (each "
+                                          "tensor-parallel rank holds whole key/value heads); {}",
+                                          Hkv, tp, valid));
+        else
+          rule(tp % Hkv == 0, fmt::format("parallel.tp = {} must be divisible by model.attn.n_kv_heads = {} (fewer "
+                                          "key/value heads than ranks are replicated evenly, each on parallel.tp / "
+                                          "n_kv_heads ranks); {}",
+                                          tp, Hkv, valid));
+      }
     }
     // The SwiGLU hidden size splits too (gate_proj and up_proj by output, down_proj by input features).
     divides("model.d_ff", m.d_ff, "parallel.tp", tp, "the MLP splits its hidden features across the TP ranks");
     if (uses(MixerKind::kMla)) divides("model.mla.n_heads", m.mla.n_heads, "parallel.tp", tp, why);
     if (uses(MixerKind::kGdn)) {
-      divides("model.gdn.n_k_heads", m.gdn.n_k_heads, "parallel.tp", tp, why);
-      divides("model.gdn.n_v_heads", m.gdn.n_v_heads, "parallel.tp", tp, why);
+      // GDN key heads are not replicated (unlike attention's KV heads): every rank holds whole key heads.
+      const int Hk = m.gdn.n_k_heads, Hv = m.gdn.n_v_heads;
+      const std::string valid =
+          Hk > 0 && Hv > 0 && Hv % Hk == 0
+              ? fmt::format("; valid parallel.tp for model.gdn.n_k_heads = {}: {}", Hk,
+                            valid_tp(Hk, [](int) { return true; }))
+              : std::string();
+      if (Hk > 0) rule(Hk % tp == 0, fmt::format("model.gdn.n_k_heads = {} must be divisible by parallel.tp = {} ({}; "
+                                                 "GDN key heads are not replicated across ranks){}",
+                                                 Hk, tp, why, valid));
+      divides("model.gdn.n_v_heads", Hv, "parallel.tp", tp, why);
     }
   }
   if (errs.size() == 1) DT_FAIL("invalid config: {}", errs[0]);

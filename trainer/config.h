@@ -56,6 +56,10 @@ struct RunConfig {
 
 struct ParallelConfig {
   int tp = 1;  // tensor-parallel size; head counts must divide by it
+  bool zero1 = false;             // ZeRO-1: AdamW's moments sharded over the DP ranks (dp > 1)
+  bool overlap_grad_sync = true;  // DP gradient buckets start during the backward
+  double bucket_mb = 25;          // DP gradient bucket size, MiB
+  double timeout_s = 600;         // a collective waiting longer than this for the other ranks ends the job
 };
 
 struct Config {

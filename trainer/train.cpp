@@ -158,10 +158,11 @@ ResumePoint find_resume_point(const Config& cfg, const std::string& run_dir, con
 }
 
 // Under TP: the gradient of a replicated parameter that sees only this rank's heads is summed
-// over TP (ParamInfo::tp_partial_grad), so that every rank holds the whole gradient.
-void tp_sum_partial_grads(Communicator& tp, ParamStore& params) {
-  for (int s = 0; s < params.size(); ++s)
-    if (params.infos()[s].tp_partial_grad) tp.all_reduce(params.grad(s), ReduceOp::kSum);
+// over TP (ParamInfo::tp_partial_grad), so that every rank holds the whole gradient. Slots [first,
+// end). wait() orders what follows (the DP bucket holding it) without blocking the host on the GPU.
+void tp_sum_partial_grads(Communicator& tp, ParamStore& params, int first, int end) {
+  for (int s = first; s < end; ++s)
+    if (params.infos()[s].tp_partial_grad) tp.all_reduce_async(params.grad(s), ReduceOp::kSum)->wait();
 }
 
 // clip_grad_norm over a model split by TP: every parameter counted once (the split ones' squares
@@ -213,7 +214,10 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   std::unique_ptr<Communicator> own_world;
   Communicator* world = options.world;
   if (!world) {
-    own_world = make_communicator({.device = runtime.device(), .cuda_device = ctx.device_index, .stream = ctx.stream});
+    own_world = make_communicator({.device = runtime.device(),
+                                   .timeout_s = cfg.parallel.timeout_s,
+                                   .cuda_device = ctx.device_index,
+                                   .stream = ctx.stream});
     world = own_world.get();
   }
   DT_CHECK(world->size() >= cfg.parallel.tp,
@@ -248,7 +252,16 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   Model model(cfg.model, B, T, DType::kF32, runtime.device(), TpLayout{grid.tp_rank(), tp});
   model.init(tc.seed);
   ParamStore& params = model.params();
-  AdamW opt(params, {tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+  // The mean of the gradients over the DP ranks, in buckets; ZeRO-1 reduce-scatters them instead
+  // and the optimizer keeps this rank's shard of the moments (trainer/adamw.h).
+  const bool zero1 = cfg.parallel.zero1 && dp > 1;
+  std::unique_ptr<DpGradSync> dp_sync;
+  if (ctx.dp && dp > 1)
+    dp_sync = std::make_unique<DpGradSync>(*ctx.dp, params.grads_arena(),
+                                           std::max<size_t>(1, static_cast<size_t>(cfg.parallel.bucket_mb * (1 << 20))),
+                                           zero1 ? DpGradMode::kShardedMean : DpGradMode::kMean);
+  const bool overlap = dp_sync && cfg.parallel.overlap_grad_sync;
+  AdamW opt(params, {tc.beta1, tc.beta2, tc.eps, tc.weight_decay}, zero1 ? dp_sync.get() : nullptr);
   CheckpointState state;  // the loop's counters, as a checkpoint stores them
   state.rng_seed = tc.seed;
   state.rng_offset = 0;  // no random numbers are drawn after the init (no dropout)
@@ -286,8 +299,21 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
 
   log.print(describe_device(runtime.device(), cfg.run.device));
   if (world->size() > 1)
-    log.print(fmt::format("parallel: {} ranks = tp {} x dp {} ({} backend); rank 0 writes the run directory",
-                          world->size(), tp, dp, world->backend()));
+    log.print(fmt::format("parallel: {} ranks = tp {} x dp {} ({} backend, collective timeout {:g} s); rank 0 writes "
+                          "the run directory",
+                          world->size(), tp, dp, world->backend(), world->timeout_s()));
+  if (dp_sync) {
+    // AdamW's two moments per parameter, in the parameters' dtype: 1/dp of them per rank under ZeRO-1.
+    const double mib = 2.0 * static_cast<double>(params.grads_arena().bytes()) / (1 << 20);
+    log.print(fmt::format("data parallel: {} gradient buckets of {} MiB, {}{}; optimizer state {:.1f} MiB per rank{}",
+                          dp_sync->num_buckets(), cfg.parallel.bucket_mb,
+                          zero1 ? "reduce-scattered (ZeRO-1)" : "all-reduced",
+                          overlap ? ", overlapped with the backward" : "",
+                          zero1 ? static_cast<double>(opt.state().bytes()) / (1 << 20) : mib,
+                          zero1 ? fmt::format(" ({:.1f} MiB without ZeRO-1)", mib) : ""));
+  } else if (cfg.parallel.zero1) {
+    log.print("note: parallel.zero1 has no effect with one data-parallel rank");
+  }
   int threads = cfg.run.threads > 0 ? cfg.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   openblas_set_num_threads(threads);
 
@@ -332,7 +358,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     state.loader_epoch = cursor.epoch;
     state.loader_position = cursor.position;
     // The DP replicas are identical: DP rank 0's TP group gathers the whole tensors, world rank 0 writes.
-    if (grid.dp_rank() == 0) save_train_checkpoint(path, cfg, params, opt, state, ctx.tp, dp);
+    // ZeRO-1: every DP rank first gives its shard of the moments.
+    if (grid.dp_rank() == 0 || opt.sharded()) save_train_checkpoint(path, cfg, params, opt, state, ctx.tp, dp);
     if (!writer) return;
     std::error_code ec;
     double mb = static_cast<double>(fs::file_size(path, ec)) / (1 << 20);
@@ -348,8 +375,14 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     log.print(fmt::format("nothing to train: the checkpoint is at the last step, train.steps = {}; raise train.steps "
                           "(--set train.steps=N) to continue",
                           tc.steps));
-  std::unique_ptr<DpGradSync> dp_sync;  // the mean of the gradients over the DP ranks
-  if (ctx.dp && dp > 1) dp_sync = std::make_unique<DpGradSync>(*ctx.dp, params.grads_arena());
+  // Overlapped: as the last micro-batch's backward finishes a block's gradients, they are summed
+  // over TP where partial and their DP buckets start; the same bits as syncing after the backward.
+  GradsReady grads_ready;
+  if (overlap)
+    grads_ready = [&](int first, int end) {
+      if (tp > 1) tp_sum_partial_grads(*ctx.tp, params, first, end);
+      dp_sync->grads_ready(first, end);
+    };
   for (int step = first_step; step <= tc.steps; ++step) {
     const auto t0 = clock::now();
     params.zero_grads();
@@ -357,17 +390,20 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     for (int micro = 0; micro < A; ++micro) {
       train_loader.next(inputs.data(), targets.data());
       loss_sum += model.forward(ctx, inputs.data(), targets.data());
-      model.backward(ctx, 1.0 / A);  // grads accumulate: d(mean over the A micro-batches)
+      // grads accumulate: d(mean over the A micro-batches); they are final in the last backward
+      model.backward(ctx, 1.0 / A, micro == A - 1 ? grads_ready : GradsReady());
     }
     double loss = loss_sum / A;
-    if (tp > 1) tp_sum_partial_grads(*ctx.tp, params);
+    if (tp > 1 && !overlap) tp_sum_partial_grads(*ctx.tp, params, 0, params.size());
     if (dp_sync) {
-      dp_sync->all_reduce_mean();  // the gradient of the mean loss over the global batch
+      // The gradient of the mean loss over the global batch (ZeRO-1: of this rank's shard).
+      if (overlap) dp_sync->finish(); else dp_sync->all_reduce_mean();
       loss = all_reduce_value(*ctx.dp, loss, ReduceOp::kAvg);
     }
     if (options.after_backward) options.after_backward(step, params);
-    const double grad_norm =
-        tp > 1 ? clip_grad_norm_tp(ctx, params, *ctx.tp, tc.grad_clip) : clip_grad_norm(ctx, params, tc.grad_clip);
+    const double grad_norm = zero1    ? clip_grad_norm_zero1(ctx, opt, tp > 1 ? ctx.tp : nullptr, tc.grad_clip)
+                             : tp > 1 ? clip_grad_norm_tp(ctx, params, *ctx.tp, tc.grad_clip)
+                                      : clip_grad_norm(ctx, params, tc.grad_clip);
     const double lr = lr_at_step(step, tc.steps, tc.warmup_steps, tc.lr, tc.min_lr);
     // A non-finite loss or gradient would poison the weights and both moments for good: skip the
     // update (the batch is still consumed and the step counted, so the schedule stays in place).

@@ -1,21 +1,30 @@
 // The NCCL communicator with one rank on one GPU (what the H200 machine can run): every collective
-// on every dtype, outputs poisoned before each call; ordering after the compute stream; DP gradient
-// buckets, the nonfinite agreement and the TP mappings on device tensors. Skips without a GPU or
-// without NCCL in the build. Several ranks over NCCL need a machine with several GPUs (not run yet).
+// on every dtype, outputs poisoned before each call; ordering after the compute stream, and the
+// stream-side wait (wait() leaves the host free, the compute stream is ordered after the collective);
+// DP gradient buckets (overlapped, and ZeRO-1's reduce-scatter / all-gather with AdamW), the
+// nonfinite agreement and the TP mappings on device tensors. With one rank every collective is a
+// copy or nothing, but the events and streams run as with many. Skips without a GPU or without NCCL
+// in the build. Several ranks over NCCL need a machine with several GPUs (not run yet).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/arena.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/ops.h"
+#include "layers/params.h"
 #include "parallel/communicator.h"
 #include "parallel/dp_grads.h"
 #include "parallel/tp_mappings.h"
+#include "trainer/adamw.h"
 
 namespace dt {
 namespace {
@@ -118,11 +127,16 @@ TEST(NcclSingle, CollectivesWaitForTheComputeStream) {
       out.poison();
       cudaDeviceSynchronize();
       ASSERT_EQ(cudaMemcpyAsync(in.p, pinned, h.size(), cudaMemcpyHostToDevice, s), cudaSuccess);
-      // Queued on the communicator's stream behind an event on s: must see the copied data.
+      // Queued on the communicator's stream behind an event on s: must see the copied data. wait()
+      // orders s after it (s is a non-blocking stream: a legacy-stream copy would not wait for it).
       auto req = w->all_gather_async(Tensor(out.p, DType::kF32, Device::kCUDA, {n}),
                                      Tensor(in.p, DType::kF32, Device::kCUDA, {n}));
       req->wait();
-      EXPECT_EQ(out.download(), h) << "rep " << rep;
+      std::memset(pinned, 0xFF, h.size());
+      ASSERT_EQ(cudaMemcpyAsync(pinned, out.p, h.size(), cudaMemcpyDeviceToHost, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      EXPECT_EQ(std::memcmp(pinned, h.data(), h.size()), 0) << "rep " << rep;
+      std::memcpy(pinned, h.data(), h.size());
     }
     cudaFreeHost(pinned);
     // Several in flight, waited for in reverse order.
@@ -135,8 +149,113 @@ TEST(NcclSingle, CollectivesWaitForTheComputeStream) {
     rb->wait();
     while (!ra->test()) {
     }
+    w->synchronize();  // the host sees every result
     EXPECT_EQ(a.download(), ha);
     EXPECT_EQ(b.download(), hb);
+  }
+  cudaStreamDestroy(s);
+}
+
+// A host callback on the compute stream that holds it until `open` is set, or 20 s have passed
+// (then `expired`: the test thread was blocked, and the test fails instead of hanging).
+struct StreamGate {
+  std::atomic<bool> open{false}, expired{false};
+};
+void CUDART_CB hold_stream(void* p) {
+  auto* gate = static_cast<StreamGate*>(p);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!gate->open.load()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      gate->expired = true;
+      return;
+    }
+    std::this_thread::yield();
+  }
+}
+
+TEST(NcclSingle, WaitOrdersTheComputeStreamWithoutBlockingTheHost) {
+  SKIP_WITHOUT_NCCL();
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);  // a blocking stream, as the trainer's
+  {
+    auto w = nccl(s);
+    const std::vector<char> h = pattern(DType::kF32, 4096, 8);
+    DevBuf in(h.size()), out(h.size());
+    in.upload(h);
+    out.poison();
+    StreamGate gate;
+    ASSERT_EQ(cudaLaunchHostFunc(s, hold_stream, &gate), cudaSuccess);  // the "backward" still running
+    auto req = w->all_gather_async(Tensor(out.p, DType::kF32, Device::kCUDA, {4096}),
+                                   Tensor(in.p, DType::kF32, Device::kCUDA, {4096}));
+    req->wait();                 // returns at once: a host wait could not end while s is held
+    EXPECT_FALSE(req->test());   // the collective waits behind the held stream
+    EXPECT_FALSE(gate.expired) << "wait() blocked the host until the stream was released";
+    gate.open = true;
+    w->synchronize();            // now the host waits, under the timeout
+    EXPECT_TRUE(req->test());
+    EXPECT_EQ(out.download(), h);
+  }
+  cudaStreamDestroy(s);
+}
+
+// The overlapped sync and ZeRO-1 on the device with one rank: buckets started from grads_ready on
+// the compute stream, the reduce-scatter and all-gather in place (copies of one rank), and a ZeRO-1
+// AdamW step equal to the plain one bit for bit (masters, bf16 copies, moments).
+TEST(NcclSingle, OverlappedSyncAndZeroOneOnDevice) {
+  SKIP_WITHOUT_NCCL();
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  {
+    auto w = nccl(s);
+    Context ctx;
+    ctx.device = Device::kCUDA;
+    ctx.stream = s;
+    auto make = [](ParamStore& ps) {
+      ps.declare({"w", {37, 29}, Init::kNormal, 0.5, TpSplit::kReplicated, /*decay=*/true});
+      ps.declare({"norm", {29}, Init::kOnes, 0, TpSplit::kReplicated, /*decay=*/false});
+      ps.declare({"emb", {101, 7}, Init::kNormal, 0.5, TpSplit::kReplicated, /*decay=*/true});
+      ps.allocate();
+      ps.init(3);
+      for (int k = 0; k < ps.size(); ++k) {  // gradients: a fixed pattern
+        const Tensor g = ps.grad(k);
+        const std::vector<char> hg = pattern(DType::kF32, g.numel(), 10 + k);
+        device_copy(g.data, Device::kCUDA, hg.data(), Device::kCPU, hg.size());
+      }
+    };
+    ParamStore plain(DType::kF32, Device::kCUDA), sharded(DType::kF32, Device::kCUDA);
+    make(plain);
+    make(sharded);
+    DpGradSync sync_plain(*w, plain.grads_arena(), 1024);
+    DpGradSync sync_zero(*w, sharded.grads_arena(), 1024, DpGradMode::kShardedMean);
+    EXPECT_EQ(sync_zero.shard_numel() * 4, static_cast<int64_t>(sharded.grads_arena().bytes()));
+    sync_plain.grads_ready(1, 3);
+    sync_plain.grads_ready(0, 1);
+    sync_plain.finish();
+    sync_zero.grads_ready(2, 3);
+    sync_zero.grads_ready(0, 2);
+    sync_zero.finish();
+    AdamW opt_plain(plain, {}), opt_zero(sharded, {}, &sync_zero);
+    for (int step = 0; step < 2; ++step) {
+      opt_plain.step(ctx, 1e-2);
+      opt_zero.step(ctx, 1e-2);
+    }
+    w->synchronize();
+    auto host = [](const Tensor& t) {
+      std::vector<char> b(t.bytes());
+      device_copy(b.data(), Device::kCPU, t.data, t.device, t.bytes());
+      return b;
+    };
+    WholeMoments m_plain(plain), m_zero(sharded);
+    opt_plain.gather_moments(m_plain);
+    opt_zero.gather_moments(m_zero);
+    for (int k = 0; k < plain.size(); ++k) {
+      EXPECT_EQ(host(plain.master(k)), host(sharded.master(k))) << k;
+      if (plain.compute_copy(k).defined()) {
+        EXPECT_EQ(host(plain.compute_copy(k)), host(sharded.compute_copy(k))) << k;
+      }
+      EXPECT_EQ(host(m_plain.m(k)), host(m_zero.m(k))) << k;
+      EXPECT_EQ(host(m_plain.v(k)), host(m_zero.v(k))) << k;
+    }
   }
   cudaStreamDestroy(s);
 }

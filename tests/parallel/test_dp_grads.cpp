@@ -4,6 +4,7 @@
 // in a world of one. The real means over 2 and 4 ranks are tested in tests/mpi/test_mpi_dp.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -104,6 +105,127 @@ TEST(DpGradSync, ArenaInBucketSizeParts) {
     const Tensor g = grads.get(s);
     for (int64_t i = 0; i < g.numel(); ++i) EXPECT_EQ(static_cast<float*>(g.data)[i], 1.0f) << s << " " << i;
   }
+}
+
+// Rank `rank` of a pretend group of `size`, f32 only: all_reduce and reduce_scatter add 1 to what
+// this rank keeps (its chunk, for reduce_scatter); all_gather fills rank r's chunk with 100 + r for
+// the other ranks. Records the first element's address of each all_reduce / reduce_scatter input.
+class FakeRankCommunicator final : public Communicator {
+ public:
+  FakeRankCommunicator(int rank, int size) : Communicator(rank, size, "dp", Device::kCPU, 10) {}
+  std::string_view backend() const override { return "fake"; }
+  std::vector<const void*> started;
+
+ protected:
+  std::unique_ptr<CommRequest> do_all_reduce(const Tensor& t, ReduceOp op) override {
+    EXPECT_EQ(op, ReduceOp::kAvg);
+    started.push_back(t.data);
+    for (int64_t i = 0; i < t.numel(); ++i) static_cast<float*>(t.data)[i] += 1.0f;
+    return completed_request();
+  }
+  std::unique_ptr<CommRequest> do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    EXPECT_EQ(op, ReduceOp::kAvg);
+    started.push_back(in.data);
+    const float* src = static_cast<const float*>(in.data) + rank() * out.numel();
+    for (int64_t i = 0; i < out.numel(); ++i) static_cast<float*>(out.data)[i] = src[i] + 1.0f;
+    return completed_request();
+  }
+  std::unique_ptr<CommRequest> do_all_gather(const Tensor& out, const Tensor& in) override {
+    float* o = static_cast<float*>(out.data);
+    for (int r = 0; r < size(); ++r)
+      for (int64_t i = 0; i < in.numel(); ++i)
+        if (r == rank()) o[r * in.numel() + i] = static_cast<const float*>(in.data)[i];
+        else o[r * in.numel() + i] = 100.0f + r;
+    return completed_request();
+  }
+  void do_broadcast(const Tensor&, int) override {}
+  void do_barrier() override {}
+  std::unique_ptr<Communicator> do_split(int, int, std::string) override { DT_FAIL("unused"); }
+};
+
+// Slots of 100, 30, 64, 5 floats, each in whole 256-byte blocks: 128, 64, 64, 64 floats of room, 320 in all.
+void declare_four(Arena& a) {
+  a.declare("a", DType::kF32, {100});
+  a.declare("b", DType::kF32, {30});
+  a.declare("c", DType::kF32, {64});
+  a.declare("d", DType::kF32, {5});
+  a.allocate();
+}
+
+TEST(DpGradSync, GradsReadyStartsABucketOnceAllItsSlotsAreFinal) {
+  FakeRankCommunicator dp(0, 2);
+  Arena grads("grads", Device::kCPU);
+  declare_four(grads);  // slot bytes: a [0, 400), b [512, 632), c [768, 1024), d [1024, 1044); 1280 in all
+  DpGradSync sync(dp, grads, 512);  // buckets of 128 floats: [0, 512) [512, 1024) [1024, 1280)
+  ASSERT_EQ(sync.num_buckets(), 3);
+  EXPECT_EQ(sync.bucket(1).members, (std::vector<int>{1, 2}));
+  const char* base = static_cast<const char*>(grads.base());
+  for (int step = 0; step < 2; ++step) {
+    dp.started.clear();
+    sync.grads_ready(3, 4);  // d: bucket 2 is complete
+    EXPECT_EQ(dp.started, (std::vector<const void*>{base + 1024}));
+    sync.grads_ready(2, 3);  // c: bucket 1 still waits for b
+    EXPECT_EQ(dp.started.size(), 1u);
+    sync.grads_ready(2, 3);  // reported twice: nothing new
+    sync.grads_ready(1, 2);
+    EXPECT_EQ(dp.started, (std::vector<const void*>{base + 1024, base + 512}));
+    sync.finish();  // a was never reported: bucket 0 starts here
+    EXPECT_EQ(dp.started, (std::vector<const void*>{base + 1024, base + 512, base}));
+  }
+  for (int s = 0; s < 4; ++s)
+    for (int64_t i = 0; i < grads.get(s).numel(); ++i) EXPECT_EQ(grads.get(s).ptr<float>()[i], 2.0f) << s;
+  EXPECT_THROW(sync.grads_ready(3, 5), Error);
+}
+
+TEST(DpGradSync, ShardedBucketsSplitTheArenaInChunksWithPadding) {
+  const int n = 3;  // 320 floats: 3 does not divide them
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> shards;
+  for (int rank = 0; rank < n; ++rank) {
+    FakeRankCommunicator dp(rank, n);
+    Arena grads("grads", Device::kCPU), masters("params", Device::kCPU);
+    declare_four(grads);
+    declare_four(masters);
+    float* g = static_cast<float*>(grads.base());
+    for (int64_t i = 0; i < 320; ++i) g[i] = static_cast<float>(i);
+    DpGradSync sync(dp, grads, 400, DpGradMode::kShardedMean);  // 100 floats: buckets of 99 (whole chunks of 33)
+    ASSERT_EQ(sync.num_buckets(), 4);                             // 3 x 99 + 23, padded to 24
+    for (int b = 0; b < 3; ++b) EXPECT_TRUE(sync.bucket(b).in_place && sync.bucket(b).flat.numel() == 99) << b;
+    const GradBucket& last = sync.bucket(3);
+    EXPECT_FALSE(last.in_place);
+    EXPECT_EQ(last.count, 23);
+    EXPECT_EQ(last.flat.numel(), 24);  // chunks of 8: the last rank's holds 7 real elements
+    EXPECT_EQ(last.shard_count, rank == n - 1 ? 7 : 8);
+    sync.all_reduce_mean();
+    // This rank's chunks hold "the mean" (+1), the rest keeps the local gradients; padding never lands in the arena.
+    std::vector<char> mine(320, 0);
+    for (const auto& [off, cnt] : sync.shard_ranges())
+      for (int64_t i = off; i < off + cnt; ++i) mine[i] = 1;
+    for (int64_t i = 0; i < 320; ++i) EXPECT_EQ(g[i], static_cast<float>(i) + (mine[i] ? 1.0f : 0.0f)) << rank << " " << i;
+    EXPECT_EQ(sync.shard_numel(), std::count(mine.begin(), mine.end(), 1));
+    shards.push_back(sync.shard_ranges());
+    // The gather keeps this rank's chunks and takes the others' (marked 100 + r) in their places.
+    float* p = static_cast<float*>(masters.base());
+    for (int64_t i = 0; i < 320; ++i) p[i] = mine[i] ? -1.0f : std::nanf("");
+    sync.all_gather_shards(masters);
+    for (int b = 0; b < sync.num_buckets(); ++b) {
+      const GradBucket& k = sync.bucket(b);
+      const int64_t chunk = k.flat.numel() / n;
+      for (int64_t i = k.offset; i < k.offset + k.count; ++i) {
+        const int owner = static_cast<int>((i - k.offset) / chunk);
+        EXPECT_EQ(p[i], owner == rank ? -1.0f : 100.0f + owner) << rank << " " << i;
+      }
+    }
+    Arena other("other", Device::kCPU);
+    other.declare("x", DType::kF32, {7});
+    other.allocate();
+    EXPECT_THROW(sync.all_gather_shards(other), Error);  // not laid out like the gradients
+  }
+  // Together the ranks' shards cover every element once.
+  std::vector<int> cover(320, 0);
+  for (const auto& ranges : shards)
+    for (const auto& [off, cnt] : ranges)
+      for (int64_t i = off; i < off + cnt; ++i) ++cover[i];
+  for (int64_t i = 0; i < 320; ++i) EXPECT_EQ(cover[i], 1) << i;
 }
 
 TEST(DpGradSync, RefusesWhatItCannotAverage) {
