@@ -11,7 +11,7 @@ namespace dt::cuda {
 
 void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w);
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy,
-                     const Tensor& x, const Tensor& w, double alpha);
+                     const Tensor& x, const Tensor& w, double alpha, bool accumulate_dx);
 void embedding_forward(Context& ctx, const Tensor& y, const Tensor& ids, const Tensor& w);
 void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const Tensor& ids);
 void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,

@@ -42,10 +42,11 @@ namespace dt {
 
 // y[..., out] = x[..., in] w[out, in]^T
 void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w);
-// dx[..., in] = alpha dy w (written; skipped when dx is undefined);
-// dw[out, in] += alpha dy^T x (accumulated; skipped when dw is undefined).
+// dx[..., in] = alpha dy w (written, or added to dx when accumulate_dx: a layer whose input feeds
+// several projections sums their input gradients in the GEMM instead of a separate add; skipped
+// when dx is undefined); dw[out, in] += alpha dy^T x (accumulated; skipped when dw is undefined).
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy,
-                     const Tensor& x, const Tensor& w, double alpha = 1.0);
+                     const Tensor& x, const Tensor& w, double alpha = 1.0, bool accumulate_dx = false);
 
 // Token embedding. ids: int32 [...] (n tokens), w [vocab, dim], y [..., dim].
 // y[n] = w[ids[n]]; backward: dw[ids[n]] += dy[n]. Ids outside [0, vocab) are an error.

@@ -71,8 +71,8 @@ void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor
 }
 
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                     const Tensor& w, double alpha) {
-  DT_CUDA_DISPATCH(linear_backward, ctx, dx, dw, dy, x, w, alpha);
+                     const Tensor& w, double alpha, bool accumulate_dx) {
+  DT_CUDA_DISPATCH(linear_backward, ctx, dx, dw, dy, x, w, alpha, accumulate_dx);
   require_cpu(ctx, "linear_backward");
   int64_t out = w.size(0), in = w.size(1);
   int64_t rows = x.numel() / in;
@@ -83,7 +83,7 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   dispatch_float(w.dtype, "linear_backward", [&](auto t) {
     using T = decltype(t);
     linear_backward_ref<T>(dx.defined() ? dx.ptr<T>() : nullptr, dw.defined() ? dw.ptr<T>() : nullptr,
-                           dy.ptr<T>(), x.ptr<T>(), w.ptr<T>(), rows, in, out, T(alpha));
+                           dy.ptr<T>(), x.ptr<T>(), w.ptr<T>(), rows, in, out, T(alpha), accumulate_dx);
   });
 }
 

@@ -104,7 +104,6 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   d_b_ = decl("grad.b", {B, T, Hv});
   d_qkv_ = decl("grad.qkv", {B, T, conv_dim()});
   d_qkv_pre_ = decl("grad.qkv_pre", {B, T, conv_dim()});
-  d_x_part_ = decl("grad.x_part", {B, T, D});
   // On the GPU the chunked forward keeps the WY factors and the per-chunk states for the backward.
   const int64_t saved = chunk_size_ > 0 ? gdn_chunk_saved_elems(params.device(), B, T, Hk, Hv, dk, dv, chunk_size_) : 0;
   if (saved > 0) chunk_saved_ = acts.declare(p + ".chunk_saved", DType::kU16, {saved});
@@ -182,8 +181,7 @@ void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
                      act(b_), param(a_log_), param(dt_bias_));
   gdn_conv_backward(ctx, act(d_qkv_pre_), grad(w_conv_), d_qkv, act(qkv_pre_), param(w_conv_));
 
-  // x feeds four projections: dx = sum of their input gradients.
-  const Tensor part = act(d_x_part_);
+  // x feeds four projections: dx = sum of their input gradients (added by the GEMMs).
   linear_backward(ctx, dx, grad(w_qkv_), act(d_qkv_pre_), x_, param(w_qkv_));
   const std::pair<int, int> others[] = {{d_z_, w_z_}, {d_b_, w_b_}, {d_a_, w_a_}};
   for (auto [d_proj, w] : others) {
@@ -192,8 +190,7 @@ void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
       cast(ctx, act(d_gate_lowp_), d);
       d = act(d_gate_lowp_);
     }
-    linear_backward(ctx, part, grad(w), d, x_, param(w));
-    residual_add(ctx, dx, dx, part);
+    linear_backward(ctx, dx, grad(w), d, x_, param(w), 1.0, /*accumulate_dx=*/true);
   }
   tp_reduce_input_grad(ctx, tp_, dx, prefix_);
 }

@@ -39,4 +39,8 @@ void Linear::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   linear_backward(ctx, dx, params_->grad(w_), dy, x_, params_->param(w_));
 }
 
+void Linear::backward_accumulate(Context& ctx, const Tensor& dy, const Tensor& dx) {
+  linear_backward(ctx, dx, params_->grad(w_), dy, x_, params_->param(w_), 1.0, /*accumulate_dx=*/true);
+}
+
 }  // namespace dt

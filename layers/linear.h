@@ -26,6 +26,8 @@ class Linear : public Layer {
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
   // dx may be undefined (no input gradient wanted, e.g. the first layer's input).
   void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
+  // dx += dy W (the input gradient added to what dx holds; dW accumulated as always).
+  void backward_accumulate(Context& ctx, const Tensor& dy, const Tensor& dx);
 
   const std::string& name() const { return name_; }  // "<prefix>.weight"
   int64_t in_features() const { return in_; }    // this rank's

@@ -17,7 +17,7 @@ void MLP::declare(ParamStore& params, Arena& acts, int B, int T) {
   gate_proj_.declare(params, acts, B, T);
   up_proj_.declare(params, acts, B, T);
   down_proj_.declare(params, acts, B, T);
-  const int64_t F = gate_proj_.out_features(), C = gate_proj_.in_features();
+  const int64_t F = gate_proj_.out_features();
   const DType dt = params.act_dtype();
   gate_ = acts.declare(prefix_ + ".gate", dt, {B, T, F});
   up_ = acts.declare(prefix_ + ".up", dt, {B, T, F});
@@ -26,7 +26,6 @@ void MLP::declare(ParamStore& params, Arena& acts, int B, int T) {
   dh_ = acts.declare_shared("scratch.mlp.grad.h", dt, {B, T, F});
   dgate_ = acts.declare_shared("scratch.mlp.grad.gate", dt, {B, T, F});
   dup_ = acts.declare_shared("scratch.mlp.grad.up", dt, {B, T, F});
-  dx2_ = acts.declare_shared("scratch.mlp.grad.x_up", dt, {B, T, C});
 }
 
 void MLP::forward(Context& ctx, const Tensor& x, const Tensor& y) {
@@ -39,12 +38,11 @@ void MLP::forward(Context& ctx, const Tensor& x, const Tensor& y) {
 }
 
 void MLP::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
-  Tensor dh = acts_->get(dh_), dgate = acts_->get(dgate_), dup = acts_->get(dup_), dx2 = acts_->get(dx2_);
+  Tensor dh = acts_->get(dh_), dgate = acts_->get(dgate_), dup = acts_->get(dup_);
   down_proj_.backward(ctx, dy, dh);
   swiglu_backward(ctx, dgate, dup, dh, acts_->get(gate_), acts_->get(up_));
   gate_proj_.backward(ctx, dgate, dx);
-  up_proj_.backward(ctx, dup, dx2);
-  residual_add(ctx, dx, dx, dx2);
+  up_proj_.backward_accumulate(ctx, dup, dx);
   tp_reduce_input_grad(ctx, tp_, dx, prefix_);
 }
 

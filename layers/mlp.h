@@ -23,7 +23,7 @@ class MLP : public Layer {
   Linear gate_proj_, up_proj_, down_proj_;
   Arena* acts_ = nullptr;
   // saved: gate, up, h = silu(gate) * up [B, T, F]; backward scratch: dh, dgate, dup [B, T, F], dx2 [B, T, C]
-  int gate_ = -1, up_ = -1, h_ = -1, dh_ = -1, dgate_ = -1, dup_ = -1, dx2_ = -1;
+  int gate_ = -1, up_ = -1, h_ = -1, dh_ = -1, dgate_ = -1, dup_ = -1;
 };
 
 }  // namespace dt

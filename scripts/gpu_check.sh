@@ -13,7 +13,8 @@
 #         SKIP_GDN_BENCH=1, SKIP_TRAIN_BENCH=1, SKIP_TESTS=1, JOBS (build parallelism, default nproc),
 #         GTEST_FILTER=PATTERN (only those GPU tests: test_gpu runs them directly, ctest is skipped),
 #         PEERS=llama_eager,llama_compiled,fla_hybrid (bench_train_peers.py's list), SKIP_FLA_KERNELS=1
-#         (bench_gdn without fla's kernels), SKIP_SMOKE=1 (no `deltatron train` run).
+#         (bench_gdn without fla's kernels), SKIP_TRAIN_PEERS=1 (no HF / fla training steps),
+#         SKIP_SMOKE=1 (no `deltatron train` run).
 # cuDNN comes from the machine's python3 (torch's nvidia-cudnn-cu13); the cuDNN frontend headers, which
 # the machine lacks, from the carried wheel .whl/nvidia_cudnn_frontend-*.whl.
 set -uo pipefail
@@ -130,7 +131,7 @@ if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_TRAIN_BENCH:-}" ]]; then
     2>&1 | tee "$D/bench_train.log"
   "${BT[@]}" --config configs/softmax_124m.yaml --json "$D/train_softmax.json" 2>&1 | tee -a "$D/bench_train.log"
   "${BT[@]}" --config configs/hybrid_124m.yaml --json "$D/train_hybrid.json" 2>&1 | tee -a "$D/bench_train.log"
-  if [[ -z "${SKIP_PEERS:-}" ]]; then
+  if [[ -z "${SKIP_PEERS:-}" && -z "${SKIP_TRAIN_PEERS:-}" ]]; then
     step "peers: training steps (bench_train_peers.py)"
     env "${PEER_ENV[@]}" PYTHONUNBUFFERED=1 OUT=$D timeout 300 python3 bench/bench_train_peers.py 2>&1 | tee "$D/train_peers.log"
   fi

@@ -34,8 +34,8 @@ void linear_forward_ref(T* y, const T* x, const T* w, int64_t rows, int64_t in, 
 // dx may be null (no input gradient wanted); dw may be null (frozen weight).
 template <class T>
 void linear_backward_ref(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t rows, int64_t in,
-                         int64_t out, T alpha = T(1)) {
-  if (dx) gemm_ref(false, false, rows, in, out, alpha, dy, out, w, in, T(0), dx, in);
+                         int64_t out, T alpha = T(1), bool accumulate_dx = false) {
+  if (dx) gemm_ref(false, false, rows, in, out, alpha, dy, out, w, in, accumulate_dx ? T(1) : T(0), dx, in);
   if (dw) gemm_ref(true, false, out, in, rows, alpha, dy, out, x, in, T(1), dw, in);
 }
 

@@ -133,7 +133,7 @@ void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor
 }
 
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                     const Tensor& w, double alpha) {
+                     const Tensor& w, double alpha, bool accumulate_dx) {
   const char* op = "linear_backward";
   CudaState& s = cuda_state(ctx, op);
   DT_CHECK(w.ndim() == 2, "{}: weight must be 2-D [out, in], got {}", op, w.shape.str());
@@ -150,7 +150,8 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   if (dx.defined()) {
     DT_CHECK(dx.numel() == x.numel(), "{}: dx {} vs x {}", op, dx.shape.str(), x.shape.str());
     check_gpu_tensor(op, "dx", dx, {DType::kBF16});
-    if (rows > 0 && in > 0) gemm(s, op, false, false, in, rows, out, a, w, in, dy, out, 0.f, dx, in);
+    if (rows > 0 && in > 0)
+      gemm(s, op, false, false, in, rows, out, a, w, in, dy, out, accumulate_dx ? 1.f : 0.f, dx, in);
   }
   if (dw.defined()) {
     DT_CHECK(dw.shape == w.shape, "{}: dw {} vs w {}", op, dw.shape.str(), w.shape.str());

@@ -280,6 +280,22 @@ TEST(DenseMmLinearApi, OptionalGradientsAndErrors) {
   linear_backward(ctx, dxt, Tensor(), dyt, xt, wt, 1.0);
   EXPECT_TRUE(same_bits(dw1, download<float>(dwd.p, out * in)));
   for (float v : from_bf16(download<uint16_t>(dxd.p, rows * in))) ASSERT_TRUE(std::isfinite(v));
+  // accumulate_dx: a second call adds dy w to the dx the first left (the GEMM's beta = 1).
+  const std::vector<float> dx1 = from_bf16(download<uint16_t>(dxd.p, rows * in));
+  linear_backward(ctx, dxt, Tensor(), dyt, xt, wt, 1.0, /*accumulate_dx=*/true);
+  const std::vector<float> dx2 = from_bf16(download<uint16_t>(dxd.p, rows * in));
+  std::vector<double> dx_ref(rows * in);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < in; ++i) {
+      double acc = 0;
+      for (int64_t o = 0; o < out; ++o) acc += double(dy[r * out + o]) * w[o * in + i];
+      dx_ref[r * in + i] = acc;
+    }
+  for (size_t e = 0; e < dx2.size(); ++e) {
+    // dx2 = bf16(dx1 + dy w): within one bf16 rounding of the sum plus dx1's own rounding.
+    const double want = double(dx1[e]) + dx_ref[e], bound = 1e-2 * (std::fabs(want) + std::fabs(dx_ref[e])) + 1e-6;
+    ASSERT_NEAR(dx2[e], want, bound) << "accumulate_dx at " << e;
+  }
   // fp32 activations are not taken on the GPU; neither is a Context without CUDA state.
   const Tensor x32 = gpu_tensor(xd.p, DType::kF32, Shape{rows, in});
   try {
