@@ -36,6 +36,7 @@
 #include "parallel/process_groups.h"
 #include "trainer/adamw.h"
 #include "trainer/config.h"
+#include "trainer/grad_sync.h"
 #include "trainer/runtime.h"
 
 namespace {
@@ -62,28 +63,6 @@ double flops_per_token(const dt::Model& model, int tp) {
               (c.mla.qk_nope_head_dim + c.mla.qk_rope_head_dim + c.mla.v_head_dim) / tp;
   }
   return 6.0 * matmul_params + attn;
-}
-
-// As the trainer does under TP (trainer/train.cpp): the replicated parameters whose gradient covers
-// only this rank's heads (ParamInfo::tp_partial_grad) are summed over TP.
-void tp_sum_partial_grads(dt::Communicator& tp, dt::ParamStore& params) {
-  for (int s = 0; s < params.size(); ++s)
-    if (params.infos()[s].tp_partial_grad) tp.all_reduce(params.grad(s), dt::ReduceOp::kSum);
-}
-
-// clip_grad_norm over a TP-split model: split parameters' squares summed over TP, replicated ones
-// (the same on every TP rank) once.
-double clip_grad_norm_tp(dt::Context& ctx, dt::ParamStore& params, dt::Communicator& tp, double max_norm) {
-  std::vector<dt::Tensor> split, replicated, all;
-  for (int s = 0; s < params.size(); ++s) {
-    (params.infos()[s].split == dt::TpSplit::kReplicated ? replicated : split).push_back(params.grad(s));
-    all.push_back(params.grad(s));
-  }
-  const double ss_split = split.empty() ? 0.0 : dt::sum_squares(ctx, split);
-  const double ss_repl = replicated.empty() ? 0.0 : dt::sum_squares(ctx, replicated);
-  const double norm = std::sqrt(dt::all_reduce_value(tp, ss_split, dt::ReduceOp::kSum) + ss_repl);
-  if (max_norm > 0 && max_norm / (norm + 1e-6) < 1.0) dt::scale_tensors(ctx, all, max_norm / (norm + 1e-6));
-  return norm;
 }
 
 int run(int argc, char** argv);
@@ -180,12 +159,13 @@ int run(int argc, char** argv) {
     size_t mem_peak = 0;
     auto sample_memory = [&] { mem_peak = std::max(mem_peak, dt::device_memory_used()); };
     std::vector<double> losses;
-    // What follows the backward in a step: TP sum of partial gradients, DP mean, norm and clipping.
+    // What follows the backward in a step, as the trainer does it without the overlap: TP sum of
+    // partial gradients, DP mean, norm and clipping.
     auto reduce_and_clip = [&] {
-      if (tp > 1) tp_sum_partial_grads(*ctx.tp, params);
+      if (tp > 1) dt::tp_sum_partial_grads(*ctx.tp, params, 0, params.size());
       if (dp_sync) dp_sync->all_reduce_mean();
       if (tp > 1)
-        clip_grad_norm_tp(ctx, params, *ctx.tp, cfg.train.grad_clip);
+        dt::clip_grad_norm_tp(ctx, params, *ctx.tp, cfg.train.grad_clip);
       else
         dt::clip_grad_norm(ctx, params, cfg.train.grad_clip);
     };

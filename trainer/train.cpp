@@ -19,6 +19,7 @@
 #include "trainer/adamw.h"
 #include "trainer/checkpointing.h"
 #include "trainer/evaluate.h"
+#include "trainer/grad_sync.h"
 #include "trainer/metrics.h"
 #include "trainer/runtime.h"
 #include "trainer/schedule.h"
@@ -155,32 +156,6 @@ ResumePoint find_resume_point(const Config& cfg, const std::string& run_dir, con
             "--resume), delete the later checkpoints, or continue in another --run-dir",
             r.path, run_dir, files.back().path);
   return r;
-}
-
-// Under TP: the gradient of a replicated parameter that sees only this rank's heads is summed
-// over TP (ParamInfo::tp_partial_grad), so that every rank holds the whole gradient. Slots [first,
-// end). wait() orders what follows (the DP bucket holding it) without blocking the host on the GPU.
-void tp_sum_partial_grads(Communicator& tp, ParamStore& params, int first, int end) {
-  for (int s = first; s < end; ++s)
-    if (params.infos()[s].tp_partial_grad) tp.all_reduce_async(params.grad(s), ReduceOp::kSum)->wait();
-}
-
-// clip_grad_norm over a model split by TP: every parameter counted once (the split ones' squares
-// summed over TP, the replicated ones, the same on every rank, taken once).
-double clip_grad_norm_tp(Context& ctx, ParamStore& params, Communicator& tp, double max_norm) {
-  std::vector<Tensor> split, replicated, all;
-  for (int s = 0; s < params.size(); ++s) {
-    (params.infos()[s].split == TpSplit::kReplicated ? replicated : split).push_back(params.grad(s));
-    all.push_back(params.grad(s));
-  }
-  const double ss_split = split.empty() ? 0.0 : sum_squares(ctx, split);
-  const double ss_repl = replicated.empty() ? 0.0 : sum_squares(ctx, replicated);
-  const double norm = std::sqrt(all_reduce_value(tp, ss_split, ReduceOp::kSum) + ss_repl);
-  if (max_norm <= 0) return norm;
-  const double factor = max_norm / (norm + 1e-6);
-  if (!(factor < 1.0)) return norm;  // also leaves NaN norms to the caller
-  scale_tensors(ctx, all, factor);
-  return norm;
 }
 
 }  // namespace

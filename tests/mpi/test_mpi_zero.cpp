@@ -166,22 +166,7 @@ TEST(MpiZero, ModelReportsEverySlotOnceWhenFinal) {
 
 // ---- training ----
 
-// A run on the first tp x dp ranks.
-struct Layout {
-  Config cfg;
-  int ranks;
-};
-
-// Runs it into <dir>/<name>; returns that directory.
-std::string run(const SharedRunDir& dir, const std::string& name, const Layout& l, bool resume = false) {
-  TrainOptions o;
-  o.console = nullptr;
-  o.run_dir = dir / name;
-  o.resume = resume;
-  train_on_first(l.ranks, l.cfg, o);
-  return o.run_dir;
-}
-
+// A Layout (mpi_train_util.h) of tp x dp ranks with ZeRO-1 and the overlap on or off.
 Layout layout(const SharedRunDir& dir, int tp, int dp, bool zero1, bool overlap, double bucket_mb = 0.016) {
   Layout l{small_train_config(dir, tp, dp), tp * dp};
   Config& c = l.cfg;
