@@ -10,7 +10,8 @@
 #   kernels/cuda/gdn_emu/build.sh            -> build-gdnemu/emu_gdn
 #   build-gdnemu/emu_gdn quick|lengths|d128|wide|cols|misc|long|dims|pointwise|conv [simt]
 # (dims: head dims 8 to 64, dk != dv, through kAuto, which must pick the SIMT kernels.)
-# Not part of the CMake build (the library globs kernels/cuda/*.cu only).
+# CMake builds the same thing as the target emu_gdn (kernels/cuda/gdn_emu/CMakeLists.txt) and ctest runs
+# it (label emu); this script is the quick way by hand.
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
 R=$(cd "$HERE/../../.." && pwd)

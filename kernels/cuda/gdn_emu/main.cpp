@@ -280,6 +280,12 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   auto add = [&](int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t D) { Case c; c.B = B, c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.seed = 100 + T + D; cases.push_back(c); };
   if (which == "quick") { add(1, 65, 1, 1, 64); }
+  else if (which == "ci") {  // ctest (emu.gdn_chunk): one partial chunk each of D 64 and 128, T = 1, GQA, strided rows
+    add(1, 65, 1, 1, 64);
+    add(1, 1, 1, 2, 64);
+    add(1, 65, 2, 2, 128);
+    Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11; cases.push_back(s);
+  }
   else if (which == "lengths") { for (int64_t T : {1, 15, 63, 64, 65, 300}) add(2, T, 1, 2, 64); }
   else if (which == "d128") { for (int64_t T : {1, 65, 300}) add(1, T, 2, 2, 128); }
   else if (which == "wide") { add(3, 70, 1, 12, 128); }
@@ -298,6 +304,11 @@ int main(int argc, char** argv) {
       add(1, T, 1, 1, 8), cases.back().Dv = 40;
     }
     Case s; s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12; cases.push_back(s);
+  }
+  if (cases.empty()) {
+    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, misc, long, dims, pointwise, conv)\n",
+                 which.c_str());
+    return 2;
   }
   const bool simt = argc > 2 && std::string(argv[2]) == "simt";
   const GdnCudaImpl impl = simt ? GdnCudaImpl::kSimt : which == "dims" ? GdnCudaImpl::kAuto : GdnCudaImpl::kTensorCore;
