@@ -8,6 +8,8 @@
 #
 # Before: scripts/fetch_device_debs.sh here (fills .debs/ and .whl/, both ignored by git).
 # Then:   run(carry=[".debs", ".whl"], command="bash scripts/gpu_check.sh", timeout_s=600)
+#         (add ".triton_cache.tar.gz" to carry when a previous call's $OUT/triton_cache.tar.gz was
+#         copied to the repository root: fla's kernels are then not compiled again)
 # Env:    PROFILE=1 (ncu kernel times: scripts/ncu_summary.py; PROFILE_SECTIONS=REGEX adds ncu sections
 #         for those GDN kernels), TARGETS="..." (build only these), SKIP_BENCH=1 (tests only; DENSE_BENCH=1 still runs bench_dense_ops), SKIP_PEERS=1 (no peers),
 #         SKIP_GDN_BENCH=1, SKIP_TRAIN_BENCH=1, SKIP_TESTS=1, JOBS (build parallelism, default nproc),
@@ -115,6 +117,16 @@ else
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=5
 fi
 
+# Triton's compiled kernels (fla, torch.compile) in one directory: restored from .triton_cache.tar.gz
+# when carried (git-ignored), saved to $OUT/triton_cache.tar.gz at the end, so that the next call
+# (carry it back as .triton_cache.tar.gz) skips most of fla's compilation, which took more than the
+# 240 s given to it at the long shape.
+export TRITON_CACHE_DIR=/tmp/triton_cache
+mkdir -p "$TRITON_CACHE_DIR"
+if [[ -f .triton_cache.tar.gz ]]; then
+  tar -xzf .triton_cache.tar.gz -C "$TRITON_CACHE_DIR" && echo "triton cache restored: $(du -sh "$TRITON_CACHE_DIR" | cut -f1)"
+fi
+
 PEER_ENV=()
 if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_PEERS:-}" ]] && ls .whl/fla*.whl .whl/flash_linear*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -177,6 +189,15 @@ for p in sorted(glob.glob(os.path.join(d, "*.json"))):
 json.dump(merged, open(out, "w"), indent=1)
 PY
 tar -czf "$OUT/detail.tar.gz" -C "$D" . 2>/dev/null || true
+if [[ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]]; then
+  tar -czf /tmp/triton_cache.tar.gz -C "$TRITON_CACHE_DIR" . 2>/dev/null
+  # Only when it can travel back (the carry limit is 64 MiB for everything).
+  if [[ $(stat -c %s /tmp/triton_cache.tar.gz) -lt $((40 * 1024 * 1024)) ]]; then
+    cp /tmp/triton_cache.tar.gz "$OUT/triton_cache.tar.gz"
+  else
+    echo "triton cache $(du -h /tmp/triton_cache.tar.gz | cut -f1): too large to bring back"
+  fi
+fi
 
 step "done (status $status)"
 exit $status
