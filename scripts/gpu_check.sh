@@ -16,7 +16,8 @@
 #         GTEST_FILTER=PATTERN (only those GPU tests: test_gpu runs them directly, ctest is skipped),
 #         PEERS=llama_eager,llama_compiled,fla_hybrid (bench_train_peers.py's list), SKIP_FLA_KERNELS=1
 #         (bench_gdn without fla's kernels), SKIP_TRAIN_PEERS=1 (no HF / fla training steps),
-#         SKIP_SMOKE=1 (no `deltatron train` run).
+#         SKIP_SMOKE=1 (no `deltatron train` run), SCALING=1 (bench/bench_scaling.py over every GPU
+#         here; SCALING_CONFIGS="configs/...yaml ..." to choose).
 # cuDNN comes from the machine's python3 (torch's nvidia-cudnn-cu13); the cuDNN frontend headers, which
 # the machine lacks, from the carried wheel .whl/nvidia_cudnn_frontend-*.whl.
 set -uo pipefail
@@ -159,6 +160,14 @@ if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_GDN_BENCH:-}" ]]; then
   fi
   step "bench_gdn"
   timeout 240 build-gpu/bench/bench_gdn --json "$D/bench_gdn.json" "${FLA_JSON[@]}" 2>&1 | tee "$D/bench_gdn.log"
+fi
+if [[ -n "${SCALING:-}" ]]; then
+  # TP / DP scaling over every GPU of this machine (bench/bench_scaling.py; one rank per GPU);
+  # SCALING_CONFIGS picks the configs (default: the 124M and 1.3B hybrids).
+  step "bench_scaling ($(nvidia-smi -L 2>/dev/null | wc -l) GPUs)"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 400 python3 bench/bench_scaling.py \
+    --bench build-gpu/bench/bench_train --configs ${SCALING_CONFIGS:-configs/hybrid_124m.yaml configs/hybrid_1p3b.yaml} \
+    --steps 10 --warmup 3 --json "$D/scaling.json" 2>&1 | tee "$D/scaling.log"
 fi
 if [[ -z "${SKIP_BENCH:-}" || -n "${DENSE_BENCH:-}" ]]; then
   step "bench_dense_ops"
