@@ -9,33 +9,14 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
-#include "kernels/ops.h"
-
-#ifdef DELTATRON_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-// The GPU path of an op: kernels/cuda_ops.h.
-#define DT_CUDA_DISPATCH(fn, ...) \
-  if (ctx.device == Device::kCUDA) return cuda::fn(__VA_ARGS__)
-#else
-#define DT_CUDA_DISPATCH(fn, ...) (void)0
-#endif
+#include "kernels/ops_dispatch.h"
 
 namespace dt {
 
 namespace {
 
-void require_cpu(const Context& ctx, const char* op) {
-  DT_CHECK(ctx.device == Device::kCPU, "{}: this build has no CUDA backend (nvcc was not found at configure time)",
-           op);
-}
-
-// Calls f(T{}) with T = float or double by the tensor's dtype.
-template <class F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::kF32) return f(float{});
-  if (t == DType::kF64) return f(double{});
-  DT_FAIL("{}: dtype {} not supported on the CPU (f32 or f64)", op, dtype_name(t));
-}
+using ops_detail::dispatch_float;
+using ops_detail::require_cpu;
 
 // Every tensor an op touches must be contiguous and hold `dtype`.
 void check_tensors(const char* op, DType dtype, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {

@@ -13,6 +13,7 @@
 #include "kernels/cpu/gdn_l2norm.h"
 #include "kernels/cpu/gdn_norm.h"
 #include "kernels/ops.h"
+#include "kernels/ops_dispatch.h"
 #ifdef DELTATRON_HAVE_CUDA
 #include "kernels/gdn_cuda.h"
 #endif
@@ -22,18 +23,8 @@ namespace dt {
 namespace {
 
 using Named = std::pair<const Tensor*, const char*>;  // a tensor and its name in messages
-
-void require_cpu(const Context& ctx, const char* op) {
-  DT_CHECK(ctx.device == Device::kCPU, "{}: the CUDA backend for this op is not built yet", op);
-}
-
-// Calls f(T{}) with T = float or double by the tensor's dtype.
-template <class F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::kF32) return f(float{});
-  if (t == DType::kF64) return f(double{});
-  DT_FAIL("{}: dtype {} not supported on the CPU (f32 or f64)", op, dtype_name(t));
-}
+using ops_detail::dispatch_float;
+using ops_detail::require_cpu;
 
 void check_dtype(const Tensor& t, DType want, const char* op, const char* name) {
   DT_CHECK(t.dtype == want, "{}: {} is {}, expected {} like the other arguments", op, name, dtype_name(t.dtype),

@@ -3,24 +3,13 @@
 // the scalars and each update in double.
 #include <cmath>
 
-#include "kernels/ops.h"
-
-#ifdef DELTATRON_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-#define DT_CUDA_DISPATCH(fn, ...) \
-  if (ctx.device == Device::kCUDA) return cuda::fn(__VA_ARGS__)
-#else
-#define DT_CUDA_DISPATCH(fn, ...) (void)0
-#endif
+#include "kernels/ops_dispatch.h"
 
 namespace dt {
 
 namespace {
 
-void require_cpu(const Context& ctx, const char* op) {
-  DT_CHECK(ctx.device == Device::kCPU, "{}: this build has no CUDA backend (nvcc was not found at configure time)",
-           op);
-}
+using ops_detail::require_cpu;
 
 template <class T>
 void adamw_update_ref(T* p, T* m, T* v, const T* g, int64_t n, double decay_factor, double b1, double b2,

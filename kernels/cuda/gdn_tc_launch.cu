@@ -190,8 +190,8 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   // [saved part, unless given][backward part]
   const int64_t saved_bytes = p.saved ? 0 : tc_saved_layout(a, d, false, nullptr);
   char* temp = tc_alloc(saved_bytes + tc_backward_layout(a, d, nullptr), s, op);
-  tc_saved_layout(a, d, true, p.saved ? static_cast<char*>(const_cast<void*>(p.saved)) : nullptr);
-  if (!p.saved) tc_saved_layout(a, d, false, temp);
+  if (p.saved) tc_saved_layout(a, d, true, static_cast<char*>(const_cast<void*>(p.saved)));
+  else tc_saved_layout(a, d, false, temp);
   a.S_lo = a.Vn_lo = nullptr;  // the backward reads the high parts only
   tc_backward_layout(a, d, temp + saved_bytes);
   if (!p.saved) {  // the forward's G, W, U, S and V' again
