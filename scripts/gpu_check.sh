@@ -10,7 +10,8 @@
 # Then:   run(carry=[".debs", ".whl"], command="bash scripts/gpu_check.sh", timeout_s=600)
 #         (add ".triton_cache.tar.gz" to carry when a previous call's $OUT/triton_cache.tar.gz was
 #         copied to the repository root: fla's kernels are then not compiled again)
-# Env:    PROFILE=1 (ncu kernel times: scripts/ncu_summary.py; PROFILE_SECTIONS=REGEX adds ncu sections
+# Env:    PROFILE=1 (ncu kernel times: scripts/ncu_summary.py; PROFILE_GDN_SHAPES="B,T,H,D ..." the bench_gdn
+#         shapes profiled, 124M by default; PROFILE_SECTIONS=REGEX adds ncu sections
 #         for those GDN kernels), TARGETS="..." (build only these), SKIP_BENCH=1 (tests only; DENSE_BENCH=1 still runs bench_dense_ops), SKIP_PEERS=1 (no peers),
 #         SKIP_GDN_BENCH=1, SKIP_TRAIN_BENCH=1, SKIP_TESTS=1, JOBS (build parallelism, default nproc),
 #         GTEST_FILTER=PATTERN (only those GPU tests: test_gpu runs them directly, ctest is skipped),
@@ -91,9 +92,13 @@ if [[ -n "${PROFILE:-}" ]]; then
   timeout 240 "${NCU[@]}" build-gpu/bench/bench_train --config configs/hybrid_124m.yaml --steps 1 --warmup 0 \
     > "$D/ncu_hybrid.csv" 2> "$D/ncu_hybrid.err"
   python3 scripts/ncu_summary.py "$D/ncu_hybrid.csv" 2>&1 | tee "$D/ncu_hybrid_summary.txt" | head -60
-  timeout 120 "${NCU[@]}" build-gpu/bench/bench_gdn --shapes 16,1024,12,64 --iters 1 --warmup 0 --no-ceilings \
-    > "$D/ncu_gdn.csv" 2> "$D/ncu_gdn.err"
-  python3 scripts/ncu_summary.py "$D/ncu_gdn.csv" 2>&1 | tee "$D/ncu_gdn_summary.txt" | head -40
+  for shape in ${PROFILE_GDN_SHAPES:-16,1024,12,64}; do
+    tag=${shape//,/x}
+    echo "--- bench_gdn $shape"
+    timeout 120 "${NCU[@]}" build-gpu/bench/bench_gdn --shapes "$shape" --iters 1 --warmup 0 --no-ceilings \
+      > "$D/ncu_gdn_$tag.csv" 2> "$D/ncu_gdn_$tag.err"
+    python3 scripts/ncu_summary.py "$D/ncu_gdn_$tag.csv" 2>&1 | tee "$D/ncu_gdn_${tag}_summary.txt" | head -40
+  done
   if [[ -n "${PROFILE_SECTIONS:-}" ]]; then
     timeout 200 ncu --clock-control none -k "regex:${PROFILE_SECTIONS}" --launch-count 6 --section SpeedOfLight \
       --section WarpStateStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
