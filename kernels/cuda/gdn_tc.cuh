@@ -183,7 +183,6 @@ struct TcArgs {
   uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16 high part
   uint16_t* S_lo = nullptr;      // [ch][D][D]     its low part (forward only: S = S + S_lo to ~16 bits)
   uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16 high part
-  uint16_t* Vn_lo = nullptr;     // [ch][64][D]    its low part (forward only)
   float* dvl = nullptr;          // [ch][64][D]    M^T dO
   uint16_t* dS = nullptr;        // [ch][D][D]     gradient of the state leaving the chunk
   uint16_t* dVn = nullptr;       // [ch][64][D]    dV'
@@ -231,20 +230,19 @@ __device__ __forceinline__ void chunk_gates(const TcArgs& a, const TcChunk& ck, 
   }
 }
 
-// T = (I + A)^-1 for A strictly lower 64 x 64 (fp32, row stride kLdF), all threads of the CTA:
-// the four 16 x 16 diagonal blocks by forward substitution (one thread per column), then block row
-// a = 1..3 at once: X = A[a, 0:a] T[0:a, 0:a] (16 x 16a; T's blocks above the diagonal are zero),
-// T[a, 0:a] = -T_aa X. Thread (i, cg) = (tid / 8, tid % 8) owns row i and columns cg + 8m, so
-// each A value it loads serves 2a columns. X: 768 floats of scratch. Ends synchronised.
-__device__ __forceinline__ void invert_unit_lower(const float* A, float* T, float* X) {
+// T = (I + A)^-1 in place: AT holds A strictly lower 64 x 64 (fp32, row stride kLdF, zeros on
+// and above the diagonal) and receives T; all threads of the CTA. The four 16 x 16 diagonal blocks
+// by forward substitution (one thread per column, the column in registers until every thread has
+// read its block), then block row a = 1..3: X = A[a, 0:a] T[0:a, 0:a] (16 x 16a; T's blocks above
+// the diagonal are A's zeros), then T[a, 0:a] = -T_aa X over A[a, 0:a], which nothing reads after
+// X. Thread (i, cg) = (tid / 8, tid % 8) owns row i and columns cg + 8m, so each A value it loads
+// serves 2a columns. X: 768 floats of scratch. Ends synchronised. (v2 kept A and T apart: 17 KB
+// more shared memory per CTA, one CTA fewer per SM in prep.)
+__device__ __forceinline__ void invert_unit_lower(float* AT, float* X) {
   const int tid = threadIdx.x;
-  for (int idx = tid; idx < kC * kC; idx += kTcThreads) {
-    const int i = idx / kC, j = idx % kC;
-    if (j / 16 > i / 16) T[i * kLdF + j] = 0.f;
-  }
+  const int o = 16 * (tid >> 4), c = tid & 15;
+  float col[16];
   if (tid < 64) {
-    const int o = 16 * (tid >> 4), c = tid & 15;
-    float col[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       float v = i == c ? 1.f : 0.f;
@@ -252,13 +250,16 @@ __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, floa
         float acc = 0.f;
 #pragma unroll
         for (int j = 0; j < i; ++j)
-          if (j >= c) acc += A[(o + i) * kLdF + o + j] * col[j];
+          if (j >= c) acc += AT[(o + i) * kLdF + o + j] * col[j];
         v = -acc;
       }
       col[i] = v;
     }
+  }
+  __syncthreads();  // every diagonal block read before any is overwritten
+  if (tid < 64) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) T[(o + i) * kLdF + o + c] = col[i];
+    for (int i = 0; i < 16; ++i) AT[(o + i) * kLdF + o + c] = col[i];
   }
   __syncthreads();
   const int i = tid >> 3, cg = tid & 7;
@@ -267,20 +268,20 @@ __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, floa
 #pragma unroll
   for (int a = 1; a < 4; ++a) {
     float x[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    const float* arow = A + (16 * a + i) * kLdF;
+    const float* arow = AT + (16 * a + i) * kLdF;
 #pragma unroll 8
     for (int k = 0; k < 16 * a; ++k) {
       const float av = arow[k];
 #pragma unroll
       for (int m = 0; m < 6; ++m)
-        if (m < 2 * a) x[m] += av * T[k * kLdF + cg + 8 * m];
+        if (m < 2 * a) x[m] += av * AT[k * kLdF + cg + 8 * m];
     }
 #pragma unroll
     for (int m = 0; m < 6; ++m)
       if (m < 2 * a) X[i * 48 + cg + 8 * m] = x[m];
     __syncthreads();
     float t[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    const float* trow = T + (16 * a + i) * kLdF + 16 * a;
+    const float* trow = AT + (16 * a + i) * kLdF + 16 * a;
     for (int k = 0; k <= i; ++k) {
       const float tv = trow[k];
 #pragma unroll
@@ -289,7 +290,7 @@ __device__ __forceinline__ void invert_unit_lower(const float* A, float* T, floa
     }
 #pragma unroll
     for (int m = 0; m < 6; ++m)
-      if (m < 2 * a) T[(16 * a + i) * kLdF + cg + 8 * m] = -t[m];
+      if (m < 2 * a) AT[(16 * a + i) * kLdF + cg + 8 * m] = -t[m];
     __syncthreads();
   }
 }
@@ -323,7 +324,7 @@ void tc_set_smem(Kernel kernel, size_t bytes, const char* op) {
 }
 
 // prep: G, W, U. state_forward: the entering states S and V' per chunk (their low parts too when
-// S_lo, Vn_lo are set), and S_out. output: o from Q, K, G, S and V' (chunks in parallel).
+// S_lo is set), and S_out. output: o from Q, K, G, S and V' (chunks in parallel).
 void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);

@@ -39,7 +39,7 @@ void take(P*& p, int64_t bytes, char* base, int64_t& off) {
 }
 
 // The saved part of the workspace: what the forward computes and the backward reads (G, W, U, the
-// entering states, V' and T; the low parts of S and V' only for the forward's output kernel, with_lo). With
+// entering states, V' and T; the low part of S only for the forward's output kernel, with_lo). With
 // base == null only counts the bytes.
 int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, bool with_lo, char* base) {
   const int64_t D = d.dk, nch = d.B * d.Hv * ((d.T + kC - 1) / kC), rows = nch * kC;
@@ -52,7 +52,6 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, bool with_lo, char* bas
   take(a.Tb, rows * kC * 2, base, off);
   if (with_lo) {
     take(a.S_lo, nch * D * D * 2, base, off);
-    take(a.Vn_lo, rows * D * 2, base, off);
   }
   return off;
 }
@@ -192,7 +191,7 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   char* temp = tc_alloc(saved_bytes + tc_backward_layout(a, d, nullptr), s, op);
   if (p.saved) tc_saved_layout(a, d, true, static_cast<char*>(const_cast<void*>(p.saved)));
   else tc_saved_layout(a, d, false, temp);
-  a.S_lo = a.Vn_lo = nullptr;  // the backward reads the high parts only
+  a.S_lo = nullptr;  // the backward reads the high parts only
   tc_backward_layout(a, d, temp + saved_bytes);
   if (!p.saved) {  // the forward's G, W, U, S and V' again
     tc_prep(a, D, s, op);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -297,6 +298,7 @@ void expect_close(const char* tensor, const Case& c, const std::vector<float>& g
                   double tol) {
   ASSERT_EQ(got.size(), want.size()) << tensor;
   const Err e = compare(got, want);
+  std::printf("[ metric   ] %-6s %-40s relative RMS %.3e (tol %.0e)\n", tensor, c.name().c_str(), e.rel_rms, tol);
   EXPECT_EQ(e.nan_count, 0) << tensor << " [" << c.name() << "]: " << e.nan_count << " of " << got.size()
                             << " elements are NaN/inf (unwritten, poisoned, or overflowed)";
   EXPECT_LE(e.rel_rms, tol) << tensor << " [" << c.name() << "]: relative RMS error " << e.rel_rms << " > " << tol
@@ -616,6 +618,83 @@ TEST(GdnCudaNorm, ForwardBackwardMatchReferenceAndDwIsDeterministic) {
     expect_close("norm dw (accumulated onto 0.3)", c, dw_a, dw_ref, 1e-3);
     gdn_norm_backward(ctx, bf(dod), bf(dzd), f32(dw2), bf(dyd), bf(od), bf(zd), f32(wdv), eps);
     EXPECT_EQ(0, std::memcmp(dw_a.data(), download<float>(dw2, d).data(), d * 4)) << "norm dw differs between runs";
+  }
+}
+
+// Every backward variant (GdnCudaNormParams::bwd_variant, kernels/cuda/gdn_norm.cu) through the
+// launcher: odd item counts, the 1-feature path (off = 1: every bf16 tensor 2 bytes past a 16-byte
+// boundary), and sizes at which variant 3's one-wave grid gives each CTA several warp steps and the
+// last CTA a partial one (T 4501 x 3 heads of 64; T 2731 x 3 heads of 128). Outputs poisoned before
+// each run; dw accumulated onto 0.3; a second run of the same variant gives the same dw bits.
+TEST(GdnCudaNorm, EveryBackwardVariantMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  struct NormCase {
+    int64_t B, T, H, d;
+    int off;
+  };
+  const NormCase cases[] = {{2, 37, 3, 16, 0}, {2, 37, 3, 48, 0}, {2, 37, 3, 64, 0},   {2, 37, 3, 128, 0},
+                            {1, 45, 3, 256, 0}, {2, 37, 3, 64, 1}, {1, 45, 3, 48, 1}, {1, 4501, 3, 64, 0},
+                            {1, 2731, 3, 128, 0}};
+  for (const NormCase& nc : cases) {
+    const int64_t B = nc.B, T = nc.T, H = nc.H, d = nc.d, n = B * T * H * d, off = nc.off;
+    const double eps = 1e-6;
+    std::mt19937_64 rng(60 + d + T + off);
+    std::normal_distribution<double> nd;
+    std::vector<uint16_t> ob(n + off), zb(n + off), dyb(n + off);
+    for (auto& e : ob) e = f32_to_bf16(static_cast<float>(0.3 * nd(rng)));
+    for (auto& e : zb) e = f32_to_bf16(static_cast<float>(2 * nd(rng)));
+    for (auto& e : dyb) e = f32_to_bf16(static_cast<float>(nd(rng)));
+    std::vector<float> w(d), dw0(d, 0.3f);
+    for (auto& e : w) e = static_cast<float>(1 + 0.2 * nd(rng));
+    auto tail = [&](const std::vector<uint16_t>& b) {  // the n values past the offset, as doubles
+      const std::vector<float> f = from_bf16(b);
+      return std::vector<double>(f.begin() + off, f.end());
+    };
+    std::vector<double> o = tail(ob), z = tail(zb), dy = tail(dyb), wd = to_double(w), y_ref(n), do_ref(n), dz_ref(n),
+                        dw_ref = to_double(dw0);
+    const Shape s{B, T, H, d}, ws{d};
+    Context cpu;
+    gdn_norm_forward(cpu, host_f64(y_ref, s), host_f64(o, s), host_f64(z, s), host_f64(wd, ws), eps);
+    gdn_norm_backward(cpu, host_f64(do_ref, s), host_f64(dz_ref, s), host_f64(dw_ref, ws), host_f64(dy, s),
+                      host_f64(o, s), host_f64(z, s), host_f64(wd, ws), eps);
+
+    DevBuf od((n + off) * 2), zd((n + off) * 2), dyd((n + off) * 2), yd((n + off) * 2), dod((n + off) * 2),
+        dzd((n + off) * 2), wdv(d * 4), dw1(d * 4), dw2(d * 4);
+    upload(od, ob), upload(zd, zb), upload(dyd, dyb), upload(wdv, w);
+    auto bits = [&](DevBuf& b) { return static_cast<uint16_t*>(b.p) + off; };
+    auto poison = [&](DevBuf& b) {
+      fill_cuda(Tensor(b.p, DType::kBF16, Device::kCUDA, Shape{n + off}), std::numeric_limits<double>::quiet_NaN(),
+                nullptr);
+    };
+    auto got = [&](DevBuf& b) {  // the n outputs past the offset
+      std::vector<uint16_t> h = download<uint16_t>(b, n + off);
+      h.erase(h.begin(), h.begin() + off);
+      return from_bf16(h);
+    };
+    GdnCudaNormParams p;
+    p.rows = B * T, p.H = H, p.d = d, p.eps = static_cast<float>(eps);
+    p.o = bits(od), p.z = bits(zd), p.w = static_cast<const float*>(wdv.p), p.y = bits(yd);
+    p.dy = bits(dyd), p.d_o = bits(dod), p.dz = bits(dzd);
+    Case c;  // for the messages only
+    c.B = B, c.T = T, c.Hv = H, c.D = d;
+    poison(yd);
+    gdn_norm_forward_cuda(p, nullptr);
+    SCOPED_TRACE("off=" + std::to_string(off));
+    expect_close("norm y", c, got(yd), y_ref, 5e-3);
+    for (int variant = 0; variant < kGdnNormBwdVariants; ++variant) {
+      SCOPED_TRACE("bwd_variant=" + std::to_string(variant));
+      p.bwd_variant = variant;
+      poison(dod), poison(dzd), upload(dw1, dw0), upload(dw2, dw0);
+      p.dw = static_cast<float*>(dw1.p);
+      gdn_norm_backward_cuda(p, nullptr);
+      expect_close("norm d_o", c, got(dod), do_ref, 1e-2);
+      expect_close("norm dz", c, got(dzd), dz_ref, 1e-2);
+      const std::vector<float> dw_a = download<float>(dw1, d);
+      expect_close("norm dw (accumulated onto 0.3)", c, dw_a, dw_ref, 1e-3);
+      p.dw = static_cast<float*>(dw2.p);
+      gdn_norm_backward_cuda(p, nullptr);
+      EXPECT_EQ(0, std::memcmp(dw_a.data(), download<float>(dw2, d).data(), d * 4)) << "norm dw differs between runs";
+    }
   }
 }
 
