@@ -37,6 +37,7 @@ struct alignas(8) uint2 { unsigned x, y; };
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
+inline float __fdividef(float a, float b) { return a / b; }
 
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUmemPool_st* cudaMemPool_t;
