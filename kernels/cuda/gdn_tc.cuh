@@ -104,6 +104,31 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
+// For a warp's 16 x 64 accumulator tile X (rows m0..m0+15): its row sums into rows[m0 + r] and
+// its column sums over these 16 rows into cols[j] (a [4 warps][64] partial array; the caller adds
+// the four in warp order). Fixed shuffle orders: deterministic. Replaces a 16 KB fp32 copy of X
+// when only sum_j X_ij - X_ji is wanted.
+__device__ __forceinline__ void row_col_sums(const float (&x)[1][8][4], int m0, float* rows, float* cols, int lane) {
+  float r[2] = {0.f, 0.f};
+#pragma unroll
+  for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) r[e >> 1] += x[0][ni][e];
+  r[0] = quad_sum(r[0]);
+  r[1] = quad_sum(r[1]);
+  if ((lane & 3) == 0) rows[m0 + (lane >> 2)] = r[0], rows[m0 + (lane >> 2) + 8] = r[1];
+#pragma unroll
+  for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      float c = x[0][ni][u] + x[0][ni][u + 2];  // rows g and g + 8
+      c += __shfl_xor_sync(0xffffffffu, c, 4);
+      c += __shfl_xor_sync(0xffffffffu, c, 8);
+      c += __shfl_xor_sync(0xffffffffu, c, 16);
+      if ((lane >> 2) == 0) cols[acc_col(ni, u, lane)] = c;
+    }
+}
+
 // ---- tile copies ----
 
 // ROWS x COLS bf16 from global rows (ldg elements apart) into shared memory (lds); rows >= valid
@@ -230,67 +255,143 @@ __device__ __forceinline__ void chunk_gates(const TcArgs& a, const TcChunk& ck, 
   }
 }
 
+// mma operand fragments from fp32 matrices in shared memory, each value split into high and low
+// bf16 parts (bf16_split): A (16 x 16 at rows r0, columns c0 of a row-major M), B (16 x 8 at rows
+// k0, columns n0 of M stored [k][n]). Layouts of mma.m16n8k16: A register f holds row g (+8 when f
+// is odd), columns 2t, 2t + 1 (+8 when f >= 2); B register f holds rows 2t, 2t + 1 (+8 when f = 1),
+// column g; g = lane / 4, t = lane % 4, the lower column (row) in the low 16 bits.
+__device__ __forceinline__ uint32_t pack_bf16(uint16_t lo16, uint16_t hi16) {
+  return static_cast<uint32_t>(lo16) | (static_cast<uint32_t>(hi16) << 16);
+}
+__device__ __forceinline__ void frag_a_f32(uint32_t (&hi)[4], uint32_t (&lo)[4], const float* M, int ld, int r0, int c0,
+                                           int lane) {
+  const int g = lane >> 2, t2 = 2 * (lane & 3);
+#pragma unroll
+  for (int f = 0; f < 4; ++f) {
+    const float* p = M + (r0 + g + 8 * (f & 1)) * ld + c0 + t2 + 8 * (f >> 1);
+    uint16_t h0, l0, h1, l1;
+    bf16_split(p[0], h0, l0);
+    bf16_split(p[1], h1, l1);
+    hi[f] = pack_bf16(h0, h1), lo[f] = pack_bf16(l0, l1);
+  }
+}
+__device__ __forceinline__ void frag_b_f32(uint32_t (&hi)[2], uint32_t (&lo)[2], const float* M, int ld, int k0, int n0,
+                                           int lane) {
+  const int g = lane >> 2, t2 = 2 * (lane & 3);
+#pragma unroll
+  for (int f = 0; f < 2; ++f) {
+    const float* p = M + (k0 + t2 + 8 * f) * ld + n0 + g;
+    uint16_t h0, l0, h1, l1;
+    bf16_split(p[0], h0, l0);
+    bf16_split(p[ld], h1, l1);
+    hi[f] = pack_bf16(h0, h1), lo[f] = pack_bf16(l0, l1);
+  }
+}
+// The A fragments of k-step s from a warp's 16 x 8n accumulators (tiles 2s and 2s + 1), split.
+template <int NT>
+__device__ __forceinline__ void frag_a_acc(uint32_t (&hi)[4], uint32_t (&lo)[4], const float (&acc)[NT][4], int s) {
+#pragma unroll
+  for (int f = 0; f < 4; ++f) {
+    const float* x = acc[2 * s + (f >> 1)] + 2 * (f & 1);
+    uint16_t h0, l0, h1, l1;
+    bf16_split(x[0], h0, l0);
+    bf16_split(x[1], h1, l1);
+    hi[f] = pack_bf16(h0, h1), lo[f] = pack_bf16(l0, l1);
+  }
+}
+// c += a b with both factors in high + low parts (the low x low term, ~2^-17 relative, dropped).
+__device__ __forceinline__ void mma_split(float (&c)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                          const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {
+  mma_bf16_16816(c, ah, bh);
+  mma_bf16_16816(c, ah, bl);
+  mma_bf16_16816(c, al, bh);
+}
+
 // T = (I + A)^-1 in place: AT holds A strictly lower 64 x 64 (fp32, row stride kLdF, zeros on
-// and above the diagonal) and receives T; all threads of the CTA. The four 16 x 16 diagonal blocks
-// by forward substitution (one thread per column, the column in registers until every thread has
-// read its block), then block row a = 1..3: X = A[a, 0:a] T[0:a, 0:a] (16 x 16a; T's blocks above
-// the diagonal are A's zeros), then T[a, 0:a] = -T_aa X over A[a, 0:a], which nothing reads after
-// X. Thread (i, cg) = (tid / 8, tid % 8) owns row i and columns cg + 8m, so each A value it loads
-// serves 2a columns. X: 768 floats of scratch. Ends synchronised. (v2 kept A and T apart: 17 KB
-// more shared memory per CTA, one CTA fewer per SM in prep.)
-__device__ __forceinline__ void invert_unit_lower(float* AT, float* X) {
-  const int tid = threadIdx.x;
-  const int o = 16 * (tid >> 4), c = tid & 15;
-  float col[16];
-  if (tid < 64) {
+// and above the diagonal) and receives T; all threads of the CTA (4 warps). Blocks of 16:
+//   1. the four diagonal blocks T_ii by forward substitution (one thread per column, the column in
+//      registers until every thread has read its block);
+//   2. T_10 = -T_11 A_10 T_00 and T_32 = -T_33 A_32 T_22 (two warps each, 8 columns per warp);
+//   3. T_[23][01] = -T_[23][23] A_[23][01] T_[01][01] (a warp per row block and 16 columns).
+// Steps 2 and 3 are mma with both factors split into high and low bf16 parts (about 16 bits, the
+// precision at which W and U use T anyway); each warp first forms Q = T_rr A_r. in registers, then
+// the product with T_cc, and writes over A once every warp has read it. T's blocks above the
+// diagonal are A's zeros. (v2 did steps 2-3 as fp32 multiply-adds, row block by row block: about
+// half of prep's instructions.) Ends synchronised.
+__device__ __forceinline__ void invert_unit_lower(float* AT) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t2 = 2 * (lane & 3);
+  {
+    const int o = 16 * (tid >> 4), c = tid & 15;
+    float col[16];
+    if (tid < 64) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float v = i == c ? 1.f : 0.f;
-      if (i > c) {
-        float acc = 0.f;
+      for (int i = 0; i < 16; ++i) {
+        float v = i == c ? 1.f : 0.f;
+        if (i > c) {
+          float acc = 0.f;
 #pragma unroll
-        for (int j = 0; j < i; ++j)
-          if (j >= c) acc += AT[(o + i) * kLdF + o + j] * col[j];
-        v = -acc;
+          for (int j = 0; j < i; ++j)
+            if (j >= c) acc += AT[(o + i) * kLdF + o + j] * col[j];
+          v = -acc;
+        }
+        col[i] = v;
       }
-      col[i] = v;
     }
-  }
-  __syncthreads();  // every diagonal block read before any is overwritten
-  if (tid < 64) {
+    __syncthreads();  // every diagonal block read before any is overwritten
+    if (tid < 64) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) AT[(o + i) * kLdF + o + c] = col[i];
-  }
-  __syncthreads();
-  const int i = tid >> 3, cg = tid & 7;
-  // Unrolled over the block rows, so that the column counts 2a are constants (no predicated
-  // multiply-adds: v1 spent most of prep's instructions here).
-#pragma unroll
-  for (int a = 1; a < 4; ++a) {
-    float x[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    const float* arow = AT + (16 * a + i) * kLdF;
-#pragma unroll 8
-    for (int k = 0; k < 16 * a; ++k) {
-      const float av = arow[k];
-#pragma unroll
-      for (int m = 0; m < 6; ++m)
-        if (m < 2 * a) x[m] += av * AT[k * kLdF + cg + 8 * m];
+      for (int i = 0; i < 16; ++i) AT[(o + i) * kLdF + o + c] = col[i];
     }
-#pragma unroll
-    for (int m = 0; m < 6; ++m)
-      if (m < 2 * a) X[i * 48 + cg + 8 * m] = x[m];
     __syncthreads();
-    float t[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    const float* trow = AT + (16 * a + i) * kLdF + 16 * a;
-    for (int k = 0; k <= i; ++k) {
-      const float tv = trow[k];
+  }
+  {  // step 2: block (rb, cb) = (1, 0) for warps 0-1, (3, 2) for warps 2-3; columns n0 of the block
+    const int rb = 2 * (warp >> 1) + 1, cb = rb - 1, n0 = 8 * (warp & 1);
+    float q[2][4] = {};
+    uint32_t ah[4], al[4], bh[2], bl[2];
+    frag_a_f32(ah, al, AT, kLdF, 16 * rb, 16 * rb, lane);  // T_rr
 #pragma unroll
-      for (int m = 0; m < 6; ++m)
-        if (m < 2 * a) t[m] += tv * X[k * 48 + cg + 8 * m];
+    for (int nt = 0; nt < 2; ++nt) {
+      frag_b_f32(bh, bl, AT, kLdF, 16 * rb, 16 * cb + 8 * nt, lane);  // A_rc
+      mma_split(q[nt], ah, al, bh, bl);
     }
+    float r[4] = {};
+    frag_a_acc<2>(ah, al, q, 0);
+    frag_b_f32(bh, bl, AT, kLdF, 16 * cb, 16 * cb + n0, lane);  // T_cc, this warp's columns
+    mma_split(r, ah, al, bh, bl);
+    __syncthreads();  // both warps of the block have read A_rc
 #pragma unroll
-    for (int m = 0; m < 6; ++m)
-      if (m < 2 * a) AT[(16 * a + i) * kLdF + cg + 8 * m] = -t[m];
+    for (int e = 0; e < 4; ++e) AT[(16 * rb + g + 8 * (e >> 1)) * kLdF + 16 * cb + n0 + t2 + (e & 1)] = -r[e];
+    __syncthreads();
+  }
+  {  // step 3: row block rb = 2 (warps 0-1) or 3 (warps 2-3), columns n0 .. n0 + 15 of 0..31
+    const int rb = 2 + (warp >> 1), n0 = 16 * (warp & 1);
+    float q[4][4] = {};
+    uint32_t ah[4], al[4], bh[2], bl[2];
+    for (int kb = 2; kb <= rb; ++kb) {  // Q = sum over kb of T_{rb,kb} A_{kb,[01]}
+      frag_a_f32(ah, al, AT, kLdF, 16 * rb, 16 * kb, lane);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        frag_b_f32(bh, bl, AT, kLdF, 16 * kb, 8 * nt, lane);
+        mma_split(q[nt], ah, al, bh, bl);
+      }
+    }
+    float r[2][4] = {};
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {  // R = Q T_[01][01][:, n0..]
+      frag_a_acc<4>(ah, al, q, s);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        frag_b_f32(bh, bl, AT, kLdF, 16 * s, n0 + 8 * nt, lane);
+        mma_split(r[nt], ah, al, bh, bl);
+      }
+    }
+    __syncthreads();  // every warp of the row block has read A_{rb,[01]}
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        AT[(16 * rb + g + 8 * (e >> 1)) * kLdF + n0 + 8 * nt + t2 + (e & 1)] = -r[nt][e];
     __syncthreads();
   }
 }

@@ -206,13 +206,13 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_backward_kernel(TcArg
 template <int D>
 struct GradQkLayout {
   static constexpr int kLd = D + 8;
-  size_t Q = 0, K = 0, dO = 0, Vn = 0, dVn = 0, S = 0, dS = 0, dMG = 0, X = 0, pq = 0, rk = 0, G = 0, red = 0,
-         bytes = 0;
+  size_t Q = 0, K = 0, dO = 0, Vn = 0, dVn = 0, S = 0, dS = 0, dMG = 0, xr = 0, xc = 0, pq = 0, rk = 0, G = 0,
+         red = 0, bytes = 0;
   __host__ __device__ constexpr GradQkLayout() {
     SmemPlan p;
     Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), dO = p.take(kC * kLd * 2), Vn = p.take(kC * kLd * 2);
     dVn = p.take(kC * kLd * 2), S = p.take(D * kLd * 2), dS = p.take(D * kLd * 2), dMG = p.take(kC * kLdC * 2);
-    X = p.take(kC * kLdF * 4), pq = p.take(kC * 4), rk = p.take(kC * 4), G = p.take(kC * 4);
+    xr = p.take(kC * 4), xc = p.take(kTcWarps * kC * 4), pq = p.take(kC * 4), rk = p.take(kC * 4), G = p.take(kC * 4);
     red = p.take(kTcThreads * 4);
     bytes = p.bytes;
   }
@@ -261,7 +261,8 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
   uint16_t *sdO = reinterpret_cast<uint16_t*>(sm + L.dO), *sVn = reinterpret_cast<uint16_t*>(sm + L.Vn);
   uint16_t *sdVn = reinterpret_cast<uint16_t*>(sm + L.dVn), *sS = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t *sdS = reinterpret_cast<uint16_t*>(sm + L.dS), *sdMG = reinterpret_cast<uint16_t*>(sm + L.dMG);
-  float *sX = reinterpret_cast<float*>(sm + L.X), *spq = reinterpret_cast<float*>(sm + L.pq);
+  float *sxr = reinterpret_cast<float*>(sm + L.xr), *sxc = reinterpret_cast<float*>(sm + L.xc);
+  float* spq = reinterpret_cast<float*>(sm + L.pq);
   float *srk = reinterpret_cast<float*>(sm + L.rk), *sG = reinterpret_cast<float*>(sm + L.G);
   float* red = reinterpret_cast<float*>(sm + L.red);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
@@ -288,7 +289,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
     }
     red[threadIdx.x] = part;
   }
-  {  // dMG = lower(dO V'^T) o Gam (bf16), X = dMG o (Q K^T) (fp32)
+  {  // dMG = lower(dO V'^T) o Gam (bf16), X = dMG o (Q K^T): only its row and column sums are kept
     float dm[1][8][4], qk[1][8][4];
     zero_acc(dm);
     zero_acc(qk);
@@ -301,8 +302,9 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
         const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
         const float dmg = j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
         sdMG[i * kLdC + j] = bf16_bits(dmg);
-        sX[i * kLdF + j] = dmg * qk[0][ni][e];
+        qk[0][ni][e] *= dmg;
       }
+    row_col_sums(qk, m0, sxr, sxc + warp * kC, lane);
   }
   __syncthreads();
   const float gl = sG[kC - 1];
@@ -351,8 +353,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
   __syncthreads();
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
-    float xs = 0.f;
-    for (int j = 0; j < kC; ++j) xs += sX[i * kLdF + j] - sX[j * kLdF + i];
+    const float xs = sxr[i] - (((sxc[i] + sxc[kC + i]) + sxc[2 * kC + i]) + sxc[3 * kC + i]);
     float dG = __expf(sG[i]) * spq[i] - __expf(gl - sG[i]) * srk[i] + xs;
     if (i == kC - 1) {  // the G_n terms: e^{G_n} <dS', S> + sum_i D_i (R.K)_i
       float dot = 0.f, rk = 0.f;
@@ -369,16 +370,16 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
 template <int D>
 struct GradWyLayout {
   static constexpr int kLd = D + 8;
-  // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done; A holds E.
-  size_t K = 0, V = 0, dW = 0, dU = 0, A = 0, Tb = 0, dT = 0, Z1 = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0,
+  // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done (Z1 stays in registers); of E only
+  // its row sums (er) and per-warp column sums (ec) are kept.
+  size_t K = 0, V = 0, dW = 0, dU = 0, Tb = 0, dT = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0, er = 0, ec = 0,
          bytes = 0;
   __host__ __device__ constexpr GradWyLayout() {
     SmemPlan p;
     K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), dW = p.take(kC * kLd * 2), dU = p.take(kC * kLd * 2);
-    A = p.take(kC * kLdF * 4);
-    Tb = p.take(kC * kLdC * 2), dT = p.take(kC * kLdC * 2), Z1 = p.take(kC * kLdC * 2);
+    Tb = p.take(kC * kLdC * 2), dT = p.take(kC * kLdC * 2);
     G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kC * 4), sv = p.take(kC * 4), zr = p.take(kC * 4);
-    dG = p.take(kC * 4);
+    dG = p.take(kC * 4), er = p.take(kC * 4), ec = p.take(kTcWarps * kC * 4);
     bytes = p.bytes;
   }
 };
@@ -390,9 +391,9 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
   unsigned char* sm = dynamic_smem();
   uint16_t *sK = reinterpret_cast<uint16_t*>(sm + L.K), *sV = reinterpret_cast<uint16_t*>(sm + L.V);
   uint16_t *sdW = reinterpret_cast<uint16_t*>(sm + L.dW), *sdU = reinterpret_cast<uint16_t*>(sm + L.dU);
-  float* sA = reinterpret_cast<float*>(sm + L.A);
   uint16_t *sTb = reinterpret_cast<uint16_t*>(sm + L.Tb), *sdT = reinterpret_cast<uint16_t*>(sm + L.dT);
-  uint16_t *sZ1 = reinterpret_cast<uint16_t*>(sm + L.Z1), *sPs = reinterpret_cast<uint16_t*>(sm + L.dT);
+  uint16_t* sPs = reinterpret_cast<uint16_t*>(sm + L.dT);
+  float *ser = reinterpret_cast<float*>(sm + L.er), *sec = reinterpret_cast<float*>(sm + L.ec);
   float *sG = reinterpret_cast<float*>(sm + L.G), *sB = reinterpret_cast<float*>(sm + L.B);
   float *ss = reinterpret_cast<float*>(sm + L.s), *ssv = reinterpret_cast<float*>(sm + L.sv);
   float *szr = reinterpret_cast<float*>(sm + L.zr), *sdG = reinterpret_cast<float*>(sm + L.dG);
@@ -438,43 +439,57 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
       }
   }
   __syncthreads();  // sTb, sdT complete
-  {  // Z1 = T^T dT (this warp's rows)
+  // Z1 = T^T dT (this warp's rows, bf16), kept as the A fragments of Z1 T^T (accumulator tiles 2s
+  // and 2s + 1 are k-step s's fragment)
+  uint32_t z1[kC / 16][4];
+  {
     float acc[1][8][4];
     zero_acc(acc);
     warp_mma<1, 8, kC, true, true>(acc, sTb, kLdC, m0, sdT, kLdC, 0, lane);
 #pragma unroll
     for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        sZ1[(m0 + acc_row(0, e, lane)) * kLdC + acc_col(ni, e, lane)] = bf16_bits(acc[0][ni][e]);
+      for (int e = 0; e < 4; e += 2)
+        z1[ni / 2][(ni & 1) * 2 + e / 2] =
+            static_cast<uint32_t>(bf16_bits(acc[0][ni][e])) | (static_cast<uint32_t>(bf16_bits(acc[0][ni][e + 1])) << 16);
   }
   __syncthreads();  // every warp is done reading dT: Ps may overwrite it
-  {  // dA = -strict_lower(Z1 T^T): Z = dA o KKG (dbeta), E = diag(beta) Z (dG), P' = diag(beta) dA o Gam,
-     // Ps = P' + P'^T (bf16, for dk); E goes where A was.
+  {  // dA = -strict_lower(Z1 T^T): Z = dA o KKG (dbeta), E = diag(beta) Z (dG: its row and column
+     // sums), P' = diag(beta) dA o Gam, Ps = P' + P'^T (bf16, for dk).
     float acc[1][8][4];
     zero_acc(acc);
-    warp_mma<1, 8, kC, false, false>(acc, sZ1, kLdC, m0, sTb, kLdC, 0, lane);
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+#pragma unroll
+      for (int nj = 0; nj < 8; nj += 2) {
+        uint32_t b[2][2];
+        load_b2<false>(b, sTb, kLdC, 16 * ks, 8 * nj, lane);
+        mma_bf16_16816(acc[0][nj], z1[ks], b[0]);
+        mma_bf16_16816(acc[0][nj + 1], z1[ks], b[1]);
+      }
     float zpart[2] = {0.f, 0.f};
 #pragma unroll
     for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
+        float ev = 0.f;
         if (j < i) {
           const float dA = -acc[0][ni][e], z = dA * kkg[0][ni][e];
           zpart[e >> 1] += z;
-          sA[i * kLdF + j] = sB[i] * z;
+          ev = sB[i] * z;
           const uint16_t p = bf16_bits(sB[i] * dA * __expf(sG[i] - sG[j]));
           sPs[i * kLdC + j] = p;
           sPs[j * kLdC + i] = p;
-        } else {
-          sA[i * kLdF + j] = 0.f;
-          if (j == i) sPs[i * kLdC + i] = 0;
+        } else if (j == i) {
+          sPs[i * kLdC + i] = 0;
         }
+        acc[0][ni][e] = ev;
       }
     zpart[0] = quad_sum(zpart[0]);
     zpart[1] = quad_sum(zpart[1]);
     if ((lane & 3) == 0) szr[m0 + (lane >> 2)] = zpart[0], szr[m0 + (lane >> 2) + 8] = zpart[1];
+    row_col_sums(acc, m0, ser, sec + warp * kC, lane);
   }
   __syncthreads();  // sPs, E complete
   {  // dk = dk_part + diag(beta e^G) T^T dW + Ps K
@@ -521,8 +536,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
     const int i = threadIdx.x;
     const float eg = __expf(sG[i]);
     if (i < ck.n) a.dbeta[(ck.r0 + i) * a.Hv + ck.h] = szr[i] + eg * ss[i] + ssv[i];
-    float es = 0.f;
-    for (int j = 0; j < kC; ++j) es += sA[i * kLdF + j] - sA[j * kLdF + i];
+    const float es = ser[i] - (((sec[i] + sec[kC + i]) + sec[2 * kC + i]) + sec[3 * kC + i]);
     sdG[i] = a.dG_part[ck.ch * kC + i] + es + sB[i] * eg * ss[i];
   }
   __syncthreads();

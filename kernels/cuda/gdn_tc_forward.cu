@@ -32,27 +32,27 @@ using namespace gdn_cuda;
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// prep: grid (NC, Hv, B). 39 KB of shared memory at D = 64 (v2: 58 KB, 3 CTAs per SM; now 5):
+// prep: grid (NC, Hv, B). 36 KB of shared memory at D = 64 (v2: 58 KB, 3 CTAs per SM; now 6):
 // A is inverted in place, and the T products take their operand fragments straight from fp32 T.
 template <int D>
 struct PrepLayout {
   static constexpr int kLd = D + 8;
-  size_t K = 0, V = 0, AT = 0, X = 0, G = 0, B = 0, bytes = 0;
+  size_t K = 0, V = 0, AT = 0, G = 0, B = 0, BE = 0, bytes = 0;
   __host__ __device__ constexpr PrepLayout() {
     SmemPlan p;
     K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2);
-    AT = p.take(kC * kLdF * 4), X = p.take(768 * 4), G = p.take(kC * 4), B = p.take(kC * 4);
+    AT = p.take(kC * kLdF * 4), G = p.take(kC * 4), B = p.take(kC * 4), BE = p.take(kC * 4);
     bytes = p.bytes;
   }
 };
 
-// acc[0][n] += (T diag(s)) [m0 + (0..15), :] X[:, 8n + (0..7)] with s_m = beta_m e^{G_m} (kW) or
+// acc[0][n] += (T diag(s)) [m0 + (0..15), :] X[:, 8n + (0..7)] with s_m = beta_m e^{G_m} or
 // beta_m, X (64 x NT*8 bf16, stored [k][n]): per k-step the warp builds T diag(s)'s mma fragments
 // from fp32 T in registers, split into high and low bf16 parts (bf16_split), and multiplies both
 // with the same X fragments.
-template <int NT, bool kW>
-__device__ __forceinline__ void prep_t_times(float (&acc)[1][NT][4], const float* sT, const float* sB,
-                                             const float* sG, const uint16_t* X, int ldx, int m0, int lane) {
+template <int NT>
+__device__ __forceinline__ void prep_t_times(float (&acc)[1][NT][4], const float* sT, const float* s,
+                                             const uint16_t* X, int ldx, int m0, int lane) {
   const int g = lane >> 2, t2 = 2 * (lane & 3);
 #pragma unroll 1
   for (int ks = 0; ks < kC / 16; ++ks) {
@@ -64,8 +64,7 @@ __device__ __forceinline__ void prep_t_times(float (&acc)[1][NT][4], const float
       uint16_t h[2], l[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float t = sT[r * kLdF + c + e] * sB[c + e];
-        bf16_split(kW ? t * __expf(sG[c + e]) : t, h[e], l[e]);
+        bf16_split(sT[r * kLdF + c + e] * s[c + e], h[e], l[e]);
       }
       hi[f] = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
       lo[f] = static_cast<uint32_t>(l[0]) | (static_cast<uint32_t>(l[1]) << 16);
@@ -88,8 +87,9 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   constexpr int kLd = L.kLd;
   unsigned char* sm = dynamic_smem();
   uint16_t *sK = reinterpret_cast<uint16_t*>(sm + L.K), *sV = reinterpret_cast<uint16_t*>(sm + L.V);
-  float *sAT = reinterpret_cast<float*>(sm + L.AT), *sX = reinterpret_cast<float*>(sm + L.X);
+  float* sAT = reinterpret_cast<float*>(sm + L.AT);
   float *sG = reinterpret_cast<float*>(sm + L.G), *sB = reinterpret_cast<float*>(sm + L.B);
+  float* sBE = reinterpret_cast<float*>(sm + L.BE);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
   const int64_t base = ck.ch * kC * D;
@@ -102,6 +102,8 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
     __syncwarp();
     a.G[ck.ch * kC + lane] = sG[lane];
     a.G[ck.ch * kC + lane + 32] = sG[lane + 32];
+    sBE[lane] = sB[lane] * __expf(sG[lane]);
+    sBE[lane + 32] = sB[lane + 32] * __expf(sG[lane + 32]);
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -119,7 +121,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
       }
   }
   __syncthreads();
-  invert_unit_lower(sAT, sX);
+  invert_unit_lower(sAT);
   // T for the backward's grad_wy (bf16, as it multiplies there), two columns per 4-byte store.
   for (int idx = threadIdx.x; idx < kC * kC / 2; idx += kTcThreads) {
     const int i = idx / (kC / 2), m = 2 * (idx % (kC / 2));
@@ -130,7 +132,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   {
     float acc[1][D / 8][4];
     zero_acc(acc);
-    prep_t_times<D / 8, true>(acc, sAT, sB, sG, sK, kLd, m0, lane);
+    prep_t_times<D / 8>(acc, sAT, sBE, sK, kLd, m0, lane);
 #pragma unroll
     for (int ni = 0; ni < D / 8; ++ni)
 #pragma unroll
@@ -142,7 +144,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   {
     float acc[1][D / 8][4];
     zero_acc(acc);
-    prep_t_times<D / 8, false>(acc, sAT, sB, sG, sV, kLd, m0, lane);
+    prep_t_times<D / 8>(acc, sAT, sB, sV, kLd, m0, lane);
 #pragma unroll
     for (int ni = 0; ni < D / 8; ++ni)
 #pragma unroll
