@@ -5,7 +5,9 @@
 //   bench_dense_ops [--iters N] [--warmup N] [--json OUT]
 // Times are medians over N runs, each timed with CUDA events on the context's stream. FLOPs count
 // 2 per multiply-add (causal attention: half the square); cross-entropy reports bytes moved
-// (forward reads the logits once; backward and fused read and write them once).
+// (forward reads the logits once; backward and fused read and write them once). Cross-entropy forward
+// and fused are timed per kernel variant ("cross_entropy fused (tma)"; DT_CE_VARIANT picks the
+// default, the rows without a suffix).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +27,7 @@
 #ifdef DELTATRON_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/dense_mm_launch.h"
 #include "kernels/cuda_context.h"
 #include "kernels/ops.h"
 #endif
@@ -177,13 +180,30 @@ int main(int argc, char** argv) {
       const dt::Tensor lset(lse.p, DType::kF32, dt::Device::kCUDA, dt::Shape{R});
       const std::string shape = std::to_string(R) + "x" + std::to_string(V);
       const double bytes = 2.0 * R * V;
-      double ms = median_ms(ctx, warmup, iters, [&] { dt::cross_entropy_forward(ctx, losst, lset, xt, tt); });
-      rows.push_back({"cross_entropy fwd", shape, ms, 0, bytes / ms * 1e-6});
-      ms = median_ms(ctx, warmup, iters, [&] { dt::cross_entropy_backward(ctx, dxt, xt, lset, tt, 1.0 / R); });
-      rows.push_back({"cross_entropy bwd", shape, ms, 0, 2 * bytes / ms * 1e-6});
-      // In place: each run overwrites the logits with their gradient, which is as good an input.
-      ms = median_ms(ctx, warmup, iters, [&] { dt::cross_entropy_fused(ctx, losst, lset, xt, tt, 1.0 / R); });
-      rows.push_back({"cross_entropy fused", shape, ms, 0, 2 * bytes / ms * 1e-6});
+      // Forward and fused per kernel variant (cross_entropy.cu), then the rows under their plain names
+      // for the default one (what training runs); the backward does not depend on the variant. The
+      // fused runs in place: each run overwrites the logits with their gradient, which is as good an
+      // input; each variant starts from the same logits (restored from `pristine`).
+      Buf pristine(logits.bytes);
+      BENCH_CUDA(cudaMemcpy(pristine.p, logits.p, logits.bytes, cudaMemcpyDeviceToDevice));
+      const auto chosen = dt::dense_mm_cuda::cross_entropy_variant();
+      auto time_variant = [&](const std::string& suffix) {
+        BENCH_CUDA(cudaMemcpy(logits.p, pristine.p, logits.bytes, cudaMemcpyDeviceToDevice));
+        double ms = median_ms(ctx, warmup, iters, [&] { dt::cross_entropy_forward(ctx, losst, lset, xt, tt); });
+        rows.push_back({"cross_entropy fwd" + suffix, shape, ms, 0, bytes / ms * 1e-6});
+        if (suffix.empty()) {
+          ms = median_ms(ctx, warmup, iters, [&] { dt::cross_entropy_backward(ctx, dxt, xt, lset, tt, 1.0 / R); });
+          rows.push_back({"cross_entropy bwd", shape, ms, 0, 2 * bytes / ms * 1e-6});
+        }
+        ms = median_ms(ctx, warmup, iters, [&] { dt::cross_entropy_fused(ctx, losst, lset, xt, tt, 1.0 / R); });
+        rows.push_back({"cross_entropy fused" + suffix, shape, ms, 0, 2 * bytes / ms * 1e-6});
+      };
+      for (const auto v : dt::dense_mm_cuda::kCrossEntropyVariants) {
+        dt::dense_mm_cuda::set_cross_entropy_variant(v);
+        time_variant(std::string(" (") + dt::dense_mm_cuda::cross_entropy_variant_name(v) + ")");
+      }
+      dt::dense_mm_cuda::set_cross_entropy_variant(chosen);
+      time_variant("");
     }
 
     const std::string device = dt::cuda_device_name(0);

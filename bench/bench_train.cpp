@@ -160,22 +160,20 @@ int run(int argc, char** argv) {
     auto sample_memory = [&] { mem_peak = std::max(mem_peak, dt::device_memory_used()); };
     std::vector<double> losses;
     // What follows the backward in a step, as the trainer does it without the overlap: TP sum of
-    // partial gradients, DP mean, norm and clipping.
+    // partial gradients, DP mean, norm and the clipping factor (returned: AdamW::step applies it).
     auto reduce_and_clip = [&] {
       if (tp > 1) dt::tp_sum_partial_grads(*ctx.tp, params, 0, params.size());
       if (dp_sync) dp_sync->all_reduce_mean();
-      if (tp > 1)
-        dt::clip_grad_norm_tp(ctx, params, *ctx.tp, cfg.train.grad_clip);
-      else
-        dt::clip_grad_norm(ctx, params, cfg.train.grad_clip);
+      return tp > 1 ? dt::grad_clip_factor_tp(ctx, params, *ctx.tp, cfg.train.grad_clip).scale
+                    : dt::grad_clip_factor(ctx, params, cfg.train.grad_clip).scale;
     };
     auto train_step = [&] {
       params.zero_grads();
       double loss = model.forward(ctx, tokens.data(), tokens.data() + 1);
       model.backward(ctx, 1.0);
       sample_memory();
-      reduce_and_clip();
-      opt.step(ctx, cfg.train.lr);
+      const double grad_scale = reduce_and_clip();
+      opt.step(ctx, cfg.train.lr, grad_scale);
       losses.push_back(loss);
     };
     for (int i = 0; i < warmup; ++i) {
@@ -214,8 +212,8 @@ int run(int argc, char** argv) {
       rt.synchronize();
       bwd_s += seconds_since(t);
       t = clock_type::now();
-      reduce_and_clip();  // under TP / DP the gradient collectives count here
-      opt.step(ctx, cfg.train.lr);
+      const double grad_scale = reduce_and_clip();  // under TP / DP the gradient collectives count here
+      opt.step(ctx, cfg.train.lr, grad_scale);
       rt.synchronize();
       opt_s += seconds_since(t);
     }

@@ -17,7 +17,7 @@ void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const 
 void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
                      double eps, bool zero_centered);
 void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, bool zero_centered);
+                      const Tensor& w, const Tensor& rstd, bool zero_centered, const Tensor& residual);
 void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Tensor& up);
 void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const Tensor& dh, const Tensor& gate,
                      const Tensor& up);
@@ -44,7 +44,7 @@ void cross_entropy_fused(Context& ctx, const Tensor& losses, const Tensor& lse, 
                          const Tensor& targets, double grad_scale);
 void cast(Context& ctx, const Tensor& y, const Tensor& x);
 void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double beta1, double beta2,
-                  double step_size, double bc2_sqrt, double eps);
+                  double step_size, double bc2_sqrt, double eps, double grad_scale);
 double sum_squares(Context& ctx, std::span<const Tensor> xs);
 void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
 

@@ -55,11 +55,13 @@ void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const 
 
 // RMSNorm over the last dim D of x [..., D]: rstd[rows] = 1/sqrt(mean(x^2) + eps) (saved),
 // y = x * rstd * w, or * (1 + w) when zero_centered. w [D].
-// Backward writes dx and accumulates dw (skipped when undefined).
+// Backward writes dx and accumulates dw (skipped when undefined). With `residual` defined (same
+// numel and dtype as dx; it may alias dx or dy) it writes dx = residual + (the norm's dx), summed
+// in fp32 on the GPU and rounded to bf16 once: a pre-norm block's skip path without a separate add.
 void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
                      double eps, bool zero_centered);
 void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, bool zero_centered);
+                      const Tensor& w, const Tensor& rstd, bool zero_centered, const Tensor& residual = {});
 
 // SwiGLU product, elementwise: h = silu(gate) * up. Backward writes dgate and dup.
 void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Tensor& up);
@@ -138,10 +140,12 @@ struct AdamWTensor {
   double decay_factor = 1.0;  // 1 - lr * weight_decay where decay applies, else 1
 };
 // PyTorch's AdamW for each tensor, the scalars in double (trainer/adamw.h):
-//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//   g' = g * grad_scale rounded to g's dtype (scale_tensors' rounding: the same bits as
+//        scale_tensors(g, grad_scale) first; gradient clipping folded in; g itself is not written)
+//   m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
 //   p = p * decay_factor - step_size * m / (sqrt(v) / bc2_sqrt + eps)
 void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double beta1, double beta2,
-                  double step_size, double bc2_sqrt, double eps);
+                  double step_size, double bc2_sqrt, double eps, double grad_scale = 1.0);
 // Sum of x^2 over every element of every tensor, returned on the host. Deterministic: a fixed
 // reduction order for a given set of shapes (no float atomics), accumulated in double on the
 // CPU, fp32 partials then double on the GPU.

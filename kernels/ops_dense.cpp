@@ -137,19 +137,23 @@ void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Te
 }
 
 void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, bool zero_centered) {
-  DT_CUDA_DISPATCH(rmsnorm_backward, ctx, dx, dw, dy, x, w, rstd, zero_centered);
+                      const Tensor& w, const Tensor& rstd, bool zero_centered, const Tensor& residual) {
+  DT_CUDA_DISPATCH(rmsnorm_backward, ctx, dx, dw, dy, x, w, rstd, zero_centered, residual);
   const char* op = "rmsnorm_backward";
   require_cpu(ctx, op);
   int64_t rows = rmsnorm_rows(op, x, w, rstd);
   check_same_numel(op, "dx", dx, "x", x);
   check_same_numel(op, "dy", dy, "x", x);
+  if (residual.defined()) check_same_numel(op, "residual", residual, "x", x);
   if (dw.defined()) DT_CHECK(dw.shape == w.shape, "{}: dw {} vs w {}", op, dw.shape.str(), w.shape.str());
-  check_tensors(op, x.dtype, {{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd}});
+  check_tensors(op, x.dtype,
+                {{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd},
+                 {"residual", &residual}});
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
     rmsnorm_backward_ref<T>(dx.ptr<T>(), dw.defined() ? dw.ptr<T>() : nullptr, dy.ptr<T>(), x.ptr<T>(),
-                            w.ptr<T>(), rstd.ptr<T>(), rows, w.size(0), zero_centered);
+                            w.ptr<T>(), rstd.ptr<T>(), rows, w.size(0), zero_centered,
+                            residual.defined() ? residual.ptr<T>() : nullptr);
   });
 }
 

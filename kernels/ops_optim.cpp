@@ -13,9 +13,12 @@ using ops_detail::require_cpu;
 
 template <class T>
 void adamw_update_ref(T* p, T* m, T* v, const T* g, int64_t n, double decay_factor, double b1, double b2,
-                      double step_size, double bc2_sqrt, double eps) {
+                      double step_size, double bc2_sqrt, double eps, double grad_scale) {
+  const bool scaled = grad_scale != 1.0;
   for (int64_t i = 0; i < n; ++i) {
-    double gi = g[i];
+    // The clipping factor folded in with scale_ref's rounding: T(g * grad_scale), the same bits
+    // as scale_tensors then the update; g stays as it is.
+    double gi = scaled ? static_cast<double>(static_cast<T>(g[i] * grad_scale)) : static_cast<double>(g[i]);
     m[i] = static_cast<T>(b1 * m[i] + (1.0 - b1) * gi);  // the update reads the stored moments
     v[i] = static_cast<T>(b2 * v[i] + (1.0 - b2) * gi * gi);
     double mi = m[i], vi = v[i];
@@ -44,9 +47,11 @@ void check_float(const char* op, const char* name, const Tensor& t) {
 }  // namespace
 
 void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double beta1, double beta2, double step_size,
-                  double bc2_sqrt, double eps) {
+                  double bc2_sqrt, double eps, double grad_scale) {
   const char* op = "adamw_update";
-  DT_CUDA_DISPATCH(adamw_update, ctx, tensors, beta1, beta2, step_size, bc2_sqrt, eps);
+  DT_CHECK(std::isfinite(grad_scale), "{}: grad_scale is {}; the gradient scale (the clipping factor) must be finite",
+           op, grad_scale);
+  DT_CUDA_DISPATCH(adamw_update, ctx, tensors, beta1, beta2, step_size, bc2_sqrt, eps, grad_scale);
   require_cpu(ctx, op);
   for (const AdamWTensor& t : tensors) {
     check_float(op, "p", t.p);
@@ -58,10 +63,10 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double bet
     DT_CHECK(!t.p_compute.defined(), "{}: p_compute is for the GPU; the CPU updates p only", op);
     if (t.p.dtype == DType::kF64)
       adamw_update_ref(t.p.ptr<double>(), t.m.ptr<double>(), t.v.ptr<double>(), t.g.ptr<double>(), t.p.numel(),
-                       t.decay_factor, beta1, beta2, step_size, bc2_sqrt, eps);
+                       t.decay_factor, beta1, beta2, step_size, bc2_sqrt, eps, grad_scale);
     else
       adamw_update_ref(t.p.ptr<float>(), t.m.ptr<float>(), t.v.ptr<float>(), t.g.ptr<float>(), t.p.numel(),
-                       t.decay_factor, beta1, beta2, step_size, bc2_sqrt, eps);
+                       t.decay_factor, beta1, beta2, step_size, bc2_sqrt, eps, grad_scale);
   }
 }
 

@@ -74,9 +74,12 @@ void Attention::kv_forward(Context& ctx, KvProjection& p, const Tensor& x, const
   linear_forward(ctx, y, x, params_->param(p.slot).narrow0(p.row0, p.rows));
 }
 
+// dx += dy W[row0 : row0 + rows] (ADDED to dx, the GEMM's beta = 1: x feeds q_proj, k_proj and
+// v_proj, whose input gradients are summed there; under TP the sum is this rank's part, reduced
+// with q_proj's by the caller); dW's rows accumulated as always.
 void Attention::kv_backward(Context& ctx, const KvProjection& p, const Tensor& dy, const Tensor& dx) {
   linear_backward(ctx, dx, params_->grad(p.slot).narrow0(p.row0, p.rows), dy, p.x,
-                  params_->param(p.slot).narrow0(p.row0, p.rows));
+                  params_->param(p.slot).narrow0(p.row0, p.rows), 1.0, /*accumulate_dx=*/true);
 }
 
 void Attention::declare(ParamStore& params, Arena& acts, int B, int T) {
@@ -90,7 +93,7 @@ void Attention::declare(ParamStore& params, Arena& acts, int B, int T) {
     q_norm_->declare(params, acts, B, T);
     k_norm_->declare(params, acts, B, T);
   }
-  const int64_t H = h_local_, Hkv = hkv_local_, hd = a_.head_dim, C = q_proj_.in_features();
+  const int64_t H = h_local_, Hkv = hkv_local_, hd = a_.head_dim;
   // Saved activations per layer; backward temporaries ("grad.*") shared by every attention layer.
   auto decl = [&](const std::string& name, Shape s) {
     if (name.rfind("grad.", 0) == 0) return acts.declare_shared("scratch.attn." + name, params.act_dtype(), s);
@@ -121,7 +124,6 @@ void Attention::declare(ParamStore& params, Arena& acts, int B, int T) {
   dq_ = decl("grad.q", {B, T, H, hd});
   dk_ = decl("grad.k", {B, T, Hkv, hd});
   dv_ = decl("grad.v", {B, T, Hkv, hd});
-  dx2_ = decl("grad.x_part", {B, T, C});
 }
 
 void Attention::forward(Context& ctx, const Tensor& x, const Tensor& y) {
@@ -182,12 +184,9 @@ void Attention::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
     dqg = buf(dqg_);
     head_split_backward(ctx, dqg, dq, buf(dgate_));
   }
-  Tensor dx2 = buf(dx2_);
-  q_proj_.backward(ctx, dqg.view({B, T, q_proj_.out_features()}), dx);
-  kv_backward(ctx, k_proj_, dk.view({B, T, hkv_local_ * hd}), dx2);
-  residual_add(ctx, dx, dx, dx2);
-  kv_backward(ctx, v_proj_, dv.view({B, T, hkv_local_ * hd}), dx2);
-  residual_add(ctx, dx, dx, dx2);
+  q_proj_.backward(ctx, dqg.view({B, T, q_proj_.out_features()}), dx);  // written
+  kv_backward(ctx, k_proj_, dk.view({B, T, hkv_local_ * hd}), dx);     // added
+  kv_backward(ctx, v_proj_, dv.view({B, T, hkv_local_ * hd}), dx);     // added
   tp_reduce_input_grad(ctx, tp_, dx, prefix_);
 }
 

@@ -50,6 +50,7 @@ class Attention : public Layer {
   };
   void kv_declare(ParamStore& params, KvProjection& p, double std);
   void kv_forward(Context& ctx, KvProjection& p, const Tensor& x, const Tensor& y);
+  // Adds this projection's input gradient into dx (GEMM beta = 1).
   void kv_backward(Context& ctx, const KvProjection& p, const Tensor& dy, const Tensor& dx);
 
   std::string prefix_;
@@ -72,8 +73,7 @@ class Attention : public Layer {
   int q_ = -1, k_ = -1;          // after RoPE: what attention reads
   int o_ = -1, lse_ = -1, og_ = -1;  // attention output, its lse [B, H, T], gated output (output_gate only)
   // Backward scratch.
-  int dog_ = -1, do_ = -1, dgate_ = -1, dq_ = -1, dk_ = -1, dv_ = -1, dq_raw_ = -1, dk_raw_ = -1, dqg_ = -1,
-      dx2_ = -1;
+  int dog_ = -1, do_ = -1, dgate_ = -1, dq_ = -1, dk_ = -1, dv_ = -1, dq_raw_ = -1, dk_raw_ = -1, dqg_ = -1;
 };
 
 }  // namespace dt

@@ -50,7 +50,6 @@ void Block::declare(ParamStore& params, Arena& acts, int B, int T) {
   auto shared = [&](const char* name) { return acts.declare_shared(std::string("scratch.block.") + name, dt, {B, T, C}); };
   g0_ = shared("grad.0");
   g1_ = shared("grad.1");
-  g2_ = shared("grad.2");
 }
 
 void Block::forward(Context& ctx, const Tensor& x, const Tensor& y) {
@@ -64,13 +63,12 @@ void Block::forward(Context& ctx, const Tensor& x, const Tensor& y) {
 }
 
 void Block::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
-  Tensor g0 = buf(g0_), g1 = buf(g1_), g2 = buf(g2_);
-  mlp_.backward(ctx, dy, g0);                     // g0 = d normed_h
-  post_attention_layernorm_.backward(ctx, g0, g1);  // g1 = d h through the norm
-  residual_add(ctx, g1, g1, dy);                  // g1 = d h
-  mixer_->backward(ctx, g1, g0);                  // g0 = d normed_x
-  input_layernorm_.backward(ctx, g0, g2);         // g2 = d x through the norm
-  residual_add(ctx, dx, g2, g1);
+  // The skip connections' gradients are added inside the norms' backward (their residual argument).
+  Tensor g0 = buf(g0_), g1 = buf(g1_);
+  mlp_.backward(ctx, dy, g0);                           // g0 = d normed_h
+  post_attention_layernorm_.backward(ctx, g0, g1, dy);  // g1 = d h = dy + (g0 through the norm)
+  mixer_->backward(ctx, g1, g0);                        // g0 = d normed_x
+  input_layernorm_.backward(ctx, g0, dx, g1);           // dx = g1 + (g0 through the norm)
 }
 
 }  // namespace dt

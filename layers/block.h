@@ -39,7 +39,7 @@ class Block : public Layer {
   // Saved [B, T, C]: normed input, mixer output, h, normed h, mlp output.
   int n1_ = -1, m_ = -1, h_ = -1, n2_ = -1, f_ = -1;
   // Backward scratch [B, T, C].
-  int g0_ = -1, g1_ = -1, g2_ = -1;
+  int g0_ = -1, g1_ = -1;
 };
 
 }  // namespace dt

@@ -65,7 +65,7 @@ void MLA::declare(ParamStore& params, Arena& acts, int B, int T) {
   o_proj_.declare(params, acts, B, T);
 
   const int64_t H = h_local_, dn = m_.qk_nope_head_dim, dr = m_.qk_rope_head_dim, dv = m_.v_head_dim,
-                r = m_.q_lora_rank, kvr = m_.kv_lora_rank, C = kv_a_proj_.in_features();
+                r = m_.q_lora_rank, kvr = m_.kv_lora_rank;
   // Saved activations per layer; backward temporaries ("grad.*") shared by every MLA layer.
   auto decl = [&](const std::string& name, Shape s) {
     if (name.rfind("grad.", 0) == 0) return acts.declare_shared("scratch.mla." + name, params.act_dtype(), s);
@@ -103,7 +103,6 @@ void MLA::declare(ParamStore& params, Arena& acts, int B, int T) {
   dc_kv_n_ = decl("grad.c_kv_normed", {B, T, kvr});
   dc_kv_ = decl("grad.c_kv", {B, T, 1, kvr});
   dkva_ = decl("grad.kv_a", {B, T, 1, kvr + dr});
-  dx2_ = decl("grad.x_part", {B, T, C});
 }
 
 void MLA::forward(Context& ctx, const Tensor& x, const Tensor& y) {
@@ -144,18 +143,17 @@ void MLA::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   Tensor d_o = buf(do_), dq = buf(dq_), dk = buf(dk_), dv = buf(dv_);
   o_proj_.backward(ctx, dy, d_o.view({B, T, H * m_.v_head_dim}));
   attention_backward(ctx, dq, dk, dv, d_o, buf(q_), buf(k_), buf(v_), buf(o_), buf(lse_), scale());
-  // Keys and values back to the latent, then to x (into dx2).
+  // Keys and values back to the latent (dkva), then to x after the query's part.
   Tensor dk_nope = buf(dk_nope_), dk_pe = buf(dk_pe_), dkvb = buf(dkvb_);
   head_concat_backward(ctx, dk_nope, dk_pe, dk);  // dk_pe summed over heads
   tp_reduce_input_grad(ctx, tp_, dk_pe, prefix_);  // ... over every rank's heads
   rope_backward(ctx, dk_pe, dk_pe, dr, m_.rope_theta, m_.rope_interleave);
   head_split_backward(ctx, dkvb, dk_nope, dv);
-  Tensor dc_kv_n = buf(dc_kv_n_), dc_kv = buf(dc_kv_), dkva = buf(dkva_), dx2 = buf(dx2_);
+  Tensor dc_kv_n = buf(dc_kv_n_), dc_kv = buf(dc_kv_), dkva = buf(dkva_);
   kv_b_proj_.backward(ctx, dkvb.view({B, T, dkvb.numel() / (B * T)}), dc_kv_n);
   tp_reduce_input_grad(ctx, tp_, dc_kv_n, prefix_);  // kv_b_proj is column-parallel
   kv_a_layernorm_.backward(ctx, dc_kv_n, dc_kv.view({B, T, m_.kv_lora_rank}));
   head_split_backward(ctx, dkva, dc_kv, dk_pe);
-  kv_a_proj_.backward(ctx, dkva.view({B, T, dkva.size(3)}), dx2);
   // Query back to x; dq is reused for the gradient of q before RoPE.
   Tensor dq_nope = buf(dq_nope_), dq_pe = buf(dq_pe_);
   head_concat_backward(ctx, dq_nope, dq_pe, dq);
@@ -171,7 +169,9 @@ void MLA::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
     q_a_layernorm_->backward(ctx, buf(dqa_n_), buf(dqa_));
     q_a_proj_->backward(ctx, buf(dqa_), dx);
   }
-  residual_add(ctx, dx, dx, dx2);
+  // dx += the key/value path's part (GEMM beta = 1). After the query's TP reduction: kv_a_proj is
+  // replicated, so its input gradient is already whole on every rank.
+  kv_a_proj_.backward_accumulate(ctx, dkva.view({B, T, dkva.size(3)}), dx);
 }
 
 }  // namespace dt

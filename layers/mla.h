@@ -57,7 +57,7 @@ class MLA : public Layer {
   int o_ = -1, lse_ = -1;
   // Backward scratch.
   int do_ = -1, dq_ = -1, dk_ = -1, dv_ = -1, dq_nope_ = -1, dq_pe_ = -1, dqa_n_ = -1, dqa_ = -1;
-  int dk_nope_ = -1, dk_pe_ = -1, dkvb_ = -1, dc_kv_n_ = -1, dc_kv_ = -1, dkva_ = -1, dx2_ = -1;
+  int dk_nope_ = -1, dk_pe_ = -1, dkvb_ = -1, dc_kv_n_ = -1, dc_kv_ = -1, dkva_ = -1;
 };
 
 }  // namespace dt

@@ -33,9 +33,11 @@ void RMSNorm::forward(Context& ctx, const Tensor& x, const Tensor& y) {
   rmsnorm_forward(ctx, rows(y), acts_->get(rstd_), rows(x), params_->param(w_), eps_, zero_centered_);
 }
 
-void RMSNorm::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
+void RMSNorm::backward(Context& ctx, const Tensor& dy, const Tensor& dx) { backward(ctx, dy, dx, Tensor()); }
+
+void RMSNorm::backward(Context& ctx, const Tensor& dy, const Tensor& dx, const Tensor& residual) {
   rmsnorm_backward(ctx, rows(dx), params_->grad(w_), rows(dy), rows(x_), params_->param(w_), acts_->get(rstd_),
-                   zero_centered_);
+                   zero_centered_, residual.defined() ? rows(residual) : Tensor());
 }
 
 }  // namespace dt

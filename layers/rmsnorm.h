@@ -21,6 +21,9 @@ class RMSNorm : public Layer {
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
   void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
+  // dx = residual + (dy through the norm), in one kernel: a pre-norm block's skip gradient added
+  // without a separate pass (rmsnorm_backward's residual; dx may alias residual).
+  void backward(Context& ctx, const Tensor& dy, const Tensor& dx, const Tensor& residual);
 
   const std::string& name() const { return name_; }
 

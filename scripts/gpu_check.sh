@@ -2,7 +2,8 @@
 # One call on the GPU machine does it all: configure (sm_90a) into build-gpu/, build, run the GPU
 # tests (`ctest -L gpu`), the training-step benchmark of the 124M models (bench_train) with the
 # peers' training steps in the same call (HF Llama eager / torch.compile, fla's GDN hybrid:
-# bench/bench_train_peers.py), the GDN kernels against fla (bench_gdn, bench_gdn_peers.py), the
+# bench/bench_train_peers.py), the GDN kernels against fla (bench_gdn, bench_gdn_peers.py; the gated
+# norm's variants, bench_gdn_norm), the
 # dense ops (bench_dense_ops), and a GPU training smoke run of `deltatron train`; logs and JSON go
 # to $OUT.
 #
@@ -77,7 +78,7 @@ step "configure"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DDELTATRON_CUDA=ON \
   -DDELTATRON_BENCH=ON "${EXTRA_CMAKE[@]}" 2>&1 | tail -20 || { echo "configure failed"; exit 3; }
 
-TARGETS=${TARGETS:-deltatron test_gpu bench_gdn bench_dense_ops bench_train}
+TARGETS=${TARGETS:-deltatron test_gpu bench_gdn bench_gdn_norm bench_dense_ops bench_train}
 step "build $TARGETS"
 # shellcheck disable=SC2086
 cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target $TARGETS 2>&1 | tail -40
@@ -165,6 +166,10 @@ if [[ -z "${SKIP_BENCH:-}" && -z "${SKIP_GDN_BENCH:-}" ]]; then
   fi
   step "bench_gdn"
   timeout 240 build-gpu/bench/bench_gdn --json "$D/bench_gdn.json" "${FLA_JSON[@]}" 2>&1 | tee "$D/bench_gdn.log"
+  if [[ -x build-gpu/bench/bench_gdn_norm ]]; then
+    step "bench_gdn_norm (the gated norm, every backward variant)"
+    timeout 120 build-gpu/bench/bench_gdn_norm --json "$D/bench_gdn_norm.json" 2>&1 | tee "$D/bench_gdn_norm.log"
+  fi
 fi
 if [[ -n "${SCALING:-}" ]]; then
   # TP / DP scaling over every GPU of this machine (bench/bench_scaling.py; one rank per GPU);

@@ -76,12 +76,12 @@ Tensor AdamW::v(int slot) const {
   return state_.get(2 * slot + 1);
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, double grad_scale) {
   Context ctx;
-  step(ctx, lr);
+  step(ctx, lr, grad_scale);
 }
 
-void AdamW::step(Context& ctx, double lr) {
+void AdamW::step(Context& ctx, double lr, double grad_scale) {
   DT_CHECK(ctx.device == params_.device(), "AdamW: the context's device differs from the parameters'");
   ++t_;
   // The scalars in double, as PyTorch computes them in Python.
@@ -94,7 +94,7 @@ void AdamW::step(Context& ctx, double lr) {
     ts.reserve(params_.size());
     for (int s = 0; s < params_.size(); ++s)
       ts.push_back({params_.master(s), params_.grad(s), m(s), v(s), params_.compute_copy(s), decay_of(s)});
-    adamw_update(ctx, ts, cfg_.beta1, cfg_.beta2, step_size, bc2_sqrt, cfg_.eps);
+    adamw_update(ctx, ts, cfg_.beta1, cfg_.beta2, step_size, bc2_sqrt, cfg_.eps, grad_scale);
     return;
   }
   // ZeRO-1: this rank's pieces (no bf16 copies here: they are rewritten whole after the gather).
@@ -104,7 +104,7 @@ void AdamW::step(Context& ctx, double lr) {
     ts.push_back({flat_part(params_.master(p.slot), p.offset, p.count), flat_part(params_.grad(p.slot), p.offset, p.count),
                   flat_part(ms, p.shard_offset, p.count), flat_part(vs, p.shard_offset, p.count), Tensor(),
                   decay_of(p.slot)});
-  adamw_update(ctx, ts, cfg_.beta1, cfg_.beta2, step_size, bc2_sqrt, cfg_.eps);
+  adamw_update(ctx, ts, cfg_.beta1, cfg_.beta2, step_size, bc2_sqrt, cfg_.eps, grad_scale);
   zero1_->all_gather_shards(params_.params_arena());  // every rank's updated chunks of the masters
   for (int s = 0; s < params_.size(); ++s)            // torch: p_bf16.copy_(p)
     if (const Tensor c = params_.compute_copy(s); c.defined()) cast(ctx, c, params_.master(s));
@@ -179,13 +179,20 @@ double grad_global_norm(const ParamStore& params) {
   return grad_global_norm(ctx, params);
 }
 
+GradClip grad_clip_of_norm(double norm, double max_norm) {
+  if (!(max_norm > 0)) return {norm, 1.0};
+  const double factor = max_norm / (norm + 1e-6);  // torch.nn.utils.clip_grad_norm_'s clip_coef
+  return {norm, factor < 1.0 ? factor : 1.0};       // also 1 for a NaN norm: left to the caller
+}
+
+GradClip grad_clip_factor(Context& ctx, const ParamStore& params, double max_norm) {
+  return grad_clip_of_norm(grad_global_norm(ctx, params), max_norm);
+}
+
 double clip_grad_norm(Context& ctx, ParamStore& params, double max_norm) {
-  double norm = grad_global_norm(ctx, params);
-  if (max_norm <= 0) return norm;
-  double factor = max_norm / (norm + 1e-6);
-  if (!(factor < 1.0)) return norm;  // also leaves NaN norms to the caller
-  scale_tensors(ctx, all_grads(params), factor);
-  return norm;
+  const GradClip clip = grad_clip_factor(ctx, params, max_norm);
+  if (clip.scale != 1.0) scale_tensors(ctx, all_grads(params), clip.scale);
+  return clip.norm;
 }
 
 double clip_grad_norm(ParamStore& params, double max_norm) {
@@ -193,8 +200,8 @@ double clip_grad_norm(ParamStore& params, double max_norm) {
   return clip_grad_norm(ctx, params, max_norm);
 }
 
-double clip_grad_norm_zero1(Context& ctx, const AdamW& opt, Communicator* tp, double max_norm) {
-  DT_CHECK(opt.sharded(), "clip_grad_norm_zero1: the optimizer is not sharded (parallel.zero1)");
+GradClip grad_clip_factor_zero1(Context& ctx, const AdamW& opt, Communicator* tp, double max_norm) {
+  DT_CHECK(opt.sharded(), "grad_clip_factor_zero1: the optimizer is not sharded (parallel.zero1)");
   Communicator& dp = opt.zero1()->comm();
   std::vector<Tensor> split = opt.shard_grads(true), replicated = opt.shard_grads(false);
   auto squares = [&](const std::vector<Tensor>& xs) { return xs.empty() ? 0.0 : sum_squares(ctx, xs); };
@@ -208,13 +215,16 @@ double clip_grad_norm_zero1(Context& ctx, const AdamW& opt, Communicator* tp, do
     const double ss_repl = all_reduce_value(dp, squares(replicated), ReduceOp::kSum);
     ss = all_reduce_value(*tp, ss_split, ReduceOp::kSum) + ss_repl;
   }
-  const double norm = std::sqrt(ss);
-  if (max_norm <= 0) return norm;
-  const double factor = max_norm / (norm + 1e-6);
-  if (!(factor < 1.0)) return norm;  // also leaves NaN norms to the caller
-  split.insert(split.end(), replicated.begin(), replicated.end());
-  scale_tensors(ctx, split, factor);
-  return norm;
+  return grad_clip_of_norm(std::sqrt(ss), max_norm);
+}
+
+double clip_grad_norm_zero1(Context& ctx, const AdamW& opt, Communicator* tp, double max_norm) {
+  const GradClip clip = grad_clip_factor_zero1(ctx, opt, tp, max_norm);
+  if (clip.scale == 1.0) return clip.norm;
+  std::vector<Tensor> shard = opt.shard_grads(true), replicated = opt.shard_grads(false);
+  shard.insert(shard.end(), replicated.begin(), replicated.end());
+  scale_tensors(ctx, shard, clip.scale);
+  return clip.norm;
 }
 
 }  // namespace dt

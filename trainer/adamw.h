@@ -8,6 +8,8 @@
 //
 // Also the global gradient norm and clipping, PyTorch's clip_grad_norm_:
 //   norm = sqrt(sum over all grads of g^2);  g *= max_norm / (norm + 1e-6) when that is < 1.
+// The trainer does not scale the gradients: grad_clip_factor* give the factor and AdamW::step
+// folds it into the update (the same bits as scaling first, one pass over the gradients less).
 //
 // ZeRO-1 (parallel.zero1): given a DpGradSync in DpGradMode::kShardedMean over the gradient arena,
 // each DP rank keeps the moments of its shard only (chunk r of every bucket: 1/dp of them), in two
@@ -55,12 +57,14 @@ class AdamW {
   // that `zero1` (kShardedMean, over params.grads_arena(), alive as long as this) gives this DP rank.
   AdamW(ParamStore& params, AdamWConfig cfg, DpGradSync* zero1 = nullptr);
 
-  // One update of every parameter from its gradient in `params`, at learning rate `lr`: one fused
+  // One update of every parameter from its gradient in `params` times `grad_scale` (the clipping
+  // factor, GradClip::scale; the gradients are read, not written), at learning rate `lr`: one fused
   // adamw_update over all of them (kernels/ops.h), which on the GPU also rewrites the bf16 copies.
+  // The same bits as scale_tensors(grads, grad_scale) then step(ctx, lr).
   // ZeRO-1: the shard's parameters, from the shard's (reduced) gradients, then the all-gather of the
   // masters over DP (a collective) and the bf16 copies rewritten on ctx's stream.
-  void step(Context& ctx, double lr);
-  void step(double lr);  // CPU parameters
+  void step(Context& ctx, double lr, double grad_scale = 1.0);
+  void step(double lr, double grad_scale = 1.0);  // CPU parameters
 
   int64_t steps_done() const { return t_; }
   void set_steps_done(int64_t t) { t_ = t; }  // when the moments come from a checkpoint
@@ -102,16 +106,29 @@ class AdamW {
 double grad_global_norm(Context& ctx, const ParamStore& params);
 double grad_global_norm(const ParamStore& params);  // on the parameters' device, default stream
 
+// Gradient clipping as a factor: the global norm before clipping, and what the gradients are to be
+// multiplied by, max_norm / (norm + 1e-6) when max_norm > 0 and that is below 1, else exactly 1
+// (a NaN norm too: it is left to the caller). Hand `scale` to AdamW::step.
+struct GradClip {
+  double norm = 0;
+  double scale = 1;
+};
+// The factor of a norm (the one copy of the rule above).
+GradClip grad_clip_of_norm(double norm, double max_norm);
+GradClip grad_clip_factor(Context& ctx, const ParamStore& params, double max_norm);
+
 // Scales every gradient by max_norm / (norm + 1e-6) when that is below 1; max_norm <= 0 disables.
-// Returns the norm before clipping.
+// Returns the norm before clipping. (grad_clip_factor, then scale_tensors when the factor is not 1.)
 double clip_grad_norm(Context& ctx, ParamStore& params, double max_norm);
 double clip_grad_norm(ParamStore& params, double max_norm);
 
-// clip_grad_norm under ZeRO-1: only the shards hold the DP mean, so the norm is the sum of squares
+// grad_clip_factor under ZeRO-1: only the shards hold the DP mean, so the norm is the sum of squares
 // of this rank's shard summed over DP, and over TP for TP-split parameters (`tp`: this rank's TP
-// communicator, nullptr at tp = 1; replicated parameters, the same on every TP rank, count once);
-// only the shard is scaled. The same norm on every rank; it equals the plain one up to the order of
-// the double sums.
+// communicator, nullptr at tp = 1; replicated parameters, the same on every TP rank, count once).
+// The same norm and factor on every rank; the norm equals the plain one up to the order of the
+// double sums.
+GradClip grad_clip_factor_zero1(Context& ctx, const AdamW& opt, Communicator* tp, double max_norm);
+// The same, with the shard's gradients scaled (only the shard: the rest of the arena is not the mean).
 double clip_grad_norm_zero1(Context& ctx, const AdamW& opt, Communicator* tp, double max_norm);
 
 }  // namespace dt

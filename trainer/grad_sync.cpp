@@ -13,20 +13,22 @@ void tp_sum_partial_grads(Communicator& tp, ParamStore& params, int first, int e
     if (params.infos()[s].tp_partial_grad) tp.all_reduce_async(params.grad(s), ReduceOp::kSum)->wait();
 }
 
-double clip_grad_norm_tp(Context& ctx, ParamStore& params, Communicator& tp, double max_norm) {
-  std::vector<Tensor> split, replicated, all;
-  for (int s = 0; s < params.size(); ++s) {
+GradClip grad_clip_factor_tp(Context& ctx, const ParamStore& params, Communicator& tp, double max_norm) {
+  std::vector<Tensor> split, replicated;
+  for (int s = 0; s < params.size(); ++s)
     (params.infos()[s].split == TpSplit::kReplicated ? replicated : split).push_back(params.grad(s));
-    all.push_back(params.grad(s));
-  }
   const double ss_split = split.empty() ? 0.0 : sum_squares(ctx, split);
   const double ss_repl = replicated.empty() ? 0.0 : sum_squares(ctx, replicated);
-  const double norm = std::sqrt(all_reduce_value(tp, ss_split, ReduceOp::kSum) + ss_repl);
-  if (max_norm <= 0) return norm;
-  const double factor = max_norm / (norm + 1e-6);
-  if (!(factor < 1.0)) return norm;  // also leaves NaN norms to the caller
-  scale_tensors(ctx, all, factor);
-  return norm;
+  return grad_clip_of_norm(std::sqrt(all_reduce_value(tp, ss_split, ReduceOp::kSum) + ss_repl), max_norm);
+}
+
+double clip_grad_norm_tp(Context& ctx, ParamStore& params, Communicator& tp, double max_norm) {
+  const GradClip clip = grad_clip_factor_tp(ctx, params, tp, max_norm);
+  if (clip.scale == 1.0) return clip.norm;
+  std::vector<Tensor> all;
+  for (int s = 0; s < params.size(); ++s) all.push_back(params.grad(s));
+  scale_tensors(ctx, all, clip.scale);
+  return clip.norm;
 }
 
 }  // namespace dt

@@ -376,9 +376,12 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
       loss = all_reduce_value(*ctx.dp, loss, ReduceOp::kAvg);
     }
     if (options.after_backward) options.after_backward(step, params);
-    const double grad_norm = zero1    ? clip_grad_norm_zero1(ctx, opt, tp > 1 ? ctx.tp : nullptr, tc.grad_clip)
-                             : tp > 1 ? clip_grad_norm_tp(ctx, params, *ctx.tp, tc.grad_clip)
-                                      : clip_grad_norm(ctx, params, tc.grad_clip);
+    // The clipping factor goes to the update (AdamW::step scales as it reads): the gradients stay
+    // unscaled, nothing reads them after the update, and the bits are those of scaling first.
+    const GradClip clip = zero1    ? grad_clip_factor_zero1(ctx, opt, tp > 1 ? ctx.tp : nullptr, tc.grad_clip)
+                          : tp > 1 ? grad_clip_factor_tp(ctx, params, *ctx.tp, tc.grad_clip)
+                                   : grad_clip_factor(ctx, params, tc.grad_clip);
+    const double grad_norm = clip.norm;
     const double lr = lr_at_step(step, tc.steps, tc.warmup_steps, tc.lr, tc.min_lr);
     // A non-finite loss or gradient would poison the weights and both moments for good: skip the
     // update (the batch is still consumed and the step counted, so the schedule stays in place).
@@ -389,7 +392,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
       ++state.skipped_steps;
       ++state.skips_in_a_row;
     } else {
-      opt.step(ctx, lr);
+      opt.step(ctx, lr, clip.scale);
       state.skips_in_a_row = 0;
     }
     const double dt = seconds_since(t0);

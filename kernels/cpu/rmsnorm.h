@@ -6,6 +6,9 @@
 // Backward, with xhat = x * rstd:
 //   dw += sum_rows dy * xhat
 //   dx  = rstd * (dy*g - xhat * mean(dy*g*xhat))
+//   dx  = residual + rstd * (...)  when a residual gradient is given (a pre-norm block's skip path:
+//         torch: dx = residual + d(norm)/dx); one rounding of the sum, the same bits as writing dx
+//         and adding the residual after it, since each is a single T operation.
 #pragma once
 
 #include <cmath>
@@ -28,15 +31,17 @@ void rmsnorm_forward_ref(T* y, T* rstd, const T* x, const T* w, int64_t rows, in
   }
 }
 
-// dx may alias dy. dw may be null (frozen weight).
+// dx may alias dy. dw may be null (frozen weight). residual may be null (none) or alias dx or dy:
+// each element of residual and dy is read before dx is written at that element.
 template <class T>
 void rmsnorm_backward_ref(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t rows,
-                          int64_t dim, bool zero_centered) {
+                          int64_t dim, bool zero_centered, const T* residual = nullptr) {
   const T one = zero_centered ? T(1) : T(0);
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * dim;
     const T* dyr = dy + r * dim;
     T* dxr = dx + r * dim;
+    const T* resr = residual ? residual + r * dim : nullptr;
     T rs = rstd[r];
     T dot = 0;  // sum(dy * g * xhat)
     for (int64_t d = 0; d < dim; ++d) {
@@ -45,7 +50,10 @@ void rmsnorm_backward_ref(T* dx, T* dw, const T* dy, const T* x, const T* w, con
       if (dw) dw[d] += dyr[d] * xhat;
     }
     T mean_dot = dot / T(dim);
-    for (int64_t d = 0; d < dim; ++d) dxr[d] = rs * (dyr[d] * (one + w[d]) - xr[d] * rs * mean_dot);
+    for (int64_t d = 0; d < dim; ++d) {
+      const T g = rs * (dyr[d] * (one + w[d]) - xr[d] * rs * mean_dot);
+      dxr[d] = resr ? resr[d] + g : g;
+    }
   }
 }
 

@@ -43,6 +43,9 @@ struct RmsNormParams {
   const uint16_t* dy = nullptr;  // backward: bf16 [rows, dim]
   uint16_t* dx = nullptr;        // backward: bf16 [rows, dim] (may alias dy)
   float* dw = nullptr;           // backward: fp32 [dim], ACCUMULATED; null = not wanted
+  // backward: bf16 [rows, dim] added to dx in fp32 before its one bf16 rounding (dx = residual +
+  // the norm's dx); may alias dx or dy; null = none.
+  const uint16_t* residual = nullptr;
 };
 void rmsnorm_forward_launch(const RmsNormParams& p, void* stream);
 // dw: fixed per-(row chunk, column slice) partials, then one fixed-order sum per column. Scratch as
@@ -98,9 +101,10 @@ struct AdamWSlot {
   double decay_factor = 1.0;
 };
 // PyTorch's AdamW in double per element, the moments and p stored in fp32 (kernels/ops.h):
-//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p = p decay - step m / (sqrt(v) / bc2_sqrt + eps)
+//   g' = fp32(g * grad_scale) (scale_tensors_launch's rounding; g is not written; 1: g' = g)
+//   m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;  p = p decay - step m / (sqrt(v) / bc2_sqrt + eps)
 void adamw_update_launch(const AdamWSlot* slots, int64_t count, double beta1, double beta2, double step_size,
-                         double bc2_sqrt, double eps, void* stream);
+                         double bc2_sqrt, double eps, double grad_scale, void* stream);
 // sum of x^2 over all tensors (fp32), deterministic; waits for the stream and returns on the host.
 double sum_squares_launch(const float* const* xs, const int64_t* ns, int64_t count, void* stream);
 // x = x * factor (the product in double, rounded to fp32).

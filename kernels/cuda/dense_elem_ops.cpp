@@ -102,19 +102,24 @@ void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Te
 }
 
 void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, bool zero_centered) {
+                      const Tensor& w, const Tensor& rstd, bool zero_centered, const Tensor& residual) {
   const char* op = "rmsnorm_backward";
   check_context(ctx, op);
   check_gpu(op, DType::kBF16, {{"dx", &dx}, {"dy", &dy}, {"x", &x}});
   check_gpu(op, DType::kF32, {{"w", &w}, {"rstd", &rstd}});
   check_same_numel(op, "dx", dx, "x", x);
   check_same_numel(op, "dy", dy, "x", x);
+  if (residual.defined()) {
+    check_gpu(op, DType::kBF16, {{"residual", &residual}});
+    check_same_numel(op, "residual", residual, "x", x);
+  }
   if (dw.defined()) {
     check_gpu(op, DType::kF32, {{"dw", &dw}});
     DT_CHECK(dw.shape == w.shape, "{}: dw {} vs w {}", op, dw.shape.str(), w.shape.str());
   }
   dense_cuda::RmsNormParams p = rmsnorm_params(op, x, w, rstd);
   p.zero_centered = zero_centered, p.dy = bf16(dy), p.dx = bf16(dx), p.dw = dw.defined() ? f32(dw) : nullptr;
+  p.residual = residual.defined() ? bf16(residual) : nullptr;
   // dw's per-chunk partials come from cudaMallocAsync (dense_cuda::rmsnorm_backward_scratch_bytes).
   dense_cuda::rmsnorm_backward_launch(p, nullptr, ctx.stream);
 }

@@ -27,7 +27,7 @@ void check_member(const char* op, size_t index, const char* name, const Tensor& 
 }  // namespace
 
 void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double beta1, double beta2, double step_size,
-                  double bc2_sqrt, double eps) {
+                  double bc2_sqrt, double eps, double grad_scale) {
   const char* op = "adamw_update";
   check_context(ctx, op);
   std::vector<dense_cuda::AdamWSlot> slots;
@@ -55,7 +55,7 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double bet
     slots.push_back(s);
   }
   dense_cuda::adamw_update_launch(slots.data(), static_cast<int64_t>(slots.size()), beta1, beta2, step_size, bc2_sqrt,
-                                  eps, ctx.stream);
+                                  eps, grad_scale, ctx.stream);
 }
 
 namespace {

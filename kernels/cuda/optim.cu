@@ -1,5 +1,6 @@
 // The optimizer's multi-tensor ops on the GPU (math: kernels/ops_optim.cpp), fp32 tensors:
-//   adamw:        m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//   adamw:        g' = fp32(g * grad_scale) (the clipping factor; skipped at 1);
+//                 m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
 //                 p = p decay - step m / (sqrt(v) / bc2_sqrt + eps);   pc = bf16(p) when wanted
 //   sum_squares:  sum over every element of every tensor of x^2
 //   scale:        x = x * factor
@@ -46,7 +47,7 @@ struct TensorDevSlot {  // sum_squares, scale
 };
 
 struct AdamWScalars {
-  double b1, one_minus_b1, b2, one_minus_b2, step, bc2_sqrt, eps;
+  double b1, one_minus_b1, b2, one_minus_b2, step, bc2_sqrt, eps, grad_scale;
 };
 
 // The last slot whose first chunk is <= `block` (slots with no elements are never in the table).
@@ -61,10 +62,14 @@ __device__ const Slot& slot_of(const Slot* slots, int64_t count, int64_t block) 
   return slots[lo];
 }
 
-// The CPU loop's arithmetic, in double, every operation rounded as written.
+// The CPU loop's arithmetic, in double, every operation rounded as written. kScaleGrad: g first
+// goes through scale_kernel's rounding, fp32(g * grad_scale), so the update has the bits of
+// scale_tensors then the update at scale 1, without the pass that writes the scaled gradients.
+template <bool kScaleGrad>
 __device__ __forceinline__ void adamw_one(float& p, float g, float& m, float& v, float* pc_out, double decay,
                                           const AdamWScalars& s) {
-  const double gi = g;
+  const double gi = kScaleGrad ? static_cast<double>(__double2float_rn(__dmul_rn(static_cast<double>(g), s.grad_scale)))
+                               : static_cast<double>(g);
   const float mn = __double2float_rn(__dadd_rn(__dmul_rn(s.b1, static_cast<double>(m)), __dmul_rn(s.one_minus_b1, gi)));
   const float vn = __double2float_rn(
       __dadd_rn(__dmul_rn(s.b2, static_cast<double>(v)), __dmul_rn(__dmul_rn(s.one_minus_b2, gi), gi)));
@@ -75,6 +80,7 @@ __device__ __forceinline__ void adamw_one(float& p, float g, float& m, float& v,
   *pc_out = p;
 }
 
+template <bool kScaleGrad>
 __global__ void __launch_bounds__(kThreads) adamw_kernel(const AdamWDevSlot* slots, int64_t count, AdamWScalars sc) {
   const AdamWDevSlot& t = slot_of(slots, count, blockIdx.x);
   const int64_t begin = (blockIdx.x - t.first_chunk) * kChunk;
@@ -85,13 +91,13 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(const AdamWDevSlot* slo
     float p[4], g[4], m[4], v[4], pc[4];
     load_f32<4>(t.p + i, p), load_f32<4>(t.g + i, g), load_f32<4>(t.m + i, m), load_f32<4>(t.v + i, v);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) adamw_one(p[k], g[k], m[k], v[k], &pc[k], t.decay, sc);
+    for (int k = 0; k < 4; ++k) adamw_one<kScaleGrad>(p[k], g[k], m[k], v[k], &pc[k], t.decay, sc);
     store_f32<4>(t.p + i, p), store_f32<4>(t.m + i, m), store_f32<4>(t.v + i, v);
     if (t.pc) store_bf16<4>(t.pc + i, pc);
   }
   for (int64_t i = begin + 4 * n_vec + threadIdx.x; i < end; i += kThreads) {
     float pc[1];
-    adamw_one(t.p[i], t.g[i], t.m[i], t.v[i], &pc[0], t.decay, sc);
+    adamw_one<kScaleGrad>(t.p[i], t.g[i], t.m[i], t.v[i], &pc[0], t.decay, sc);
     if (t.pc) store_bf16<1>(t.pc + i, pc);
   }
 }
@@ -181,7 +187,7 @@ int64_t tensor_table(std::vector<TensorDevSlot>& out, float* const* xs, const in
 }  // namespace
 
 void adamw_update_launch(const AdamWSlot* slots, int64_t count, double beta1, double beta2, double step_size,
-                         double bc2_sqrt, double eps, void* stream) {
+                         double bc2_sqrt, double eps, double grad_scale, void* stream) {
   const char* op = "adamw_update";
   std::vector<AdamWDevSlot> table;
   int64_t chunks = 0;
@@ -197,9 +203,10 @@ void adamw_update_launch(const AdamWSlot* slots, int64_t count, double beta1, do
   if (table.empty()) return;
   DT_CHECK(chunks < (int64_t{1} << 31), "{}: {} chunks exceed the grid", op, chunks);
   auto s = static_cast<cudaStream_t>(stream);
-  const AdamWScalars sc{beta1, 1.0 - beta1, beta2, 1.0 - beta2, step_size, bc2_sqrt, eps};
+  const AdamWScalars sc{beta1, 1.0 - beta1, beta2, 1.0 - beta2, step_size, bc2_sqrt, eps, grad_scale};
   AdamWDevSlot* dev = upload_table(table, s, op);
-  adamw_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(dev, static_cast<int64_t>(table.size()), sc);
+  const auto kernel = grad_scale != 1.0 ? adamw_kernel<true> : adamw_kernel<false>;  // 1: g' = g, no multiply
+  kernel<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(dev, static_cast<int64_t>(table.size()), sc);
   DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
   DT_DENSE_CUDA_CHECK(cudaFreeAsync(dev, s), op);
 }

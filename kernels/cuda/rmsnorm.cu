@@ -1,12 +1,15 @@
 // RMSNorm on the GPU (math: kernels/cpu/rmsnorm.h), x, y, dx, dy bf16; w, dw, rstd fp32:
 //   rstd = 1 / sqrt(mean(x^2) + eps),   y = x rstd g,   g = w (plain) or 1 + w (zero-centred)
 //   dx   = rstd (dy g - xhat mean(dy g xhat)),   xhat = x rstd
+//   dx   = residual + rstd (...) when a residual gradient is given (summed in fp32, one bf16 rounding)
 //   dw  += sum_rows dy xhat
 // Forward and dx: one warp per row, lane l holding vectors l, l + 32, ... of V = 8 features (V = 1
 // when the row is not a whole number of aligned 16-byte vectors); two passes over the row (the
 // second one mostly hits L1). dw: deterministic, no atomics: CTA (column slice, row chunk) writes
 // the fixed-order sum of its chunk's rows to a partial, then 32 lanes per column add the partials
-// to dw in a fixed order. The dw kernels run before dx, so dx may alias dy.
+// to dw in a fixed order. The dw kernels run before dx, so dx may alias dy. In the dx kernel's
+// second pass each lane reads dy and the residual at its own vector before writing dx there (the
+// first pass only reads dy), so dx may alias dy and/or the residual.
 #include <algorithm>
 
 #include "kernels/cuda/dense_elem.cuh"
@@ -69,11 +72,18 @@ __global__ void rmsnorm_dx_kernel(RmsNormParams p) {
   }
   const float mean_dot = warp_sum(dot) / static_cast<float>(p.dim);
   uint16_t* dx = p.dx + row * p.dim;
+  const uint16_t* res = p.residual ? p.residual + row * p.dim : nullptr;
   for (int64_t v = lane; v < n_vec; v += 32) {
     float f[V], d[V], w[V], o[V];
     load_bf16<V>(x + v * V, f), load_bf16<V>(dy + v * V, d), load_f32<V>(p.w + v * V, w);
 #pragma unroll
     for (int k = 0; k < V; ++k) o[k] = rs * (d[k] * (one + w[k]) - f[k] * rs * mean_dot);
+    if (res) {  // read before the store below: dx may alias the residual
+      float r[V];
+      load_bf16<V>(res + v * V, r);
+#pragma unroll
+      for (int k = 0; k < V; ++k) o[k] += r[k];
+    }
     store_bf16<V>(dx + v * V, o);
   }
 }
@@ -143,10 +153,11 @@ void check_params(const RmsNormParams& p, bool backward, const char* op) {
     DT_CHECK(p.y, "{}: null y", op);
 }
 
-// V = 8 when every row of every bf16 tensor starts 16-byte aligned and w is 16-byte aligned.
+// V = 8 when every row of every bf16 tensor starts 16-byte aligned and w is 16-byte aligned (a null
+// residual counts as aligned).
 bool row_vec_ok(const RmsNormParams& p, bool backward) {
   if (p.dim % 8 != 0 || !aligned(p.x, 16) || !aligned(p.w, 16)) return false;
-  return backward ? aligned(p.dy, 16) && aligned(p.dx, 16) : aligned(p.y, 16);
+  return backward ? aligned(p.dy, 16) && aligned(p.dx, 16) && aligned(p.residual, 16) : aligned(p.y, 16);
 }
 
 int64_t dw_chunks(int64_t rows) { return (rows + kDwRowsPerChunk - 1) / kDwRowsPerChunk; }

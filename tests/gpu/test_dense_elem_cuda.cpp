@@ -27,6 +27,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -382,6 +383,25 @@ TEST(DenseElemCuda, RmsNormForwardBackward) {
     expect_bits_equal("rmsnorm dx", dx_bits[0], dx_bits[1]);
     expect_bits_equal("rmsnorm dw", dw_bits[0], dw_bits[1]);
 
+    // With a residual gradient: dx = residual + the norm's dx, one bf16 rounding of the fp32 sum.
+    const auto res = randn(c.rows * c.D, "norm.res" + tag, 1.3);
+    std::vector<double> want_res(ref.dx);
+    for (size_t i = 0; i < want_res.size(); ++i) want_res[i] += res[i];
+    Dev resd(DType::kBF16, xs), res_odd(DType::kBF16, xs, 1);  // offset 1: the scalar path
+    resd.upload(res), res_odd.upload(res);
+    dxd.poison(ctx), dwd.upload(dw0);
+    rmsnorm_backward(ctx, dxd, dwd, dyd, xd, wd, rstd_in, c.zero_centered, resd);
+    expect_close_bf16("rmsnorm dx + residual", dxd.download(), want_res);
+    expect_close("rmsnorm dw (with a residual)", dwd.download(), ref.dw, 1e-6, 0.0, ref.dw_abs);
+    const std::vector<uint8_t> fused_bits = dxd.raw();
+    dxd.poison(ctx);
+    rmsnorm_backward(ctx, dxd, Tensor(), dyd, xd, wd, rstd_in, c.zero_centered, res_odd);
+    expect_close_bf16("rmsnorm dx + residual (unaligned residual)", dxd.download(), want_res);
+    // dx aliases the residual (a block's g1 = g1 + ...).
+    rmsnorm_backward(ctx, resd, Tensor(), dyd, xd, wd, rstd_in, c.zero_centered, resd);
+    expect_close_bf16("rmsnorm dx + residual (in place over the residual)", resd.download(), want_res);
+    expect_bits_equal("rmsnorm dx + residual, in place vs not", resd.raw(), fused_bits);
+
     // dw undefined (frozen weight): dx only.
     dxd.poison(ctx);
     rmsnorm_backward(ctx, dxd, Tensor(), dyd, xd, wd, rstd_in, c.zero_centered);
@@ -668,6 +688,71 @@ TEST(DenseElemCuda, AdamWMatchesCpuOverThreeSteps) {
   }
 }
 
+// Gradient clipping folded into the update: adamw_update(..., grad_scale) on the unscaled gradients
+// against scale_tensors(g, grad_scale) then adamw_update at 1, both on the GPU: the same bits (p, m,
+// v, the bf16 copies), and the gradients left as they were; and against the CPU path with the same
+// grad_scale. Two steps, two factors below 1, every size (the vector and the scalar paths).
+TEST(DenseElemCuda, AdamWGradScaleIsScaleThenUpdate) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context(), cpu;
+  const double b1 = 0.9, b2 = 0.95, eps = 1e-8, lr = 3e-3, wd = 0.1;
+  const size_t nt = std::size(kOptimSizes);
+  struct State {
+    std::unique_ptr<Dev> p, g, m, v, pc;
+  };
+  std::vector<State> first(nt), fused(nt);  // scaled first, then updated at 1; scaled in the update
+  std::vector<std::vector<float>> p(nt), m(nt), v(nt);  // the CPU's
+  for (size_t k = 0; k < nt; ++k) {
+    const auto [n, off] = kOptimSizes[k];
+    p[k] = randn(n, "adamw_scale.p" + std::to_string(k), 0.05, false);
+    m[k].assign(n, 0.f), v[k].assign(n, 0.f);
+    for (State* st : {&first[k], &fused[k]}) {
+      for (auto* d : {&st->p, &st->g, &st->m, &st->v}) *d = std::make_unique<Dev>(DType::kF32, Shape{n}, off);
+      st->pc = std::make_unique<Dev>(DType::kBF16, Shape{n}, off);
+      st->p->upload(p[k]), st->m->upload(m[k]), st->v->upload(v[k]);
+    }
+  }
+  for (int step = 1; step <= 2; ++step) {
+    const double grad_scale = step == 1 ? 0.3712345678901234 : 1.0 / (7.25 + 1e-6);
+    SCOPED_TRACE("step " + std::to_string(step) + ", grad_scale " + std::to_string(grad_scale));
+    const double bc2_sqrt = std::sqrt(1.0 - std::pow(b2, step)), step_size = lr / (1.0 - std::pow(b1, step));
+    std::vector<AdamWTensor> first_ts(nt), fused_ts(nt), cpu_ts(nt);
+    std::vector<Tensor> first_grads;
+    std::vector<std::vector<float>> g(nt), g_cpu(nt);
+    for (size_t k = 0; k < nt; ++k) {
+      const int64_t n = kOptimSizes[k].n;
+      g[k] = randn(n, "adamw_scale.g" + std::to_string(k) + "." + std::to_string(step), 0.01, false);
+      g_cpu[k] = g[k];
+      const double decay = k % 2 == 0 ? 1.0 - lr * wd : 1.0;
+      const bool with_pc = k % 3 == 0;
+      for (auto [st, ts] : {std::pair{&first[k], &first_ts[k]}, std::pair{&fused[k], &fused_ts[k]}}) {
+        st->g->upload(g[k]);
+        if (with_pc) st->pc->poison(ctx);
+        *ts = AdamWTensor{st->p->t(), st->g->t(), st->m->t(), st->v->t(), with_pc ? st->pc->t() : Tensor(), decay};
+      }
+      first_grads.push_back(first[k].g->t());
+      auto host = [&](std::vector<float>& x) { return Tensor(x.data(), DType::kF32, Device::kCPU, Shape{n}); };
+      cpu_ts[k] = AdamWTensor{host(p[k]), host(g_cpu[k]), host(m[k]), host(v[k]), Tensor(), decay};
+    }
+    scale_tensors(ctx, first_grads, grad_scale);
+    adamw_update(ctx, first_ts, b1, b2, step_size, bc2_sqrt, eps);
+    adamw_update(ctx, fused_ts, b1, b2, step_size, bc2_sqrt, eps, grad_scale);
+    adamw_update(cpu, cpu_ts, b1, b2, step_size, bc2_sqrt, eps, grad_scale);
+    for (size_t k = 0; k < nt; ++k) {
+      SCOPED_TRACE("tensor " + std::to_string(k) + " of " + std::to_string(kOptimSizes[k].n) + " elements");
+      expect_exact("fused p vs scale then update", fused[k].p->download(), first[k].p->download());
+      expect_exact("fused m vs scale then update", fused[k].m->download(), first[k].m->download());
+      expect_exact("fused v vs scale then update", fused[k].v->download(), first[k].v->download());
+      if (k % 3 == 0) expect_exact("fused p_compute vs scale then update", fused[k].pc->download(), first[k].pc->download());
+      expect_exact("the gradient after the fused update (read only)", fused[k].g->download(), g[k]);
+      expect_close("fused p vs the CPU", fused[k].p->download(), to_double(p[k]), 1e-6, 1e-30);
+      expect_close("fused m vs the CPU", fused[k].m->download(), to_double(m[k]), 1e-6, 1e-30);
+      expect_close("fused v vs the CPU", fused[k].v->download(), to_double(v[k]), 1e-6, 1e-30);
+    }
+  }
+}
+
 TEST(DenseElemCuda, SumSquaresMatchesDoubleAndIsDeterministic) {
   SKIP_WITHOUT_GPU();
   SEED_TRACE();
@@ -729,6 +814,9 @@ TEST(DenseElemCuda, RejectsWrongDtypeDeviceAndShape) {
     EXPECT_NE(std::string(e.what()).find("x is f32"), std::string::npos) << e.what();
   }
   EXPECT_THROW(rmsnorm_forward(ctx, y, rstd, x, w_short, 1e-6, false), Error);
+  Dev res_short(DType::kBF16, Shape{4, 63});
+  EXPECT_THROW(rmsnorm_backward(ctx, y, Tensor(), x, x, w, rstd, false, x32), Error);        // f32 residual
+  EXPECT_THROW(rmsnorm_backward(ctx, y, Tensor(), x, x, w, rstd, false, res_short), Error);  // wrong size
   std::vector<uint16_t> host(4 * 64);
   Tensor x_cpu(host.data(), DType::kBF16, Device::kCPU, Shape{4, 64});
   try {
@@ -744,6 +832,8 @@ TEST(DenseElemCuda, RejectsWrongDtypeDeviceAndShape) {
   EXPECT_THROW(rope_forward(ctx, r4o, r4, 66, 10000.0, false), Error);  // wider than the head
   std::vector<AdamWTensor> bad{AdamWTensor{x.t(), x.t(), x.t(), x.t(), Tensor(), 1.0}};  // bf16 master weights
   EXPECT_THROW(adamw_update(ctx, bad, 0.9, 0.95, 1e-3, 1.0, 1e-8), Error);
+  std::vector<AdamWTensor> good{AdamWTensor{w.t(), w.t(), w.t(), w.t(), Tensor(), 1.0}};
+  EXPECT_THROW(adamw_update(ctx, good, 0.9, 0.95, 1e-3, 1.0, 1e-8, std::nan("")), Error);  // a NaN clipping factor
 }
 
 }  // namespace

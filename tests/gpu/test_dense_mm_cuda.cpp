@@ -11,7 +11,8 @@
 //     of rounding the double reference to bf16 (about 1.6e-3); lse: max |err| <= 1e-3 (natural log).
 //     T = 1: forward only; the backward must refuse it (cuDNN has none for s_q = s_kv = 1).
 //   cross-entropy: loss, lse |err| <= 2e-5 (1 + |ref|); dlogits |err| <= 2u |ref| + |grad_scale| (1e-7 +
-//   4 eps32 (1 + |lse|)) (lse's own fp32 rounding).
+//   4 eps32 (1 + |lse|)) (lse's own fp32 rounding). Every kernel variant (stream, regs, tma); within
+//   one, fused lse / losses / dlogits must equal forward + separate backward bit for bit.
 // Every check prints its measured error next to its bound ("[ metric ]" lines).
 #include <gtest/gtest.h>
 
@@ -23,6 +24,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -31,6 +34,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cuda/dense_mm_launch.h"
 #include "kernels/cuda_context.h"
 #include "kernels/fill.h"
 #include "kernels/ops.h"
@@ -433,8 +437,21 @@ TEST(DenseMmAttention, MlaHeadDims) {
 }
 
 // ============================================================================
-// Cross-entropy
+// Cross-entropy, for every kernel variant of kernels/cuda/cross_entropy.cu
 // ============================================================================
+
+using dense_mm_cuda::CrossEntropyVariant;
+
+// Runs one scope under a kernel variant, then restores the one before.
+struct CeVariantScope {
+  CrossEntropyVariant old;
+  explicit CeVariantScope(CrossEntropyVariant v) : old(dense_mm_cuda::cross_entropy_variant()) {
+    dense_mm_cuda::set_cross_entropy_variant(v);
+  }
+  ~CeVariantScope() { dense_mm_cuda::set_cross_entropy_variant(old); }
+  CeVariantScope(const CeVariantScope&) = delete;
+  CeVariantScope& operator=(const CeVariantScope&) = delete;
+};
 
 struct CeRef {
   std::vector<double> losses, lse, dlogits;
@@ -448,6 +465,42 @@ CeRef ce_reference(const std::vector<float>& logits, const std::vector<int32_t>&
   cross_entropy_forward_ref<double>(r.losses.data(), r.lse.data(), x.data(), targets.data(), n, V);
   cross_entropy_backward_ref<double>(r.dlogits.data(), x.data(), r.lse.data(), targets.data(), n, V, scale);
   return r;
+}
+
+// One problem: bf16 logits [n, V] (as bits), targets, the double reference.
+struct CeCase {
+  std::vector<uint16_t> logits;
+  std::vector<int32_t> targets;
+  double scale = 0;
+  CeRef ref;
+};
+
+CeCase make_ce_case(int64_t n, int64_t V) {
+  const uint64_t stream = static_cast<uint64_t>(n * 100003 + V) << 4;
+  std::vector<float> logits = random_bf16(n * V, stream, 2.0);
+  CeCase c;
+  c.targets.resize(n);
+  for (int64_t i = 0; i < n; ++i)
+    c.targets[i] = static_cast<int32_t>(philox4x32(base_seed(), stream + 1, static_cast<uint64_t>(i)).v[0] % V);
+  // Large logits (max subtraction) in row 0, and a row whose target is its largest logit.
+  for (int64_t j = 0; j < V; ++j) logits[j] = round_bf16(logits[j] + 60.f);
+  if (n > 1) logits[V + c.targets[1]] = 12.f;
+  c.scale = 0.5 / static_cast<double>(n);
+  c.ref = ce_reference(logits, c.targets, V, c.scale);
+  c.logits = to_bf16(logits);
+  return c;
+}
+
+// The cases of one vocab, kept while the variants' tests of that vocab run (consecutive: the vocab is
+// the outer parameter); building them (Philox draws, the double reference) is most of this test's time.
+const CeCase& ce_case(int64_t n, int64_t V) {
+  static int64_t cached_vocab = -1;
+  static std::vector<std::pair<int64_t, std::unique_ptr<CeCase>>> cached;
+  if (V != cached_vocab) cached.clear(), cached_vocab = V;
+  for (const auto& [rows, c] : cached)
+    if (rows == n) return *c;
+  cached.emplace_back(n, std::make_unique<CeCase>(make_ce_case(n, V)));
+  return *cached.back().second;
 }
 
 void expect_ce_close(const std::string& name, const std::vector<float>& losses, const std::vector<float>& lse,
@@ -472,25 +525,18 @@ void expect_dlogits_close(const std::string& name, const std::vector<uint16_t>& 
 }
 
 void check_cross_entropy(int64_t n, int64_t V) {
-  const std::string name = "cross_entropy N=" + std::to_string(n) + " V=" + std::to_string(V);
+  const std::string variant = dense_mm_cuda::cross_entropy_variant_name(dense_mm_cuda::cross_entropy_variant());
+  const std::string name = "cross_entropy " + variant + " N=" + std::to_string(n) + " V=" + std::to_string(V);
   SCOPED_TRACE(name);
   Context& ctx = gpu().context();
-  const uint64_t stream = static_cast<uint64_t>(n * 100003 + V) << 4;
-  std::vector<float> logits = random_bf16(n * V, stream, 2.0);
-  std::vector<int32_t> targets(n);
-  for (int64_t i = 0; i < n; ++i)
-    targets[i] = static_cast<int32_t>(philox4x32(base_seed(), stream + 1, static_cast<uint64_t>(i)).v[0] % V);
-  // Large logits (max subtraction) in row 0, and a row whose target is its largest logit.
-  for (int64_t j = 0; j < V; ++j) logits[j] = round_bf16(logits[j] + 60.f);
-  if (n > 1) logits[V + targets[1]] = 12.f;
-  const double scale = 0.5 / static_cast<double>(n);
-  const CeRef ref = ce_reference(logits, targets, V, scale);
-
-  const std::vector<uint16_t> lb = to_bf16(logits);
+  const CeCase& c = ce_case(n, V);
+  const CeRef& ref = c.ref;
+  const double scale = c.scale;
+  const std::vector<uint16_t>& lb = c.logits;
   // dlogits for the separate backward: a buffer one element off the logits' 16-byte alignment when V
   // allows it (the scalar path), else aligned.
   DevBuf xd(lb.size() * 2), td(n * 4), lossd(n * 4), lsed(n * 4), dxd(lb.size() * 2 + 16);
-  upload(xd.p, lb), upload(td.p, targets);
+  upload(xd.p, lb), upload(td.p, c.targets);
   const Tensor xt = gpu_tensor(xd.p, DType::kBF16, Shape{n, V}), tt = gpu_tensor(td.p, DType::kI32, Shape{n});
   const Tensor losst = gpu_tensor(lossd.p, DType::kF32, Shape{n}), lset = gpu_tensor(lsed.p, DType::kF32, Shape{n});
   const Tensor dxt = gpu_tensor(static_cast<uint16_t*>(dxd.p) + 1, DType::kBF16, Shape{n, V});
@@ -527,43 +573,63 @@ void check_cross_entropy(int64_t n, int64_t V) {
   EXPECT_TRUE(same_bits(fused[0], back_inplace)) << "fused and separate backward give different dlogits";
 }
 
-class DenseMmCrossEntropy : public ::testing::TestWithParam<int64_t> {};
+class DenseMmCrossEntropy : public ::testing::TestWithParam<std::tuple<int64_t, CrossEntropyVariant>> {};
 
+// Vocab 7: scalars only (some rows hold no 16-byte block); 1000 and 50304: aligned rows; 50257: every
+// row offset differently; 57344: the register variants' largest rows (every thread's 7 blocks full,
+// the tma variant's largest shared-memory ring); 57345: just over, where they fall back to stream.
+// 1200 rows: several rows per CTA in the persistent kernels (the tma ring wraps its phases).
 TEST_P(DenseMmCrossEntropy, ForwardBackwardFusedMatchReference) {
   SKIP_WITHOUT_GPU();
-  for (int64_t n : {1, 37, 300}) check_cross_entropy(n, GetParam());
+  const auto [V, variant] = GetParam();
+  const CeVariantScope scope(variant);
+  const std::vector<int64_t> rows = V <= 1000 ? std::vector<int64_t>{1, 37, 300, 1200}
+                                    : V <= 50304 ? std::vector<int64_t>{1, 37, 300}
+                                                 : std::vector<int64_t>{3, 37};
+  for (int64_t n : rows) check_cross_entropy(n, V);
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocab, DenseMmCrossEntropy, ::testing::Values(7, 1000, 50257, 50304));
+INSTANTIATE_TEST_SUITE_P(Vocab, DenseMmCrossEntropy,
+                         ::testing::Combine(::testing::Values(7, 1000, 50257, 50304, 57344, 57345),
+                                            ::testing::ValuesIn(dense_mm_cuda::kCrossEntropyVariants)),
+                         [](const auto& info) {
+                           return "V" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  dense_mm_cuda::cross_entropy_variant_name(std::get<1>(info.param));
+                         });
 
 TEST(DenseMmCrossEntropyTargets, OutOfRangeTargetIsAnError) {
   SKIP_WITHOUT_GPU();
   Context& ctx = gpu().context();
   const int64_t n = 9, V = 1000;
   DevBuf xd(n * V * 2), td(n * 4), lossd(n * 4), lsed(n * 4);
-  upload(xd.p, to_bf16(random_bf16(n * V, 5, 1.0)));
   const Tensor xt = gpu_tensor(xd.p, DType::kBF16, Shape{n, V}), tt = gpu_tensor(td.p, DType::kI32, Shape{n});
   const Tensor losst = gpu_tensor(lossd.p, DType::kF32, Shape{n}), lset = gpu_tensor(lsed.p, DType::kF32, Shape{n});
-  for (int32_t bad : {static_cast<int32_t>(V), -1}) {
-    std::vector<int32_t> targets(n, 3);
-    targets[5] = bad, targets[7] = bad;
-    upload(td.p, targets);
-    for (int op = 0; op < 3; ++op) {
-      try {
-        if (op == 0) cross_entropy_forward(ctx, losst, lset, xt, tt);
-        if (op == 1) cross_entropy_backward(ctx, xt, xt, lset, tt, 1.0);
-        if (op == 2) cross_entropy_fused(ctx, losst, lset, xt, tt, 1.0);
-        FAIL() << "target " << bad << " accepted (op " << op << ")";
-      } catch (const Error& e) {
-        const std::string want = "target id " + std::to_string(bad) + " at position 5 is outside the vocabulary";
-        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  for (const CrossEntropyVariant variant : dense_mm_cuda::kCrossEntropyVariants) {
+    const CeVariantScope scope(variant);
+    SCOPED_TRACE(dense_mm_cuda::cross_entropy_variant_name(variant));
+    upload(xd.p, to_bf16(random_bf16(n * V, 5, 1.0)));
+    for (int32_t bad : {static_cast<int32_t>(V), -1}) {
+      std::vector<int32_t> targets(n, 3);
+      targets[5] = bad, targets[7] = bad;
+      upload(td.p, targets);
+      for (int op = 0; op < 3; ++op) {
+        try {
+          if (op == 0) cross_entropy_forward(ctx, losst, lset, xt, tt);
+          if (op == 1) cross_entropy_backward(ctx, xt, xt, lset, tt, 1.0);
+          if (op == 2) cross_entropy_fused(ctx, losst, lset, xt, tt, 1.0);
+          FAIL() << "target " << bad << " accepted (op " << op << ")";
+        } catch (const Error& e) {
+          const std::string want = "target id " + std::to_string(bad) + " at position 5 is outside the vocabulary";
+          EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
       }
     }
+    // The flag is cleared per call: good targets pass again afterwards.
+    upload(td.p, std::vector<int32_t>(n, 3));
+    upload(xd.p, to_bf16(random_bf16(n * V, 6, 1.0)));
+    EXPECT_NO_THROW(cross_entropy_forward(ctx, losst, lset, xt, tt));
+    EXPECT_NO_THROW(cross_entropy_fused(ctx, losst, lset, xt, tt, 1.0));
   }
-  // The flag is cleared per call: good targets pass again afterwards.
-  upload(td.p, std::vector<int32_t>(n, 3));
-  upload(xd.p, to_bf16(random_bf16(n * V, 6, 1.0)));
-  EXPECT_NO_THROW(cross_entropy_forward(ctx, losst, lset, xt, tt));
 }
 
 }  // namespace

@@ -133,6 +133,31 @@ TEST_F(DenseBackward, RmsNorm) {
   }
 }
 
+// The residual form, as a pre-norm block uses it: loss = sum(R * rmsnorm(x)) + sum(Q * x) has
+// d loss / dx = Q + (R through the norm), which rmsnorm_backward writes given residual = Q,
+// also in place over Q.
+TEST_F(DenseBackward, RmsNormWithResidual) {
+  const int64_t R = 7, D = 9;
+  for (bool zc : {false, true}) {
+    Vec x = randn(R * D, rng_, 1.5), w = randn(D, rng_, 0.5), r = randn(R * D, rng_), q = randn(R * D, rng_, 2.0),
+        y(R * D), rstd(R);
+    auto loss = [&] {
+      y = nans(y.size());
+      rmsnorm_forward(ctx_, view(y, {R, D}), view(rstd, {R}), view(x, {R, D}), view(w, {D}), 1e-6, zc);
+      return dot(y, r) + dot(x, q);
+    };
+    loss();
+    Vec dx = nans(x.size());
+    rmsnorm_backward(ctx_, view(dx, {R, D}), Tensor(), view(r, {R, D}), view(x, {R, D}), view(w, {D}),
+                     view(rstd, {R}), zc, view(q, {R, D}));
+    Vec inplace = q;  // before expect_gradient, which leaves rstd at a perturbed x
+    rmsnorm_backward(ctx_, view(inplace, {R, D}), Tensor(), view(r, {R, D}), view(x, {R, D}), view(w, {D}),
+                     view(rstd, {R}), zc, view(inplace, {R, D}));
+    EXPECT_EQ(inplace, dx) << "dx aliasing the residual";
+    expect_gradient(zc ? "rmsnorm(1+w) dx + residual" : "rmsnorm dx + residual", loss, x, dx, 6);
+  }
+}
+
 TEST_F(DenseBackward, SwigluAndSigmoidGate) {
   const int64_t n = 23;
   Vec a = randn(n, rng_, 2.0), b = randn(n, rng_, 2.0), r = randn(n, rng_), y(n);

@@ -123,6 +123,66 @@ TYPED_TEST(DenseOps, RmsNormBothForms) {
   }
 }
 
+// rmsnorm_backward with a residual gradient: dx = residual + the norm's dx, against a long-double
+// loop, and bit for bit the plain backward followed by residual_add (one T rounding each way),
+// also when dx aliases the residual or dy. dw is accumulated as without a residual.
+TYPED_TEST(DenseOps, RmsNormBackwardAddsResidual) {
+  using T = TypeParam;
+  DT_SEED_TRACE();
+  const int64_t rows = 9, D = 13;
+  const Shape s{rows, D};
+  std::vector<T> x = randn<T>(rows * D, this->rng_, 2.0), w = randn<T>(D, this->rng_, 0.5),
+                 dy = randn<T>(rows * D, this->rng_), res = randn<T>(rows * D, this->rng_, 3.0);
+  for (bool zc : {false, true}) {
+    SCOPED_TRACE(zc ? "zero-centred" : "plain");
+    std::vector<T> y = nans<T>(rows * D), rstd = nans<T>(rows);
+    rmsnorm_forward(this->ctx_, view(y, s), view(rstd, {rows}), view(x, s), view(w, {D}), 1e-6, zc);
+    std::vector<LD> want(rows * D), want_dw(D);
+    for (int64_t d = 0; d < D; ++d) want_dw[d] = LD(0.25);
+    for (int64_t r = 0; r < rows; ++r) {
+      const LD rs = rstd[r];
+      LD dot = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        dot += LD(dy[r * D + d]) * ((zc ? 1 : 0) + LD(w[d])) * x[r * D + d] * rs;
+        want_dw[d] += LD(dy[r * D + d]) * x[r * D + d] * rs;
+      }
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t i = r * D + d;
+        want[i] = res[i] + rs * (dy[i] * ((zc ? 1 : 0) + LD(w[d])) - x[i] * rs * dot / D);
+      }
+    }
+    // The unfused pair: plain backward, then residual_add.
+    std::vector<T> sep = nans<T>(rows * D), dw_sep(D, T(0.25));
+    rmsnorm_backward(this->ctx_, view(sep, s), view(dw_sep, {D}), view(dy, s), view(x, s), view(w, {D}),
+                     view(rstd, {rows}), zc);
+    residual_add(this->ctx_, view(sep, s), view(sep, s), view(res, s));
+
+    std::vector<T> dx = nans<T>(rows * D), dw(D, T(0.25));
+    rmsnorm_backward(this->ctx_, view(dx, s), view(dw, {D}), view(dy, s), view(x, s), view(w, {D}),
+                     view(rstd, {rows}), zc, view(res, s));
+    EXPECT_LE(rel_err(dx, want), 4 * tol<T>());
+    EXPECT_LE(rel_err(dw, want_dw), 4 * tol<T>());
+    EXPECT_EQ(dx, sep) << "fused residual: not the bits of backward + residual_add";
+    EXPECT_EQ(dw, dw_sep);
+
+    // dx aliases the residual (Block: g1 = g1 + ...); dw undefined.
+    std::vector<T> inout = res;
+    rmsnorm_backward(this->ctx_, view(inout, s), Tensor(), view(dy, s), view(x, s), view(w, {D}),
+                     view(rstd, {rows}), zc, view(inout, s));
+    EXPECT_EQ(inout, sep) << "dx aliasing the residual";
+
+    // dx aliases dy.
+    std::vector<T> dyx = dy;
+    rmsnorm_backward(this->ctx_, view(dyx, s), Tensor(), view(dyx, s), view(x, s), view(w, {D}),
+                     view(rstd, {rows}), zc, view(res, s));
+    EXPECT_EQ(dyx, sep) << "dx aliasing dy";
+  }
+  std::vector<T> short_res(rows * D - 1), dx(rows * D), rstd(rows, T(1));
+  EXPECT_THROW(rmsnorm_backward(this->ctx_, view(dx, s), Tensor(), view(dy, s), view(x, s), view(w, {D}),
+                                view(rstd, {rows}), false, view(short_res, {rows * D - 1})),
+               Error);
+}
+
 TYPED_TEST(DenseOps, ElementwiseGates) {
   using T = TypeParam;
   DT_SEED_TRACE();

@@ -1,13 +1,15 @@
-// AdamW (against a hand-computed step and a plainly written reference), gradient clipping,
-// and the learning-rate schedule.
+// AdamW (against a hand-computed step and a plainly written reference), gradient clipping (also
+// as a factor folded into the update: the bits of scaling first), and the learning-rate schedule.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <vector>
 
 #include "core/philox.h"
+#include "kernels/ops.h"
 #include "trainer/adamw.h"
 #include "trainer/schedule.h"
 
@@ -135,6 +137,138 @@ TEST(GradClip, NonFiniteNormIsReported) {
   ps.allocate();
   data<float>(ps.grad(0))[1] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(std::isnan(clip_grad_norm(ps, 1.0)));
+}
+
+TEST(GradClip, FactorLeavesTheGradientsAlone) {
+  ParamStore ps(DType::kF32, Device::kCPU);
+  ps.declare({"a", Shape{1}, Init::kZeros, 0, TpSplit::kReplicated, true});
+  ps.declare({"b", Shape{3}, Init::kZeros, 0, TpSplit::kReplicated, true});
+  ps.allocate();
+  data<float>(ps.grad(0))[0] = 3.0f;
+  data<float>(ps.grad(1))[1] = -4.0f;  // norm 5
+  Context ctx;
+  GradClip c = grad_clip_factor(ctx, ps, 1.0);
+  EXPECT_DOUBLE_EQ(c.norm, 5.0);
+  EXPECT_EQ(c.scale, 1.0 / (5.0 + 1e-6));  // torch.nn.utils.clip_grad_norm_'s factor, exactly
+  EXPECT_EQ(data<float>(ps.grad(0))[0], 3.0f);
+  EXPECT_EQ(data<float>(ps.grad(1))[1], -4.0f);
+  EXPECT_EQ(grad_clip_factor(ctx, ps, 10.0).scale, 1.0);  // below the limit
+  EXPECT_EQ(grad_clip_factor(ctx, ps, 0.0).scale, 1.0);   // 0 disables
+  EXPECT_EQ(grad_clip_factor(ctx, ps, -1.0).scale, 1.0);
+  EXPECT_EQ(grad_clip_of_norm(5.0, 5.0).scale, 5.0 / (5.0 + 1e-6));  // just below 1 still clips
+  EXPECT_EQ(grad_clip_of_norm(0.0, 1.0).scale, 1.0);
+  const GradClip nan = grad_clip_of_norm(std::numeric_limits<double>::quiet_NaN(), 1.0);
+  EXPECT_TRUE(std::isnan(nan.norm));
+  EXPECT_EQ(nan.scale, 1.0);  // a NaN norm is left to the caller (the trainer skips the update)
+  data<float>(ps.grad(1))[2] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(grad_clip_factor(ctx, ps, 1.0).scale, 0.0);  // what scale_tensors would multiply by
+}
+
+// Two copies of a ParamStore of odd sizes (one tensor without decay); gradients of mixed
+// magnitudes, exact zeros included, a new set each step.
+struct TwinParams {
+  ParamStore a, b;
+  explicit TwinParams(DType dtype) : a(dtype, Device::kCPU), b(dtype, Device::kCPU) {
+    for (ParamStore* ps : {&a, &b}) {
+      ps->declare({"w", Shape{3, 5}, Init::kNormal, 1.0, TpSplit::kReplicated, true});
+      ps->declare({"norm", Shape{7}, Init::kNormal, 1.0, TpSplit::kReplicated, false});
+      ps->declare({"c", Shape{1}, Init::kNormal, 1.0, TpSplit::kReplicated, true});
+      ps->declare({"big", Shape{1001}, Init::kNormal, 0.02, TpSplit::kReplicated, true});
+      ps->allocate();
+      ps->init(5);
+    }
+  }
+  template <class T>
+  void set_grads(int step, double magnitude) {
+    for (ParamStore* ps : {&a, &b})
+      for (int s = 0; s < ps->size(); ++s) {
+        Tensor g = ps->grad(s);
+        for (int64_t i = 0; i < g.numel(); ++i)
+          data<T>(g)[i] = (i % 5 == 4) ? T(0) : static_cast<T>(magnitude * philox_normal(100 + step, s, i) *
+                                                                 std::pow(10.0, (i % 3) - 1));
+      }
+  }
+  static std::vector<Tensor> grads(const ParamStore& ps) {
+    std::vector<Tensor> gs;
+    for (int s = 0; s < ps.size(); ++s) gs.push_back(ps.grad(s));
+    return gs;
+  }
+};
+
+bool same_bits(const Tensor& x, const Tensor& y) {
+  return x.bytes() == y.bytes() && std::memcmp(x.data, y.data, x.bytes()) == 0;
+}
+
+// AdamW::step(lr, s) against scale_tensors(grads, s) then step(lr): the same bits, step after step,
+// and the gradients step reads are left as they were.
+template <class T>
+void check_scaled_step(DType dtype) {
+  for (double s : {0.3712345678901234, 1.0 / (123.456 + 1e-6), 1e-3, 1.0, 1.75}) {
+    SCOPED_TRACE("grad_scale " + std::to_string(s));
+    TwinParams tw(dtype);
+    AdamW opt_a(tw.a, {0.9, 0.95, 1e-8, 0.1}), opt_b(tw.b, {0.9, 0.95, 1e-8, 0.1});
+    Context ctx;
+    for (int t = 1; t <= 4; ++t) {
+      tw.set_grads<T>(t, 1.0 + t);
+      std::vector<std::vector<char>> before;
+      for (const Tensor& g : TwinParams::grads(tw.b))
+        before.emplace_back(static_cast<char*>(g.data), static_cast<char*>(g.data) + g.bytes());
+      scale_tensors(ctx, TwinParams::grads(tw.a), s);
+      opt_a.step(1e-2 * t);
+      opt_b.step(1e-2 * t, s);
+      for (int k = 0; k < tw.a.size(); ++k) {
+        const std::string what = "step " + std::to_string(t) + " " + tw.a.infos()[k].name;
+        EXPECT_TRUE(same_bits(tw.a.master(k), tw.b.master(k))) << what << ": p";
+        EXPECT_TRUE(same_bits(opt_a.m(k), opt_b.m(k))) << what << ": m";
+        EXPECT_TRUE(same_bits(opt_a.v(k), opt_b.v(k))) << what << ": v";
+        const Tensor g = tw.b.grad(k);
+        EXPECT_EQ(std::memcmp(g.data, before[k].data(), g.bytes()), 0) << what << ": the gradient was written";
+      }
+    }
+    // Not vacuous: a factor that is not 1 moves the weights elsewhere than no factor.
+    if (s != 1.0) {
+      TwinParams plain(dtype);
+      AdamW opt(plain.a, {0.9, 0.95, 1e-8, 0.1});
+      for (int t = 1; t <= 4; ++t) {
+        plain.set_grads<T>(t, 1.0 + t);
+        opt.step(1e-2 * t);
+      }
+      EXPECT_FALSE(same_bits(plain.a.master(0), tw.b.master(0)));
+    }
+  }
+}
+
+TEST(AdamW, GradScaleIsScalingFirstInFloat) { check_scaled_step<float>(DType::kF32); }
+TEST(AdamW, GradScaleIsScalingFirstInDouble) { check_scaled_step<double>(DType::kF64); }
+
+// The trainer's order: clip_grad_norm then step(lr), or grad_clip_factor then step(lr, scale); the
+// same bits, over steps where the clipping acts (large gradients) and where it does not.
+TEST(AdamW, ClipFactorInTheStepIsClipThenStep) {
+  TwinParams tw(DType::kF32);
+  AdamW opt_a(tw.a, {0.9, 0.95, 1e-8, 0.1}), opt_b(tw.b, {0.9, 0.95, 1e-8, 0.1});
+  Context ctx;
+  int clipped = 0;
+  for (int t = 1; t <= 6; ++t) {
+    tw.set_grads<float>(t, t % 2 ? 3.0 : 1e-3);
+    const double norm_a = clip_grad_norm(ctx, tw.a, 1.0);
+    const GradClip c = grad_clip_factor(ctx, tw.b, 1.0);
+    EXPECT_EQ(norm_a, c.norm) << "step " << t;
+    clipped += c.scale < 1.0;
+    opt_a.step(ctx, 1e-2);
+    opt_b.step(ctx, 1e-2, c.scale);
+    for (int k = 0; k < tw.a.size(); ++k)
+      EXPECT_TRUE(same_bits(tw.a.master(k), tw.b.master(k))) << "step " << t << " " << tw.a.infos()[k].name;
+  }
+  EXPECT_EQ(clipped, 3);
+}
+
+TEST(AdamW, RejectsANonFiniteGradScale) {
+  ParamStore ps(DType::kF32, Device::kCPU);
+  ps.declare({"w", Shape{3}, Init::kZeros, 0, TpSplit::kReplicated, true});
+  ps.allocate();
+  AdamW opt(ps, {});
+  EXPECT_THROW(opt.step(1e-3, std::numeric_limits<double>::quiet_NaN()), Error);
+  EXPECT_THROW(opt.step(1e-3, std::numeric_limits<double>::infinity()), Error);
 }
 
 TEST(Schedule, WarmupThenCosineToMinLr) {
