@@ -27,6 +27,7 @@
 #ifdef DELTATRON_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "bench/bench_cuda.h"
 #include "kernels/cuda/dense_mm_launch.h"
 #include "kernels/cuda_context.h"
 #include "kernels/ops.h"
@@ -34,12 +35,6 @@
 
 #ifdef DELTATRON_HAVE_CUDA
 namespace {
-
-#define BENCH_CUDA(call)                                                                                  \
-  do {                                                                                                    \
-    cudaError_t e_ = (call);                                                                              \
-    DT_CHECK(e_ == cudaSuccess, "bench_dense_ops: {} failed: {}", #call, cudaGetErrorString(e_));       \
-  } while (0)
 
 // A device buffer, freed on scope exit.
 struct Buf {
@@ -62,25 +57,7 @@ void fill_bf16(Buf& b, double scale, uint64_t stream) {
 }
 
 double median_ms(dt::Context& ctx, int warmup, int iters, const std::function<void()>& fn) {
-  auto stream = static_cast<cudaStream_t>(ctx.stream);
-  for (int i = 0; i < warmup; ++i) fn();
-  cudaEvent_t a, b;
-  BENCH_CUDA(cudaEventCreate(&a));
-  BENCH_CUDA(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    BENCH_CUDA(cudaEventRecord(a, stream));
-    fn();
-    BENCH_CUDA(cudaEventRecord(b, stream));
-    BENCH_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  BENCH_CUDA(cudaEventDestroy(a));
-  BENCH_CUDA(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return dt_bench::median_ms(fn, warmup, iters, static_cast<cudaStream_t>(ctx.stream));
 }
 
 struct Row {

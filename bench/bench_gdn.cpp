@@ -26,6 +26,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "bench/bench_cuda.h"
 #include "kernels/gdn_cuda.h"
 #endif
 
@@ -52,11 +53,6 @@ std::vector<Shape4> parse_shapes(const std::string& s) {
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 // Model FLOPs of the chunked rule per (batch, head, chunk of C), as matmuls (2 flops per MAC):
 // forward K K^T, Q K^T (2 C^2 D each), W, U (C^2 D each, triangular), the solve (C^3 / 3),
 // V' = U - W S, Q S, K^T V' (2 C D^2 each), M V' (C^2 D).
@@ -75,50 +71,10 @@ double bytes_fwdbwd(const Shape4& s) { return bytes_forward(s) + s.B * s.T * s.H
 
 namespace {
 
-#define BENCH_CUDA(call)                                                                                    \
-  do {                                                                                                      \
-    cudaError_t e_ = (call);                                                                                \
-    DT_CHECK(e_ == cudaSuccess, "bench_gdn: {} failed at line {}: {}", #call, __LINE__, cudaGetErrorString(e_)); \
-  } while (0)
-
-// Median milliseconds of f() over `iters` runs after `warmup` runs.
-template <class F>
-double time_ms(F&& f, int warmup, int iters) {
-  for (int i = 0; i < warmup; ++i) f();
-  BENCH_CUDA(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  BENCH_CUDA(cudaEventCreate(&a));
-  BENCH_CUDA(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    BENCH_CUDA(cudaEventRecord(a));
-    f();
-    BENCH_CUDA(cudaEventRecord(b));
-    BENCH_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  BENCH_CUDA(cudaEventDestroy(a));
-  BENCH_CUDA(cudaEventDestroy(b));
-  return median(ms);
-}
-
 void* dev_alloc(size_t bytes) {
   void* p = nullptr;
   BENCH_CUDA(cudaMalloc(&p, bytes));
   return p;
-}
-
-// Device-to-device copy bandwidth (read + write bytes), GB/s.
-double measure_copy_gbs(int warmup, int iters) {
-  const size_t bytes = size_t(2) << 30;
-  void* a = dev_alloc(bytes);
-  void* b = dev_alloc(bytes);
-  const double ms = time_ms([&] { BENCH_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }, warmup, iters);
-  BENCH_CUDA(cudaFree(a));
-  BENCH_CUDA(cudaFree(b));
-  return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
 // bf16 GEMM throughput (fp32 accumulate), TFLOP/s, n x n x n.
@@ -132,7 +88,7 @@ double measure_gemm_tflops(int warmup, int iters) {
   BENCH_CUDA(cudaMemset(A, 0x3c, size_t(n) * n * 2));  // small finite bf16 values
   BENCH_CUDA(cudaMemset(B, 0x3c, size_t(n) * n * 2));
   const float one = 1.f, zero = 0.f;
-  const double ms = time_ms(
+  const double ms = dt_bench::median_ms(
       [&] {
         DT_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, CUDA_R_16BF, n, B, CUDA_R_16BF, n, &zero,
                               Cm, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
@@ -240,10 +196,10 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
     dt::gdn_chunk_forward_cuda(fp, nullptr);
   };
   Result r;
-  r.core_fwd_ms = time_ms([&] { dt::gdn_chunk_forward_cuda(fp, nullptr); }, warmup, iters);
-  r.core_bwd_ms = time_ms([&] { dt::gdn_chunk_backward_cuda(bp, nullptr); }, warmup, iters);
-  r.fwd_ms = time_ms(layer_forward, warmup, iters);
-  r.fwdbwd_ms = time_ms(
+  r.core_fwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_forward_cuda(fp, nullptr); }, warmup, iters);
+  r.core_bwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_backward_cuda(bp, nullptr); }, warmup, iters);
+  r.fwd_ms = dt_bench::median_ms(layer_forward, warmup, iters);
+  r.fwdbwd_ms = dt_bench::median_ms(
       [&] {
         layer_forward();
         dt::gdn_chunk_backward_cuda(bp, nullptr);
@@ -304,7 +260,7 @@ int main(int argc, char** argv) {
       DT_CHECK(f.good(), "bench_gdn: cannot read --fla-json {}", fla_json);
       fla = nlohmann::json::parse(f);
     }
-    const double copy_gbs = no_ceilings ? NAN : measure_copy_gbs(warmup, iters);
+    const double copy_gbs = no_ceilings ? NAN : dt_bench::copy_gbs(size_t(2) << 30, warmup, iters);
     const double gemm_tflops = no_ceilings ? NAN : measure_gemm_tflops(warmup, iters);
     std::printf("device: %s\nceilings (this run): copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, copy_gbs,
                 gemm_tflops);

@@ -25,16 +25,10 @@
 #ifdef DELTATRON_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "bench/bench_cuda.h"
 #include "kernels/gdn_cuda.h"
 
 namespace {
-
-#define BENCH_CUDA(call)                                                                                        \
-  do {                                                                                                          \
-    cudaError_t e_ = (call);                                                                                    \
-    DT_CHECK(e_ == cudaSuccess, "bench_gdn_norm: {} failed at line {}: {}", #call, __LINE__,                   \
-             cudaGetErrorString(e_));                                                                           \
-  } while (0)
 
 struct NormShape {
   int64_t rows, H, d;
@@ -71,30 +65,6 @@ std::vector<int> parse_variants(const std::string& s) {
   return out;
 }
 
-// Median milliseconds of f() over `iters` runs after `warmup` runs.
-template <class F>
-double time_ms(F&& f, int warmup, int iters) {
-  for (int i = 0; i < warmup; ++i) f();
-  BENCH_CUDA(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  BENCH_CUDA(cudaEventCreate(&a));
-  BENCH_CUDA(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    BENCH_CUDA(cudaEventRecord(a));
-    f();
-    BENCH_CUDA(cudaEventRecord(b));
-    BENCH_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  BENCH_CUDA(cudaEventDestroy(a));
-  BENCH_CUDA(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 // A device allocation, freed on scope exit.
 struct DevMem {
   void* p = nullptr;
@@ -105,15 +75,6 @@ struct DevMem {
   uint16_t* bf16() const { return static_cast<uint16_t*>(p); }
   float* f32() const { return static_cast<float*>(p); }
 };
-
-// Device-to-device copy bandwidth (read + write bytes), GB/s.
-double measure_copy_gbs(int warmup, int iters) {
-  const size_t bytes = size_t(1) << 30;
-  DevMem a(bytes), b(bytes);
-  const double ms =
-      time_ms([&] { BENCH_CUDA(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); }, warmup, iters);
-  return 2.0 * bytes / (ms * 1e-3) / 1e9;
-}
 
 struct Timing {
   std::string kernel;
@@ -144,11 +105,11 @@ std::vector<Timing> bench_shape(const NormShape& s, const std::vector<int>& vari
   p.o = o.bf16(), p.z = z.bf16(), p.w = w.f32(), p.y = y.bf16();
   p.dy = dy.bf16(), p.d_o = d_o.bf16(), p.dz = dz.bf16(), p.dw = dw.f32();
   std::vector<Timing> out;
-  const double fwd_ms = time_ms([&] { dt::gdn_norm_forward_cuda(p, nullptr); }, warmup, iters);
+  const double fwd_ms = dt_bench::median_ms([&] { dt::gdn_norm_forward_cuda(p, nullptr); }, warmup, iters);
   out.push_back({"forward", fwd_ms * 1e3, 6.0 * s.elems() / (fwd_ms * 1e-3) / 1e9});
   for (int v : variants) {
     p.bwd_variant = v;
-    const double ms = time_ms([&] { dt::gdn_norm_backward_cuda(p, nullptr); }, warmup, iters);
+    const double ms = dt_bench::median_ms([&] { dt::gdn_norm_backward_cuda(p, nullptr); }, warmup, iters);
     out.push_back({"backward_v" + std::to_string(v), ms * 1e3, 10.0 * s.elems() / (ms * 1e-3) / 1e9});
   }
   return out;
@@ -188,7 +149,7 @@ int main(int argc, char** argv) {
       vs = parse_variants(variants);
     cudaDeviceProp prop{};
     BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
-    const double copy_gbs = no_ceiling ? NAN : measure_copy_gbs(warmup, iters);
+    const double copy_gbs = no_ceiling ? NAN : dt_bench::copy_gbs(size_t(1) << 30, warmup, iters);
     std::printf("device: %s\nceiling (this run): device copy %.0f GB/s\n", prop.name, copy_gbs);
     std::printf("%-24s %-12s %9s %9s %8s\n", "shape", "kernel", "us", "GB/s", "of copy");
     nlohmann::json out;

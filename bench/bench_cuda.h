@@ -1,0 +1,58 @@
+// Shared by the CUDA benchmarks (bench_gdn, bench_gdn_norm, bench_dense_ops): a CUDA-call check, the
+// median event time of a callable, and the device-copy ceiling measured in the same run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "core/error.h"
+
+#define BENCH_CUDA(call)                                                                                  \
+  do {                                                                                                    \
+    cudaError_t e_ = (call);                                                                              \
+    DT_CHECK(e_ == cudaSuccess, "{}: {} failed at line {}: {}", __FILE__, #call, __LINE__,                \
+             cudaGetErrorString(e_));                                                                     \
+  } while (0)
+
+namespace dt_bench {
+
+// Median milliseconds of f() over `iters` runs on `stream`, after `warmup` runs.
+template <class F>
+double median_ms(F&& f, int warmup, int iters, cudaStream_t stream = nullptr) {
+  for (int i = 0; i < warmup; ++i) f();
+  BENCH_CUDA(cudaDeviceSynchronize());
+  cudaEvent_t a, b;
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    BENCH_CUDA(cudaEventRecord(a, stream));
+    f();
+    BENCH_CUDA(cudaEventRecord(b, stream));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  BENCH_CUDA(cudaEventDestroy(a));
+  BENCH_CUDA(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Device-to-device copy bandwidth of `bytes` (read + write counted), GB/s.
+inline double copy_gbs(size_t bytes, int warmup, int iters) {
+  void *a = nullptr, *b = nullptr;
+  BENCH_CUDA(cudaMalloc(&a, bytes));
+  BENCH_CUDA(cudaMalloc(&b, bytes));
+  const double ms =
+      median_ms([&] { BENCH_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }, warmup, iters);
+  BENCH_CUDA(cudaFree(a));
+  BENCH_CUDA(cudaFree(b));
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+}
+
+}  // namespace dt_bench
