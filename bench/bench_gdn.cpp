@@ -107,7 +107,8 @@ struct Result {
   double fwd_ms = 0, fwdbwd_ms = 0;  // with gates and l2norm
 };
 
-Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, bool recompute) {
+Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, int state_stages,
+                   bool recompute) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -154,7 +155,7 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
 
   dt::GdnCudaDims d;
   d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64, d.impl = impl;
-  d.state_cols = state_cols;
+  d.state_cols = state_cols, d.state_stages = state_stages;
   dt::GdnCudaForwardParams fp;
   fp.dims = d, fp.q = q, fp.k = k, fp.v = v, fp.ld_q = fp.ld_k = fp.ld_v = fp.ld_o = s.H * s.D;
   fp.g = gd, fp.beta = bd, fp.o = o;
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
   std::string json_out, fla_json;
   int iters = 30, warmup = 5;
   std::string impl = "tc";
-  int state_cols = 0;
+  int state_cols = 0, state_stages = 0;
   bool no_ceilings = false, recompute = false;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)");
@@ -239,6 +240,7 @@ int main(int argc, char** argv) {
   app.add_option("--impl", impl, "tc: tensor-core kernels (default), simt: the plain fp32 ones")
       ->check(CLI::IsMember({"tc", "simt"}));
   app.add_option("--state-cols", state_cols, "tensor-core state passes: columns of S per CTA (0: by size)");
+  app.add_option("--state-stages", state_stages, "tensor-core state passes: chunks' tiles in flight (0: 2; 3 at D 128)");
   app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings (e.g. under a profiler)");
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
@@ -271,12 +273,12 @@ int main(int argc, char** argv) {
     out["copy_GBps"] = copy_gbs;
     out["gemm_bf16_TFLOPs"] = gemm_tflops;
     out["note"] = "fwd, fwdbwd include gates and q/k l2norm (separate kernels); chunk 64; kernels: " + impl +
-                  "; state_cols " + std::to_string(state_cols) +
+                  "; state_cols " + std::to_string(state_cols) + "; state_stages " + std::to_string(state_stages) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward");
     for (const Shape4& s : parse_shapes(shapes)) {
       const Result r =
           bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
-                      recompute);
+                      state_stages, recompute);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       double fla_f = NAN, fla_fb = NAN;
       if (fla.contains(s.key())) {

@@ -188,7 +188,8 @@ __device__ __forceinline__ void st_bf16x2(uint16_t* p, float a, float b, bool ve
 // every sum unchanged and make G[63] = G[n - 1]).
 struct TcArgs {
   int64_t B = 0, T = 0, Hk = 0, Hv = 0, NC = 0;
-  int state_cols = 0;  // columns of S per CTA of the state passes (tc_state_cols)
+  int state_cols = 0;    // columns of S per CTA of the state passes (tc_state_config)
+  int state_stages = 2;  // chunks' tiles in flight in the state passes (tc_state_config)
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
   int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
   bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned
@@ -412,10 +413,11 @@ struct SmemPlan {
 inline dim3 tc_chunk_grid(const TcArgs& a) {
   return dim3(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
 }
-// Columns of S per CTA of the state passes for head dim D, from GdnCudaDims::state_cols or the
-// sizes: every CTA of a head reloads the chunk's W, K (and Q) tiles, so wide tiles move fewer
-// bytes, but 16-column tiles when batch x heads cannot fill the GPU with 32-column ones.
-int tc_state_cols(const GdnCudaDims& d);
+// Columns of S per CTA of the state passes and the chunks in flight there (TcArgs::state_cols,
+// state_stages), from GdnCudaDims::state_cols / state_stages or the sizes: every CTA of a head
+// reloads the chunk's W, K (and Q) tiles, so wide tiles move fewer bytes, but 16-column tiles when
+// batch x heads cannot fill the GPU with 32-column ones. A combination without a kernel is an error.
+void tc_state_config(const GdnCudaDims& d, TcArgs& a);
 
 // Raises a kernel's dynamic shared-memory limit (needed above 48 KB) before its launch.
 template <class Kernel>

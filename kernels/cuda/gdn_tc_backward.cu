@@ -80,25 +80,26 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_dv_local_kernel(TcArgs a) {
 
 // ---------------------------------------------------------------------------------------------
 // Reverse state pass: grid (D / BV, Hv, B), columns [y0, y0 + BV) of dS.
-template <int D, int BV>
+// kStages chunks' tiles in a ring, as the forward's state pass (gdn_tc_forward.cu).
+template <int D, int BV, int kStages>
 struct StateBwdLayout {
   static constexpr int kLd = D + 8, kLdV = BV + 8, kLdF4 = BV + 4;
-  // stage 0 offsets; stage 1 is stage 0 + stage
+  // stage 0 offsets; stage s is stage 0 + s * stage
   size_t W = 0, K = 0, Q = 0, dO = 0, dvl = 0, G = 0, stage = 0, dS = 0, dVn = 0, dOg = 0, bytes = 0;
   __host__ __device__ constexpr StateBwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), Q = p.take(kC * kLd * 2);
     dO = p.take(kC * kLdV * 2), dvl = p.take(kC * kLdF4 * 4), G = p.take(kC * 4);
     stage = p.bytes;
-    p.take(stage);
+    p.take(stage * (kStages - 1));
     dS = p.take(D * kLdV * 2), dVn = p.take(kC * kLdV * 2), dOg = p.take(kC * kLdV * 2);
     bytes = p.bytes;
   }
 };
 
-template <int D, int BV>
+template <int D, int BV, int kStages>
 __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_backward_kernel(TcArgs a) {
-  constexpr StateBwdLayout<D, BV> L{};
+  constexpr StateBwdLayout<D, BV, kStages> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdF4 = L.kLdF4, MT = D / 64, NT = BV / 8;
   unsigned char* sm = dynamic_smem();
   uint16_t* sdS = reinterpret_cast<uint16_t*>(sm + L.dS);
@@ -131,10 +132,14 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_backward_kernel(TcArg
         const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
         dS[mi][ni][e] = a.dS_out ? a.dS_out[(bh * D + x) * D + y] : 0.f;
       }
-  prefetch(a.NC - 1, 0);
-  cp_async_commit();
+  // The j-th chunk visited (c = NC - 1 - j) goes to stage j % kStages, issued kStages - 1 ahead.
+  for (int j = 0; j < kStages - 1; ++j) {  // one commit group per chunk, empty past the end
+    if (a.NC - 1 - j >= 0) prefetch(a.NC - 1 - j, j);
+    cp_async_commit();
+  }
   for (int64_t c = a.NC - 1; c >= 0; --c) {
-    const int s = static_cast<int>((a.NC - 1 - c) & 1);
+    const int64_t j = a.NC - 1 - c;
+    const int s = static_cast<int>(j % kStages);
     const unsigned char* st = sm + s * L.stage;
     const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
@@ -150,9 +155,9 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_backward_kernel(TcArg
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           sdS[(xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane)] = bf16_bits(dS[mi][ni][e]);
-    cp_async_wait<0>();
+    cp_async_wait<kStages - 2>();
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
-    if (c > 0) prefetch(c - 1, s ^ 1);
+    if (c - (kStages - 1) >= 0) prefetch(c - (kStages - 1), static_cast<int>((j + kStages - 1) % kStages));
     cp_async_commit();
     store_tile<D, BV>(a.dS + ch * D * D + y0, D, sdS, kLdV, threadIdx.x, kTcThreads);
     const float gl = sG[kC - 1];
@@ -577,12 +582,12 @@ void dv_local_d(const TcArgs& a, cudaStream_t s, const char* op) {
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
-template <int D, int BV>
+template <int D, int BV, int kStages = 2>
 void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr StateBwdLayout<D, BV> L{};
-  tc_set_smem(gdn_tc_state_backward_kernel<D, BV>, L.bytes, op);
+  constexpr StateBwdLayout<D, BV, kStages> L{};
+  tc_set_smem(gdn_tc_state_backward_kernel<D, BV, kStages>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_backward_kernel<D, BV><<<grid, kTcThreads, L.bytes, s>>>(a);
+  gdn_tc_state_backward_kernel<D, BV, kStages><<<grid, kTcThreads, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -612,8 +617,13 @@ void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 }
 
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  // (D, columns, stages) as tc_state_config checked them; 64 columns of 128 run 2 stages here (the
+  // third would not fit in shared memory).
+  const bool s3 = a.state_stages == 3;
   if (D == 64) a.state_cols == 64 ? state_backward_d<64, 64>(a, s, op) : state_backward_d<64, 32>(a, s, op);
-  else a.state_cols == 16 ? state_backward_d<128, 16>(a, s, op) : state_backward_d<128, 32>(a, s, op);
+  else if (a.state_cols == 16) s3 ? state_backward_d<128, 16, 3>(a, s, op) : state_backward_d<128, 16>(a, s, op);
+  else if (a.state_cols == 32) s3 ? state_backward_d<128, 32, 3>(a, s, op) : state_backward_d<128, 32>(a, s, op);
+  else state_backward_d<128, 64>(a, s, op);
 }
 
 void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op) {

@@ -159,25 +159,26 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 // State pass: grid (D / BV, Hv, B); columns [y0, y0 + BV) of S. Warp w holds rows
 // [w D/4, (w+1) D/4) of the S tile as fp32 accumulators, and rows [16w, 16w + 16) of every
 // 64-row product. Saves S entering each chunk (its low part too when S_lo) and V' (bf16).
-template <int D, int BV>
+// kStages chunks' tiles in a ring (cp.async): chunk c's copies are issued kStages - 1 chunks ahead.
+template <int D, int BV, int kStages>
 struct StateFwdLayout {
   static constexpr int kLd = D + 8, kLdV = BV + 8, kLdU = BV + 4;
-  // stage 0 offsets; stage 1 is stage 0 + kStage
+  // stage 0 offsets; stage s is stage 0 + s * stage
   size_t W = 0, K = 0, U = 0, G = 0, stage = 0;
   size_t S = 0, S_lo = 0, Vd = 0, Vd_lo = 0, bytes = 0;
   __host__ __device__ constexpr StateFwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), U = p.take(kC * kLdU * 4), G = p.take(kC * 4);
     stage = p.bytes;
-    p.take(stage);
+    p.take(stage * (kStages - 1));
     S = p.take(D * kLdV * 2), S_lo = p.take(D * kLdV * 2), Vd = p.take(kC * kLdV * 2), Vd_lo = p.take(kC * kLdV * 2);
     bytes = p.bytes;
   }
 };
 
-template <int D, int BV>
+template <int D, int BV, int kStages>
 __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs a) {
-  constexpr StateFwdLayout<D, BV> L{};
+  constexpr StateFwdLayout<D, BV, kStages> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdU = L.kLdU, MT = D / 64, NT = BV / 8;
   unsigned char* sm = dynamic_smem();
   uint16_t *sS = reinterpret_cast<uint16_t*>(sm + L.S), *sS_lo = reinterpret_cast<uint16_t*>(sm + L.S_lo);
@@ -207,10 +208,12 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
         const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
         S[mi][ni][e] = a.S0 ? a.S0[(bh * D + x) * D + y] : 0.f;
       }
-  prefetch(0, 0);
-  cp_async_commit();
+  for (int j = 0; j < kStages - 1; ++j) {  // one commit group per chunk, empty past the end
+    if (j < a.NC) prefetch(j, j);
+    cp_async_commit();
+  }
   for (int64_t c = 0; c < a.NC; ++c) {
-    const unsigned char* st = sm + (c & 1) * L.stage;
+    const unsigned char* st = sm + (c % kStages) * L.stage;
     const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
     const float* sU = reinterpret_cast<const float*>(st + L.U);
@@ -225,9 +228,9 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
           const int at = (xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane);
           bf16_split(S[mi][ni][e], sS[at], sS_lo[at]);
         }
-    cp_async_wait<0>();
+    cp_async_wait<kStages - 2>();  // chunk c's group done; chunks c + 1 .. c + kStages - 2 may fly
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
-    if (c + 1 < a.NC) prefetch(c + 1, static_cast<int>((c + 1) & 1));
+    if (c + kStages - 1 < a.NC) prefetch(c + kStages - 1, static_cast<int>((c + kStages - 1) % kStages));
     cp_async_commit();
     store_tile<D, BV>(a.S + ch * D * D + y0, D, sS, kLdV, threadIdx.x, kTcThreads);
     if (lo) store_tile<D, BV>(a.S_lo + ch * D * D + y0, D, sS_lo, kLdV, threadIdx.x, kTcThreads);
@@ -387,12 +390,12 @@ void prep_d(const TcArgs& a, cudaStream_t s, const char* op) {
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
-template <int D, int BV>
+template <int D, int BV, int kStages = 2>
 void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr StateFwdLayout<D, BV> L{};
-  tc_set_smem(gdn_tc_state_forward_kernel<D, BV>, L.bytes, op);
+  constexpr StateFwdLayout<D, BV, kStages> L{};
+  tc_set_smem(gdn_tc_state_forward_kernel<D, BV, kStages>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_forward_kernel<D, BV><<<grid, kTcThreads, L.bytes, s>>>(a);
+  gdn_tc_state_forward_kernel<D, BV, kStages><<<grid, kTcThreads, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -417,8 +420,12 @@ void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 }
 
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  // (D, columns, stages) as tc_state_config checked them.
+  const bool s3 = a.state_stages == 3;
   if (D == 64) a.state_cols == 64 ? state_forward_d<64, 64>(a, s, op) : state_forward_d<64, 32>(a, s, op);
-  else a.state_cols == 16 ? state_forward_d<128, 16>(a, s, op) : state_forward_d<128, 32>(a, s, op);
+  else if (a.state_cols == 16) s3 ? state_forward_d<128, 16, 3>(a, s, op) : state_forward_d<128, 16>(a, s, op);
+  else if (a.state_cols == 32) s3 ? state_forward_d<128, 32, 3>(a, s, op) : state_forward_d<128, 32>(a, s, op);
+  else s3 ? state_forward_d<128, 64, 3>(a, s, op) : state_forward_d<128, 64>(a, s, op);
 }
 
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op) {

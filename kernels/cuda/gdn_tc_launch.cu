@@ -81,7 +81,7 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
                  int64_t ld_k, int64_t ld_v, const float* g, const float* beta, const float* S0) {
   TcArgs a;
   a.B = d.B, a.T = d.T, a.Hk = d.Hk, a.Hv = d.Hv, a.NC = (d.T + kC - 1) / kC;
-  a.state_cols = tc_state_cols(d);
+  tc_state_config(d, a);
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);
@@ -110,20 +110,29 @@ void check_saved(const void* saved, const char* op) {
 
 namespace gdn_cuda {
 
-int tc_state_cols(const GdnCudaDims& d) {
+void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
+  a.state_stages = d.state_stages == 0 ? 2 : d.state_stages;
+  DT_CHECK(a.state_stages == 2 || (a.state_stages == 3 && d.dk == 128),
+           "gdn_chunk: state_stages {} is not available for head dim {} (2 everywhere, 3 at head dim 128)",
+           d.state_stages, d.dk);
   if (d.state_cols != 0) {
-    DT_CHECK(d.dk == 64 ? (d.state_cols == 32 || d.state_cols == 64) : (d.state_cols == 16 || d.state_cols == 32),
-             "gdn_chunk: state_cols {} is not available for head dim {} (64: 32 or 64; 128: 16 or 32)", d.state_cols,
-             d.dk);
-    return d.state_cols;
+    DT_CHECK(d.dk == 64 ? (d.state_cols == 32 || d.state_cols == 64)
+                        : (d.state_cols == 16 || d.state_cols == 32 || d.state_cols == 64),
+             "gdn_chunk: state_cols {} is not available for head dim {} (64: 32 or 64; 128: 16, 32 or 64)",
+             d.state_cols, d.dk);
+    a.state_cols = d.state_cols;
+    return;
   }
   // Measured on the H200 (bench/NOTES.md, v1): dv = 64 at B16 T1024 H12, 32 columns 1.43 ms
   // forward + backward against 1.50 ms with 64; dv = 128 long sequences (16 heads), 16 columns
   // 9.1 ms against 10.6 ms with 32.
-  if (d.dk == 64) return 32;
+  if (d.dk == 64) {
+    a.state_cols = 32;
+    return;
+  }
   int dev = 0, sms = 132;
   if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  return d.B * d.Hv * 4 < sms ? 16 : 32;
+  a.state_cols = d.B * d.Hv * 4 < sms ? 16 : 32;
 }
 
 }  // namespace gdn_cuda

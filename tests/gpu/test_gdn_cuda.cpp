@@ -175,7 +175,7 @@ std::vector<T> download(const DevBuf& d, size_t n) {
 }
 
 // The launchers of kernels/gdn_cuda.h with an explicit implementation (the ops pick kAuto).
-void run_launchers(GdnCudaImpl impl, int state_cols, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
                    const Tensor& d_o, const Tensor& dS_out) {
@@ -184,7 +184,7 @@ void run_launchers(GdnCudaImpl impl, int state_cols, const Tensor& o, const Tens
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
-  d.chunk = 64, d.impl = impl, d.state_cols = state_cols;
+  d.chunk = 64, d.impl = impl, d.state_cols = state_cols, d.state_stages = state_stages;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -200,7 +200,7 @@ void run_launchers(GdnCudaImpl impl, int state_cols, const Tensor& o, const Tens
 // use_saved: the forward leaves its WY factors and states in a (poisoned) saved buffer and the
 // backward reads them instead of recomputing (layers/gdn.cpp does this in training).
 GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
-               bool use_saved = false) {
+               int state_stages = 0, bool use_saved = false) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -246,7 +246,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const Tensor* t : {&o, &S_out, &dq, &dk, &dv, &dg, &dbeta, &dS0}) fill_cuda(*t, nan, ctx.stream);
 
-  if (impl == GdnCudaImpl::kAuto && state_cols == 0) {
+  if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -258,7 +258,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
     gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64, saved);
     device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
-    run_launchers(impl, state_cols, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
+    run_launchers(impl, state_cols, state_stages, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
   }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
@@ -306,12 +306,13 @@ void expect_close(const char* tensor, const Case& c, const std::vector<float>& g
                             << e.worst_want;
 }
 
-void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0) {
+void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0, int state_stages = 0) {
   SCOPED_TRACE(c.name() + (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") +
-               (state_cols ? " state_cols=" + std::to_string(state_cols) : ""));
+               (state_cols ? " state_cols=" + std::to_string(state_cols) : "") +
+               (state_stages ? " state_stages=" + std::to_string(state_stages) : ""));
   const Inputs in = make_inputs(c);
   const Reference ref = run_reference(c, in);
-  const GpuRun a = run_gpu(c, in, impl, state_cols);
+  const GpuRun a = run_gpu(c, in, impl, state_cols, state_stages);
   expect_close("o", c, a.o, ref.o, 5e-3);
   expect_close("S_out", c, a.S_out, ref.S_out, 5e-3);
   expect_close("dq", c, a.dq, ref.dq, 1e-2);
@@ -322,7 +323,7 @@ void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_
   if (c.with_S0) expect_close("dS0", c, a.dS0, ref.dS0, 1e-2);
   else expect_close("dS0 (zero S0)", c, a.dS0, ref.dS0, 1e-2);
   // Determinism: a second run gives the same bits.
-  const GpuRun b = run_gpu(c, in, impl, state_cols);
+  const GpuRun b = run_gpu(c, in, impl, state_cols, state_stages);
   EXPECT_EQ(a.o_bits, b.o_bits) << "o differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dq_bits, b.dq_bits) << "dq differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dk_bits, b.dk_bits) << "dk differs between two runs [" << c.name() << "]";
@@ -365,10 +366,12 @@ TEST(GdnCuda, HeadDim128WideTilesManyValueHeads) {
 // Every column-tile width of the tensor-core state passes (the sizes pick one per head dim).
 TEST(GdnCuda, EveryStateTileWidth) {
   SKIP_WITHOUT_GPU();
-  for (auto [D, cols] : {std::pair<int64_t, int>{64, 32}, {64, 64}, {128, 16}, {128, 32}}) {
+  // (head dim, columns, chunks in flight); T = 300: 5 chunks, so three stages wrap around the ring.
+  for (auto [D, cols, stages] : {std::tuple<int64_t, int, int>{64, 32, 2}, {64, 64, 2}, {128, 16, 2}, {128, 32, 2},
+                                 {128, 64, 2}, {128, 16, 3}, {128, 32, 3}, {128, 64, 3}}) {
     Case c;
-    c.T = 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 60 + cols + D;
-    check_case(c, GdnCudaImpl::kTensorCore, cols);
+    c.T = stages == 3 ? 300 : 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 60 + cols + D + stages;
+    check_case(c, GdnCudaImpl::kTensorCore, cols, stages);
   }
 }
 
@@ -435,7 +438,7 @@ TEST(GdnCuda, SavedForwardStateGivesTheSameBitsAsRecomputing) {
     SCOPED_TRACE(c.name());
     ASSERT_GT(gdn_chunk_saved_elems(Device::kCUDA, c.B, c.T, c.Hk, c.Hv, c.D, c.dv(), 64), 0);
     const Inputs in = make_inputs(c);
-    const GpuRun a = run_gpu(c, in), b = run_gpu(c, in, GdnCudaImpl::kAuto, 0, /*use_saved=*/true);
+    const GpuRun a = run_gpu(c, in), b = run_gpu(c, in, GdnCudaImpl::kAuto, 0, 0, /*use_saved=*/true);
     EXPECT_EQ(a.o_bits, b.o_bits);
     EXPECT_EQ(a.dq_bits, b.dq_bits);
     EXPECT_EQ(a.dk_bits, b.dk_bits);
@@ -488,6 +491,20 @@ TEST(GdnCuda, RejectsHeadDimsTheKernelsDoNotTake) {
   f.q = f.k = f.v = static_cast<const uint16_t*>(qb.p), f.ld_q = f.ld_k = f.ld_v = 32;
   f.g = f.beta = static_cast<const float*>(gb.p), f.o = static_cast<uint16_t*>(ob.p), f.ld_o = 32;
   EXPECT_THROW(gdn_chunk_forward_cuda(f, nullptr), Error);
+  // State-pass tiles or stages without a kernel: the message names the valid ones.
+  DevBuf q64(8 * 64 * 2), o64(8 * 64 * 2);
+  f.dims.dk = f.dims.dv = 64;
+  f.q = f.k = f.v = static_cast<const uint16_t*>(q64.p), f.ld_q = f.ld_k = f.ld_v = 64;
+  f.o = static_cast<uint16_t*>(o64.p), f.ld_o = 64;
+  for (auto [cols, stages] : {std::pair<int, int>{16, 0}, {0, 3}, {0, 4}}) {
+    f.dims.state_cols = cols, f.dims.state_stages = stages;
+    try {
+      gdn_chunk_forward_cuda(f, nullptr);
+      FAIL() << "state_cols " << cols << ", state_stages " << stages << " accepted at head dim 64";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not available for head dim 64"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // ---- pointwise ops: l2norm (bf16) and gates (fp32) ----

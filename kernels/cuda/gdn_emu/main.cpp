@@ -24,7 +24,7 @@ static uint16_t f2b(float f) {
 static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -92,7 +92,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   for (size_t i = 0; i < q.size(); ++i) qb[i] = f2b(q[i]), kb[i] = f2b(k[i]);
   for (size_t i = 0; i < v.size(); ++i) vb[i] = f2b(v[i]), dOb[i] = f2b(dO[i]);
   GdnCudaForwardParams fp;
-  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols;
+  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols; fp.dims.state_stages = c.stages;
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(&qkv[r * W], &qb[r * Hk * D], Hk * D * 2);
@@ -307,6 +307,12 @@ int main(int argc, char** argv) {
   else if (which == "d128") { for (int64_t T : {1, 65, 300}) add(1, T, 2, 2, 128); }
   else if (which == "wide") { add(3, 70, 1, 12, 128); }
   else if (which == "cols") { add(1, 150, 1, 2, 64); cases.back().cols = 32; add(1, 150, 1, 2, 128); cases.back().cols = 32; add(1, 150, 1, 2, 64); cases.back().cols = 64; }
+  else if (which == "stages") {  // the state passes' ring of 3 chunks (T 300: 5 chunks) and 64 columns at D 128
+    add(1, 300, 1, 1, 128); cases.back().cols = 16, cases.back().stages = 3;
+    add(1, 300, 1, 1, 128); cases.back().cols = 32, cases.back().stages = 3;
+    add(1, 300, 1, 1, 128); cases.back().cols = 64, cases.back().stages = 3;
+    add(1, 130, 1, 1, 128); cases.back().cols = 64, cases.back().stages = 2;
+  }
   else if (which == "misc") {
     Case c; c.T = 130, c.Hk = 2, c.Hv = 4, c.S0 = false, c.dS = false, c.seed = 3; cases.push_back(c);
     Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11; cases.push_back(s);
@@ -323,7 +329,7 @@ int main(int argc, char** argv) {
     Case s; s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12; cases.push_back(s);
   }
   if (cases.empty()) {
-    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, misc, long, dims, pointwise, norm, conv)\n",
+    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv)\n",
                  which.c_str());
     return 2;
   }
