@@ -104,21 +104,22 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
-// For a warp's 16 x 64 accumulator tile X (rows m0..m0+15): its row sums into rows[m0 + r] and
-// its column sums over these 16 rows into cols[j] (a [4 warps][64] partial array; the caller adds
-// the four in warp order). Fixed shuffle orders: deterministic. Replaces a 16 KB fp32 copy of X
+// For a warp's 16 x 8NT accumulator tile X (rows m0..m0+15): its row sums into rows[m0 + r] and
+// its column sums over these 16 rows into cols[j], j relative to the tile (the caller points cols
+// into a [4 row blocks][64] partial array and adds the four in order). Fixed shuffle orders: deterministic. Replaces a 16 KB fp32 copy of X
 // when only sum_j X_ij - X_ji is wanted.
-__device__ __forceinline__ void row_col_sums(const float (&x)[1][8][4], int m0, float* rows, float* cols, int lane) {
+template <int NT>
+__device__ __forceinline__ void row_col_sums(const float (&x)[1][NT][4], int m0, float* rows, float* cols, int lane) {
   float r[2] = {0.f, 0.f};
 #pragma unroll
-  for (int ni = 0; ni < 8; ++ni)
+  for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
     for (int e = 0; e < 4; ++e) r[e >> 1] += x[0][ni][e];
   r[0] = quad_sum(r[0]);
   r[1] = quad_sum(r[1]);
   if ((lane & 3) == 0) rows[m0 + (lane >> 2)] = r[0], rows[m0 + (lane >> 2) + 8] = r[1];
 #pragma unroll
-  for (int ni = 0; ni < 8; ++ni)
+  for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       float c = x[0][ni][u] + x[0][ni][u + 2];  // rows g and g + 8
@@ -129,14 +130,71 @@ __device__ __forceinline__ void row_col_sums(const float (&x)[1][8][4], int m0, 
     }
 }
 
+// ---- the state passes' warps ----
+
+// Warps per CTA of the state passes: 8 at D = 128 (rows [16 w, + 16) of the D x BV state tile per
+// warp; the 64-row products split over k between warps w and w + 4, see swap_k_halves), else 4.
+template <int D>
+inline constexpr int kStateWarps = D == 128 ? 8 : 4;
+
+// Warps w and w ^ 4 hold partial sums of one 16 x 8NT tile over the two halves of k (the half is
+// w / 4). Each ends with the full sum, the k < K/2 half added first, in the NT / 2 n-tiles it keeps
+// ([p NT/2, (p + 1) NT/2) for half p); its other n-tiles are left partial. xch: [8 warps][NT / 2][4]
+// [32 lanes] fp32 of shared memory. Has a __syncthreads: every thread of the CTA calls it.
+template <int NT>
+__device__ __forceinline__ void swap_k_halves(float (&P)[1][NT][4], float* xch, int warp, int lane) {
+  constexpr int kKeep = NT / 2;
+  const int part = warp / 4, other = warp ^ 4;
+#pragma unroll
+  for (int ni = 0; ni < NT; ++ni)
+    if (ni / kKeep != part)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) xch[((warp * kKeep + ni % kKeep) * 4 + e) * 32 + lane] = P[0][ni][e];
+  __syncthreads();
+#pragma unroll
+  for (int ni = 0; ni < NT; ++ni)
+    if (ni / kKeep == part)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float q = xch[((other * kKeep + ni % kKeep) * 4 + e) * 32 + lane];
+        P[0][ni][e] = part == 0 ? P[0][ni][e] + q : q + P[0][ni][e];
+      }
+}
+// Shared memory swap_k_halves takes for BV columns (0 with 4 warps).
+template <int D, int BV>
+inline constexpr int kSwapBytes = kStateWarps<D> == 8 ? 8 * (BV / 16) * 4 * 32 * 4 : 0;
+
 // ---- tile copies ----
+
+// The copies below give each thread a fixed 16-byte column and a row step of NTHREADS / (COLS / V)
+// rows (V elements per 16 bytes) when that divides the tile: one pointer add per copy, unrolled,
+// where a flat index loop spent a division, a 64-bit multiply and a select on each (v4 step 1).
+template <int ROWS, int COLS, int V, int NTHREADS>
+inline constexpr bool kTileStriped =
+    COLS % V == 0 && NTHREADS % (COLS / V) == 0 && ROWS % (NTHREADS / (COLS / V)) == 0;
 
 // ROWS x COLS bf16 from global rows (ldg elements apart) into shared memory (lds); rows >= valid
 // are zero. vec: 16-byte cp.async (call cp_async_commit / cp_async_wait after), else plain loads.
-template <int ROWS, int COLS>
+// NTHREADS threads take part (threadIdx.x < NTHREADS).
+template <int ROWS, int COLS, int NTHREADS = kTcThreads>
 __device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* g, int64_t ldg, int valid, bool vec) {
   constexpr int kPerRow = COLS / 8;
-  for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += kTcThreads) {
+  if constexpr (kTileStriped<ROWS, COLS, 8, NTHREADS>) {
+    if (vec) {
+      constexpr int kStep = NTHREADS / kPerRow;
+      const int r0 = threadIdx.x / kPerRow, c = (threadIdx.x % kPerRow) * 8;
+      const uint16_t* src = g + r0 * ldg + c;
+      uint16_t* dst = s + r0 * lds + c;
+#pragma unroll
+      for (int i = 0; i < ROWS / kStep; ++i) {
+        const bool on = r0 + i * kStep < valid;
+        cp_async_16(dst + i * kStep * lds, on ? src : g, on ? 16 : 0);
+        src += kStep * ldg;
+      }
+      return;
+    }
+  }
+  for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
     const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
     uint16_t* dst = s + r * lds + c;
     if (vec) {
@@ -149,12 +207,20 @@ __device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* 
 }
 
 // ROWS x COLS fp32, always 16-byte aligned (workspace).
-template <int ROWS, int COLS>
+template <int ROWS, int COLS, int NTHREADS = kTcThreads>
 __device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g, int64_t ldg) {
   constexpr int kPerRow = COLS / 4;
-  for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += kTcThreads) {
-    const int r = idx / kPerRow, c = (idx % kPerRow) * 4;
-    cp_async_16(s + r * lds + c, g + r * ldg + c, 16);
+  if constexpr (kTileStriped<ROWS, COLS, 4, NTHREADS>) {
+    constexpr int kStep = NTHREADS / kPerRow;
+    const int r0 = threadIdx.x / kPerRow, c = (threadIdx.x % kPerRow) * 4;
+    const float* src = g + r0 * ldg + c;
+#pragma unroll
+    for (int i = 0; i < ROWS / kStep; ++i) cp_async_16(s + (r0 + i * kStep) * lds + c, src + i * kStep * ldg, 16);
+  } else {
+    for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
+      const int r = idx / kPerRow, c = (idx % kPerRow) * 4;
+      cp_async_16(s + r * lds + c, g + r * ldg + c, 16);
+    }
   }
 }
 
@@ -167,6 +233,22 @@ __device__ __forceinline__ void store_tile(uint16_t* g, int64_t ldg, const uint1
   for (int idx = tid; idx < ROWS * kPerRow; idx += n_threads) {
     const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
     *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+  }
+}
+
+// The whole CTA (NTHREADS threads) storing ROWS x COLS bf16, striped as load_tile.
+template <int ROWS, int COLS, int NTHREADS = kTcThreads>
+__device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const uint16_t* s, int lds) {
+  constexpr int kPerRow = COLS / 8;
+  if constexpr (kTileStriped<ROWS, COLS, 8, NTHREADS>) {
+    constexpr int kStep = NTHREADS / kPerRow;
+    const int r0 = threadIdx.x / kPerRow, c = (threadIdx.x % kPerRow) * 8;
+    uint16_t* dst = g + r0 * ldg + c;
+#pragma unroll
+    for (int i = 0; i < ROWS / kStep; ++i)
+      *reinterpret_cast<uint4*>(dst + i * kStep * ldg) = *reinterpret_cast<const uint4*>(s + (r0 + i * kStep) * lds + c);
+  } else {
+    store_tile<ROWS, COLS>(g, ldg, s, lds, threadIdx.x, NTHREADS);
   }
 }
 

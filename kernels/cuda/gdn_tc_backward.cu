@@ -81,11 +81,15 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_dv_local_kernel(TcArgs a) {
 // ---------------------------------------------------------------------------------------------
 // Reverse state pass: grid (D / BV, Hv, B), columns [y0, y0 + BV) of dS.
 // kStages chunks' tiles in a ring, as the forward's state pass (gdn_tc_forward.cu).
+// kStateWarps(D) warps: warp w holds rows [w D / warps, + D / warps) of dS. With 8 warps (D = 128)
+// the 64-row product K dS' is split over k: warps w and w + 4 each take half of the 128 and swap
+// half of their n-tiles (swap_k_halves), so each finishes dV' for BV / 2 of the columns.
+
 template <int D, int BV, int kStages>
 struct StateBwdLayout {
-  static constexpr int kLd = D + 8, kLdV = BV + 8, kLdF4 = BV + 4;
+  static constexpr int kLd = D + 8, kLdV = BV + 8, kLdF4 = BV + 4, kWarps = kStateWarps<D>;
   // stage 0 offsets; stage s is stage 0 + s * stage
-  size_t W = 0, K = 0, Q = 0, dO = 0, dvl = 0, G = 0, stage = 0, dS = 0, dVn = 0, dOg = 0, bytes = 0;
+  size_t W = 0, K = 0, Q = 0, dO = 0, dvl = 0, G = 0, stage = 0, dS = 0, dVn = 0, dOg = 0, xch = 0, bytes = 0;
   __host__ __device__ constexpr StateBwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), Q = p.take(kC * kLd * 2);
@@ -93,33 +97,40 @@ struct StateBwdLayout {
     stage = p.bytes;
     p.take(stage * (kStages - 1));
     dS = p.take(D * kLdV * 2), dVn = p.take(kC * kLdV * 2), dOg = p.take(kC * kLdV * 2);
+    xch = p.take(kSwapBytes<D, BV>);
     bytes = p.bytes;
   }
 };
 
 template <int D, int BV, int kStages>
-__global__ void __launch_bounds__(kTcThreads) gdn_tc_state_backward_kernel(TcArgs a) {
+__global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_kernel(TcArgs a) {
   constexpr StateBwdLayout<D, BV, kStages> L{};
-  constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdF4 = L.kLdF4, MT = D / 64, NT = BV / 8;
+  constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdF4 = L.kLdF4, NT = BV / 8;
+  constexpr int kWarps = L.kWarps, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
+  constexpr int kK = D / kParts, kKeep = NT / kParts;  // k per part of K dS'; n-tiles each part finishes
+  static_assert(MT >= 1 && NT % kParts == 0, "tile split");
   unsigned char* sm = dynamic_smem();
   uint16_t* sdS = reinterpret_cast<uint16_t*>(sm + L.dS);
   uint16_t* sdVn = reinterpret_cast<uint16_t*>(sm + L.dVn);
   uint16_t* sdOg = reinterpret_cast<uint16_t*>(sm + L.dOg);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int y0 = blockIdx.x * BV, xw = warp * (D / 4);
+  float* sxch = reinterpret_cast<float*>(sm + L.xch);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4, m0 = 16 * (warp % 4);
+  const int y0 = blockIdx.x * BV, xw = warp * (D / kWarps);
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
 
   auto prefetch = [&](int64_t c, int s) {
     unsigned char* st = sm + s * L.stage;
     const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
     const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-    load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ch * kC * D, D, kC, true);
-    load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
-    load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + r0 * a.ld_q + kh * D, a.ld_q, n, a.vec_in);
-    load_tile<kC, BV>(reinterpret_cast<uint16_t*>(st + L.dO), kLdV, a.d_o + r0 * a.ld_do + h * D + y0, a.ld_do, n,
-                      a.vec_in);
-    load_tile_f32<kC, BV>(reinterpret_cast<float*>(st + L.dvl), kLdF4, a.dvl + ch * kC * D + y0, D);
-    load_tile_f32<1, kC>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
+    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ch * kC * D, D, kC, true);
+    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n,
+                               a.vec_in);
+    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + r0 * a.ld_q + kh * D, a.ld_q, n,
+                               a.vec_in);
+    load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.dO), kLdV, a.d_o + r0 * a.ld_do + h * D + y0,
+                                a.ld_do, n, a.vec_in);
+    load_tile_f32<kC, BV, kThreads>(reinterpret_cast<float*>(st + L.dvl), kLdF4, a.dvl + ch * kC * D + y0, D);
+    load_tile_f32<1, kC, kThreads>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
   };
 
   float dS[MT][NT][4];
@@ -159,28 +170,30 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_backward_kernel(TcArg
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
     if (c - (kStages - 1) >= 0) prefetch(c - (kStages - 1), static_cast<int>((j + kStages - 1) % kStages));
     cp_async_commit();
-    store_tile<D, BV>(a.dS + ch * D * D + y0, D, sdS, kLdV, threadIdx.x, kTcThreads);
+    store_tile_cta<D, BV, kThreads>(a.dS + ch * D * D + y0, D, sdS, kLdV);
     const float gl = sG[kC - 1];
-    for (int idx = threadIdx.x; idx < kC * BV; idx += kTcThreads) {
+    for (int idx = threadIdx.x; idx < kC * BV; idx += kThreads) {
       const int i = idx / BV, y = idx % BV;
       sdOg[i * kLdV + y] = bf16_bits(bf16_val(sdO[i * kLdV + y]) * __expf(sG[i]));
     }
-    {  // dV' = dvl + D o (K dS')
+    {  // dV' = dvl + D o (K dS'); with two parts, this warp's half of k, then the halves swapped
       float P[1][NT][4];
       zero_acc(P);
-      warp_mma<1, NT, D, false, true>(P, sK, kLd, 16 * warp, sdS, kLdV, 0, lane);
+      warp_mma<1, NT, kK, false, true>(P, sK + part * kK, kLd, m0, sdS + part * kK * kLdV, kLdV, 0, lane);
+      if constexpr (kParts == 2) swap_k_halves(P, sxch, warp, lane);
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
+        if (ni / kKeep == part)
 #pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-          const int i = 16 * warp + acc_row(0, e, lane), y = acc_col(ni, e, lane);
-          const float dec = __expf(gl - sG[i]);
-          const float v0 = sdvl[i * kLdF4 + y] + dec * P[0][ni][e];
-          const float v1 = sdvl[i * kLdF4 + y + 1] + dec * P[0][ni][e + 1];
-          st_bf16x2(a.dVn + (ch * kC + i) * D + y0 + y, v0, v1, true);
-          sdVn[i * kLdV + y] = bf16_bits(-v0);
-          sdVn[i * kLdV + y + 1] = bf16_bits(-v1);
-        }
+          for (int e = 0; e < 4; e += 2) {
+            const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+            const float dec = __expf(gl - sG[i]);
+            const float v0 = sdvl[i * kLdF4 + y] + dec * P[0][ni][e];
+            const float v1 = sdvl[i * kLdF4 + y + 1] + dec * P[0][ni][e + 1];
+            st_bf16x2(a.dVn + (ch * kC + i) * D + y0 + y, v0, v1, true);
+            sdVn[i * kLdV + y] = bf16_bits(-v0);
+            sdVn[i * kLdV + y + 1] = bf16_bits(-v1);
+          }
     }
     __syncthreads();  // sdVn, sdOg complete
     const float eg = __expf(gl);
@@ -207,60 +220,69 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_backward_kernel(TcArg
 }
 
 // ---------------------------------------------------------------------------------------------
-// grad_qk: grid (NC, Hv, B).
+// grad_qk: grid (NC, Hv, B), kGqWarps(D) warps. Warp w takes rows [16 (w % 4), + 16) and, with 8
+// warps, half of each product's columns (w / 4); the partial row sums of the two halves are added
+// in a fixed order. Tiles arrive in three cp.async groups in the order the products use them (Q, K,
+// dO, V' first; then S; then dS', dV'), so the later loads overlap the first products.
+template <int D>
+inline constexpr int kGqWarps = D == 128 ? 8 : 4;
+
 template <int D>
 struct GradQkLayout {
-  static constexpr int kLd = D + 8;
+  static constexpr int kLd = D + 8, kParts = kGqWarps<D> / 4;
   size_t Q = 0, K = 0, dO = 0, Vn = 0, dVn = 0, S = 0, dS = 0, dMG = 0, xr = 0, xc = 0, pq = 0, rk = 0, G = 0,
          red = 0, bytes = 0;
   __host__ __device__ constexpr GradQkLayout() {
     SmemPlan p;
     Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), dO = p.take(kC * kLd * 2), Vn = p.take(kC * kLd * 2);
     dVn = p.take(kC * kLd * 2), S = p.take(D * kLd * 2), dS = p.take(D * kLd * 2), dMG = p.take(kC * kLdC * 2);
-    xr = p.take(kC * 4), xc = p.take(kTcWarps * kC * 4), pq = p.take(kC * 4), rk = p.take(kC * 4), G = p.take(kC * 4);
-    red = p.take(kTcThreads * 4);
+    xr = p.take(kParts * kC * 4), xc = p.take(4 * kC * 4), pq = p.take(kParts * kC * 4), rk = p.take(kParts * kC * 4);
+    G = p.take(kC * 4), red = p.take(kGqWarps<D> * 32 * 4);
     bytes = p.bytes;
   }
 };
 
-// Row sums of acc o M (M bf16 in shared memory) over this warp's 16 rows, written to out[row].
+// Row sums of acc o M (M bf16 in shared memory; acc holds columns [n0, n0 + 8 NT)) over this
+// warp's 16 rows, written to out[row].
 template <int NT>
 __device__ __forceinline__ void row_dot(const float (&acc)[1][NT][4], const uint16_t* M, int ld, int m0, float* out,
-                                        int lane) {
+                                        int lane, int n0 = 0) {
   float part[2] = {0.f, 0.f};
 #pragma unroll
   for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      part[e >> 1] += acc[0][ni][e] * bf16_val(M[(m0 + acc_row(0, e, lane)) * ld + acc_col(ni, e, lane)]);
+      part[e >> 1] += acc[0][ni][e] * bf16_val(M[(m0 + acc_row(0, e, lane)) * ld + n0 + acc_col(ni, e, lane)]);
   part[0] = quad_sum(part[0]);
   part[1] = quad_sum(part[1]);
   if ((lane & 3) == 0) out[m0 + (lane >> 2)] = part[0], out[m0 + (lane >> 2) + 8] = part[1];
 }
 
-// dq or dk of rows i < n: bf16 into the caller's tensor when Hv == Hk, else fp32 per value head.
-template <int NT>
+// dq or dk of rows i < n, columns [n0, n0 + 8 NT) of D: bf16 into the caller's tensor when
+// Hv == Hk, else fp32 per value head.
+template <int D, int NT>
 __device__ __forceinline__ void store_qk_grad(const TcArgs& a, const TcChunk& ck, const float (&acc)[1][NT][4], int m0,
-                                              uint16_t* out, int64_t ld, float* per_vh, int lane) {
+                                              uint16_t* out, int64_t ld, float* per_vh, int lane, int n0 = 0) {
 #pragma unroll
   for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
     for (int e = 0; e < 4; e += 2) {
-      const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
+      const int i = m0 + acc_row(0, e, lane), x = n0 + acc_col(ni, e, lane);
       if (i >= ck.n) continue;
       if (a.Hv == a.Hk) {
-        st_bf16x2(out + (ck.r0 + i) * ld + ck.kh * (NT * 8) + x, acc[0][ni][e], acc[0][ni][e + 1], a.vec_out);
+        st_bf16x2(out + (ck.r0 + i) * ld + ck.kh * D + x, acc[0][ni][e], acc[0][ni][e + 1], a.vec_out);
       } else {
-        *reinterpret_cast<float2*>(per_vh + ((ck.r0 + i) * a.Hv + ck.h) * (NT * 8) + x) =
+        *reinterpret_cast<float2*>(per_vh + ((ck.r0 + i) * a.Hv + ck.h) * D + x) =
             make_float2(acc[0][ni][e], acc[0][ni][e + 1]);
       }
     }
 }
 
 template <int D>
-__global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
+__global__ void __launch_bounds__(kGqWarps<D> * 32) gdn_tc_grad_qk_kernel(TcArgs a) {
   constexpr GradQkLayout<D> L{};
-  constexpr int kLd = L.kLd;
+  constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGqWarps<D> * 32;
+  constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products
   unsigned char* sm = dynamic_smem();
   uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
   uint16_t *sdO = reinterpret_cast<uint16_t*>(sm + L.dO), *sVn = reinterpret_cast<uint16_t*>(sm + L.Vn);
@@ -271,99 +293,106 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_qk_kernel(TcArgs a) {
   float *srk = reinterpret_cast<float*>(sm + L.rk), *sG = reinterpret_cast<float*>(sm + L.G);
   float* red = reinterpret_cast<float*>(sm + L.red);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), part = warp / 4;
+  const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
   const int64_t base = ck.ch * kC * D;
 
-  load_tile<kC, D>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
-  load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
-  load_tile<kC, D>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
-  load_tile<kC, D>(sVn, kLd, a.Vn + base, D, kC, true);
-  load_tile<kC, D>(sdVn, kLd, a.dVn + base, D, kC, true);
-  load_tile<D, D>(sS, kLd, a.S + ck.ch * D * D, D, D, true);
-  load_tile<D, D>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
-  load_tile_f32<1, kC>(sG, kC, a.G + ck.ch * kC, kC);
+  load_tile<kC, D, kThreads>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
+  load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile<kC, D, kThreads>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
+  load_tile<kC, D, kThreads>(sVn, kLd, a.Vn + base, D, kC, true);
+  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
-  cp_async_wait<0>();
+  load_tile<D, D, kThreads>(sS, kLd, a.S + ck.ch * D * D, D, D, true);
+  cp_async_commit();
+  load_tile<D, D, kThreads>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
+  load_tile<kC, D, kThreads>(sdVn, kLd, a.dVn + base, D, kC, true);
+  cp_async_commit();
+  cp_async_wait<2>();
   __syncthreads();
 
-  {  // <dS', S>: per-thread partial sums, added in thread order below
-    float part = 0.f;
-    for (int idx = threadIdx.x; idx < D * D; idx += kTcThreads) {
-      const int x = idx / D, y = idx % D;
-      part += bf16_val(sS[x * kLd + y]) * bf16_val(sdS[x * kLd + y]);
-    }
-    red[threadIdx.x] = part;
-  }
   {  // dMG = lower(dO V'^T) o Gam (bf16), X = dMG o (Q K^T): only its row and column sums are kept
-    float dm[1][8][4], qk[1][8][4];
+    float dm[1][NT1][4], qk[1][NT1][4];
     zero_acc(dm);
     zero_acc(qk);
-    warp_mma<1, 8, D, false, false>(dm, sdO, kLd, m0, sVn, kLd, 0, lane);
-    warp_mma<1, 8, D, false, false>(qk, sQ, kLd, m0, sK, kLd, 0, lane);
+    warp_mma<1, NT1, D, false, false>(dm, sdO, kLd, m0, sVn, kLd, n1, lane);
+    warp_mma<1, NT1, D, false, false>(qk, sQ, kLd, m0, sK, kLd, n1, lane);
 #pragma unroll
-    for (int ni = 0; ni < 8; ++ni)
+    for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
+        const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
         const float dmg = j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
         sdMG[i * kLdC + j] = bf16_bits(dmg);
         qk[0][ni][e] *= dmg;
       }
-    row_col_sums(qk, m0, sxr, sxc + warp * kC, lane);
+    row_col_sums(qk, m0, sxr + part * kC, sxc + (warp % 4) * kC + n1, lane);
   }
-  __syncthreads();
+  cp_async_wait<1>();
+  __syncthreads();  // sdMG complete; S has landed
   const float gl = sG[kC - 1];
   {  // dq = (dO S^T) o e^G + dMG K
-    float P[1][D / 8][4];
+    float P[1][NT2][4];
     zero_acc(P);
-    warp_mma<1, D / 8, D, false, false>(P, sdO, kLd, m0, sS, kLd, 0, lane);
-    row_dot(P, sQ, kLd, m0, spq, lane);
+    warp_mma<1, NT2, D, false, false>(P, sdO, kLd, m0, sS, kLd, n2, lane);
+    row_dot(P, sQ, kLd, m0, spq + part * kC, lane, n2);
 #pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
+    for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) P[0][ni][e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
-    warp_mma<1, D / 8, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, 0, lane);
-    store_qk_grad(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane);
+    warp_mma<1, NT2, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, n2, lane);
+    store_qk_grad<D>(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane, n2);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // dS', dV' have landed
+  {  // <dS', S>: per-thread partial sums, added in thread order below
+    float acc = 0.f;
+    for (int idx = threadIdx.x; idx < D * D; idx += kThreads) {
+      const int x = idx / D, y = idx % D;
+      acc += bf16_val(sS[x * kLd + y]) * bf16_val(sdS[x * kLd + y]);
+    }
+    red[threadIdx.x] = acc;
   }
   {  // dk_part = (V' dS'^T) o D + dMG^T Q
-    float R[1][D / 8][4];
+    float R[1][NT2][4];
     zero_acc(R);
-    warp_mma<1, D / 8, D, false, false>(R, sVn, kLd, m0, sdS, kLd, 0, lane);
-    row_dot(R, sK, kLd, m0, srk, lane);
+    warp_mma<1, NT2, D, false, false>(R, sVn, kLd, m0, sdS, kLd, n2, lane);
+    row_dot(R, sK, kLd, m0, srk + part * kC, lane, n2);
 #pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
+    for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) R[0][ni][e] *= __expf(gl - sG[m0 + acc_row(0, e, lane)]);
-    warp_mma<1, D / 8, kC, true, true>(R, sdMG, kLdC, m0, sQ, kLd, 0, lane);
+    warp_mma<1, NT2, kC, true, true>(R, sdMG, kLdC, m0, sQ, kLd, n2, lane);
 #pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
+    for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
+        const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
         *reinterpret_cast<float2*>(a.dk_part + base + i * D + x) = make_float2(R[0][ni][e], R[0][ni][e + 1]);
       }
   }
   {  // dW = -dV' S^T
-    float Wd[1][D / 8][4];
+    float Wd[1][NT2][4];
     zero_acc(Wd);
-    warp_mma<1, D / 8, D, false, false>(Wd, sdVn, kLd, m0, sS, kLd, 0, lane);
+    warp_mma<1, NT2, D, false, false>(Wd, sdVn, kLd, m0, sS, kLd, n2, lane);
 #pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
+    for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
+        const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
         st_bf16x2(a.dW + base + i * D + x, -Wd[0][ni][e], -Wd[0][ni][e + 1], true);
       }
   }
   __syncthreads();
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
-    const float xs = sxr[i] - (((sxc[i] + sxc[kC + i]) + sxc[2 * kC + i]) + sxc[3 * kC + i]);
-    float dG = __expf(sG[i]) * spq[i] - __expf(gl - sG[i]) * srk[i] + xs;
+    auto parts = [&](const float* v, int r) { return kParts == 1 ? v[r] : v[r] + v[kC + r]; };
+    const float xs = parts(sxr, i) - (((sxc[i] + sxc[kC + i]) + sxc[2 * kC + i]) + sxc[3 * kC + i]);
+    float dG = __expf(sG[i]) * parts(spq, i) - __expf(gl - sG[i]) * parts(srk, i) + xs;
     if (i == kC - 1) {  // the G_n terms: e^{G_n} <dS', S> + sum_i D_i (R.K)_i
       float dot = 0.f, rk = 0.f;
-      for (int t = 0; t < kTcThreads; ++t) dot += red[t];
-      for (int r = 0; r < kC; ++r) rk += __expf(gl - sG[r]) * srk[r];
+      for (int t = 0; t < kThreads; ++t) dot += red[t];
+      for (int r = 0; r < kC; ++r) rk += __expf(gl - sG[r]) * parts(srk, r);
       dG += __expf(gl) * dot + rk;
     }
     a.dG_part[ck.ch * kC + i] = dG;
@@ -519,7 +548,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
         acc[0][ni][e] += part.x;
         acc[0][ni][e + 1] += part.y;
       }
-    store_qk_grad(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane);
+    store_qk_grad<D>(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane);
   }
   {  // dv = diag(beta) T^T dU
     float acc[1][D / 8][4];
@@ -587,7 +616,7 @@ void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr StateBwdLayout<D, BV, kStages> L{};
   tc_set_smem(gdn_tc_state_backward_kernel<D, BV, kStages>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_backward_kernel<D, BV, kStages><<<grid, kTcThreads, L.bytes, s>>>(a);
+  gdn_tc_state_backward_kernel<D, BV, kStages><<<grid, kStateWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -595,7 +624,7 @@ template <int D>
 void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradQkLayout<D> L{};
   tc_set_smem(gdn_tc_grad_qk_kernel<D>, L.bytes, op);
-  gdn_tc_grad_qk_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
+  gdn_tc_grad_qk_kernel<D><<<tc_chunk_grid(a), kGqWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 

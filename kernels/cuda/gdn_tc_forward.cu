@@ -156,35 +156,42 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// State pass: grid (D / BV, Hv, B); columns [y0, y0 + BV) of S. Warp w holds rows
-// [w D/4, (w+1) D/4) of the S tile as fp32 accumulators, and rows [16w, 16w + 16) of every
-// 64-row product. Saves S entering each chunk (its low part too when S_lo) and V' (bf16).
+// State pass: grid (D / BV, Hv, B); columns [y0, y0 + BV) of S, kStateWarps(D) warps. Warp w holds
+// rows [w D / warps, + D / warps) of the S tile as fp32 accumulators, and rows [16 (w % 4), + 16) of
+// every 64-row product; with 8 warps (D = 128) the 64-row product W S is split over k between
+// warps w and w + 4 (swap_k_halves) and each finishes V' for BV / 2 of the columns. Saves S
+// entering each chunk (its low part too when S_lo) and V' (bf16).
 // kStages chunks' tiles in a ring (cp.async): chunk c's copies are issued kStages - 1 chunks ahead.
 template <int D, int BV, int kStages>
 struct StateFwdLayout {
   static constexpr int kLd = D + 8, kLdV = BV + 8, kLdU = BV + 4;
   // stage 0 offsets; stage s is stage 0 + s * stage
   size_t W = 0, K = 0, U = 0, G = 0, stage = 0;
-  size_t S = 0, S_lo = 0, Vd = 0, Vd_lo = 0, bytes = 0;
+  size_t S = 0, S_lo = 0, Vd = 0, Vd_lo = 0, xch = 0, bytes = 0;
   __host__ __device__ constexpr StateFwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), U = p.take(kC * kLdU * 4), G = p.take(kC * 4);
     stage = p.bytes;
     p.take(stage * (kStages - 1));
     S = p.take(D * kLdV * 2), S_lo = p.take(D * kLdV * 2), Vd = p.take(kC * kLdV * 2), Vd_lo = p.take(kC * kLdV * 2);
+    xch = p.take(kSwapBytes<D, BV>);
     bytes = p.bytes;
   }
 };
 
 template <int D, int BV, int kStages>
-__global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs a) {
+__global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kernel(TcArgs a) {
   constexpr StateFwdLayout<D, BV, kStages> L{};
-  constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdU = L.kLdU, MT = D / 64, NT = BV / 8;
+  constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdU = L.kLdU, NT = BV / 8;
+  constexpr int kWarps = kStateWarps<D>, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
+  constexpr int kK = D / kParts, kKeep = NT / kParts;  // k per part of W S; n-tiles each part finishes
+  static_assert(MT >= 1 && NT % kParts == 0, "tile split");
   unsigned char* sm = dynamic_smem();
   uint16_t *sS = reinterpret_cast<uint16_t*>(sm + L.S), *sS_lo = reinterpret_cast<uint16_t*>(sm + L.S_lo);
   uint16_t *sVd = reinterpret_cast<uint16_t*>(sm + L.Vd), *sVd_lo = reinterpret_cast<uint16_t*>(sm + L.Vd_lo);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
-  const int y0 = blockIdx.x * BV, xw = warp * (D / 4);
+  float* sxch = reinterpret_cast<float*>(sm + L.xch);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4, m0 = 16 * (warp % 4);
+  const int y0 = blockIdx.x * BV, xw = warp * (D / kWarps);
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
   const bool lo = a.S_lo != nullptr;
 
@@ -192,10 +199,11 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
     unsigned char* st = sm + s * L.stage;
     const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
     const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-    load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ch * kC * D, D, kC, true);
-    load_tile<kC, D>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
-    load_tile_f32<kC, BV>(reinterpret_cast<float*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D);
-    load_tile_f32<1, kC>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
+    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ch * kC * D, D, kC, true);
+    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n,
+                               a.vec_in);
+    load_tile_f32<kC, BV, kThreads>(reinterpret_cast<float*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D);
+    load_tile_f32<1, kC, kThreads>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
   };
 
   float S[MT][NT][4];
@@ -232,28 +240,34 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_state_forward_kernel(TcArgs
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
     if (c + kStages - 1 < a.NC) prefetch(c + kStages - 1, static_cast<int>((c + kStages - 1) % kStages));
     cp_async_commit();
-    store_tile<D, BV>(a.S + ch * D * D + y0, D, sS, kLdV, threadIdx.x, kTcThreads);
-    if (lo) store_tile<D, BV>(a.S_lo + ch * D * D + y0, D, sS_lo, kLdV, threadIdx.x, kTcThreads);
+    store_tile_cta<D, BV, kThreads>(a.S + ch * D * D + y0, D, sS, kLdV);
+    if (lo) store_tile_cta<D, BV, kThreads>(a.S_lo + ch * D * D + y0, D, sS_lo, kLdV);
     const float gl = sG[kC - 1];
     {  // V' = U - W S (saved); Vd = D o V' (D_i = exp(G_n - G_i)) for the state update
       float P[1][NT][4], P_lo[1][NT][4];
       zero_acc(P);
       zero_acc(P_lo);
-      warp_mma<1, NT, D, false, true>(P, sW, kLd, m0, sS, kLdV, 0, lane);
-      warp_mma<1, NT, D, false, true>(P_lo, sW, kLd, m0, sS_lo, kLdV, 0, lane);
+      warp_mma<1, NT, kK, false, true>(P, sW + part * kK, kLd, m0, sS + part * kK * kLdV, kLdV, 0, lane);
+      warp_mma<1, NT, kK, false, true>(P_lo, sW + part * kK, kLd, m0, sS_lo + part * kK * kLdV, kLdV, 0, lane);
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-          const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
-          const float v0 = sU[i * kLdU + y] - P[0][ni][e] - P_lo[0][ni][e];
-          const float v1 = sU[i * kLdU + y + 1] - P[0][ni][e + 1] - P_lo[0][ni][e + 1];
-          const int64_t at = (ch * kC + i) * D + y0 + y;
-          st_bf16x2(a.Vn + at, v0, v1, true);
-          const float dec = __expf(gl - sG[i]);
-          bf16_split(v0 * dec, sVd[i * kLdV + y], sVd_lo[i * kLdV + y]);
-          bf16_split(v1 * dec, sVd[i * kLdV + y + 1], sVd_lo[i * kLdV + y + 1]);
-        }
+        for (int e = 0; e < 4; ++e) P[0][ni][e] += P_lo[0][ni][e];
+      if constexpr (kParts == 2) swap_k_halves(P, sxch, warp, lane);
+#pragma unroll
+      for (int ni = 0; ni < NT; ++ni)
+        if (ni / kKeep == part)
+#pragma unroll
+          for (int e = 0; e < 4; e += 2) {
+            const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+            const float v0 = sU[i * kLdU + y] - P[0][ni][e];
+            const float v1 = sU[i * kLdU + y + 1] - P[0][ni][e + 1];
+            const int64_t at = (ch * kC + i) * D + y0 + y;
+            st_bf16x2(a.Vn + at, v0, v1, true);
+            const float dec = __expf(gl - sG[i]);
+            bf16_split(v0 * dec, sVd[i * kLdV + y], sVd_lo[i * kLdV + y]);
+            bf16_split(v1 * dec, sVd[i * kLdV + y + 1], sVd_lo[i * kLdV + y + 1]);
+          }
     }
     __syncthreads();  // sVd complete; every warp is done reading sS
     // S' = e^{G_n} S + K^T Vd
@@ -395,7 +409,7 @@ void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr StateFwdLayout<D, BV, kStages> L{};
   tc_set_smem(gdn_tc_state_forward_kernel<D, BV, kStages>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_forward_kernel<D, BV, kStages><<<grid, kTcThreads, L.bytes, s>>>(a);
+  gdn_tc_state_forward_kernel<D, BV, kStages><<<grid, kStateWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 

@@ -111,7 +111,9 @@ void check_saved(const void* saved, const char* op) {
 namespace gdn_cuda {
 
 void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
-  a.state_stages = d.state_stages == 0 ? 2 : d.state_stages;
+  // Measured on the H200 (bench/NOTES.md, v4 step 0): 3 stages at dv = 128, long (1, 32768, 16)
+  // 5.89 -> 5.70 ms forward + backward, mid (4, 4096, 16) 2.44 -> 2.43 with 64 columns.
+  a.state_stages = d.state_stages == 0 ? (d.dk == 128 ? 3 : 2) : d.state_stages;
   DT_CHECK(a.state_stages == 2 || (a.state_stages == 3 && d.dk == 128),
            "gdn_chunk: state_stages {} is not available for head dim {} (2 everywhere, 3 at head dim 128)",
            d.state_stages, d.dk);
@@ -123,16 +125,17 @@ void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
     a.state_cols = d.state_cols;
     return;
   }
-  // Measured on the H200 (bench/NOTES.md, v1): dv = 64 at B16 T1024 H12, 32 columns 1.43 ms
-  // forward + backward against 1.50 ms with 64; dv = 128 long sequences (16 heads), 16 columns
-  // 9.1 ms against 10.6 ms with 32.
+  // Measured on the H200 (bench/NOTES.md, v1 and v4): dv = 64 at B16 T1024 H12, 32 columns 1.43 ms
+  // forward + backward against 1.50 ms with 64; dv = 128: long sequences (16 heads), 16 columns
+  // 5.70 ms against 6.84 with 32 and 9.19 with 64; mid (64 heads) 64 columns 2.43 ms against 2.62
+  // with 32.
   if (d.dk == 64) {
     a.state_cols = 32;
     return;
   }
   int dev = 0, sms = 132;
   if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  a.state_cols = d.B * d.Hv * 4 < sms ? 16 : 32;
+  a.state_cols = d.B * d.Hv * 4 < sms ? 16 : 64;
 }
 
 }  // namespace gdn_cuda
