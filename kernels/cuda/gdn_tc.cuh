@@ -289,7 +289,6 @@ struct TcArgs {
   float* U = nullptr;            // [ch][64][D]    T diag(beta) V, fp32
   uint16_t* Tb = nullptr;        // [ch][64][64]   T = (I + A)^-1, bf16 (prep writes it, grad_wy reads it)
   uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16 high part
-  uint16_t* S_lo = nullptr;      // [ch][D][D]     its low part (forward only: S = S + S_lo to ~16 bits)
   uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16 high part
   float* dvl = nullptr;          // [ch][64][D]    M^T dO
   uint16_t* dS = nullptr;        // [ch][D][D]     gradient of the state leaving the chunk
@@ -508,8 +507,7 @@ void tc_set_smem(Kernel kernel, size_t bytes, const char* op) {
                     op);
 }
 
-// prep: G, W, U. state_forward: the entering states S and V' per chunk (their low parts too when
-// S_lo is set), and S_out. output: o from Q, K, G, S and V' (chunks in parallel).
+// prep: G, W, U. state_forward: the entering states S and V' per chunk (bf16), and S_out. output: o from Q, K, G, S and V' (chunks in parallel).
 void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);

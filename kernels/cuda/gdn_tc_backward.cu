@@ -220,16 +220,16 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
 }
 
 // ---------------------------------------------------------------------------------------------
-// grad_qk: grid (NC, Hv, B), kGqWarps(D) warps. Warp w takes rows [16 (w % 4), + 16) and, with 8
-// warps, half of each product's columns (w / 4); the partial row sums of the two halves are added
-// in a fixed order. Tiles arrive in three cp.async groups in the order the products use them (Q, K,
+// grad_qk: grid (NC, Hv, B), kGradWarps(D) warps (grad_wy too). Warp w takes rows [16 (w % 4), + 16)
+// and, with 8 warps, half of each product's columns (w / 4); the partial row sums of the two
+// halves are added in a fixed order. Tiles arrive in three cp.async groups in the order the products use them (Q, K,
 // dO, V' first; then S; then dS', dV'), so the later loads overlap the first products.
 template <int D>
-inline constexpr int kGqWarps = D == 128 ? 8 : 4;
+inline constexpr int kGradWarps = D == 128 ? 8 : 4;
 
 template <int D>
 struct GradQkLayout {
-  static constexpr int kLd = D + 8, kParts = kGqWarps<D> / 4;
+  static constexpr int kLd = D + 8, kParts = kGradWarps<D> / 4;
   size_t Q = 0, K = 0, dO = 0, Vn = 0, dVn = 0, S = 0, dS = 0, dMG = 0, xr = 0, xc = 0, pq = 0, rk = 0, G = 0,
          red = 0, bytes = 0;
   __host__ __device__ constexpr GradQkLayout() {
@@ -237,7 +237,7 @@ struct GradQkLayout {
     Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), dO = p.take(kC * kLd * 2), Vn = p.take(kC * kLd * 2);
     dVn = p.take(kC * kLd * 2), S = p.take(D * kLd * 2), dS = p.take(D * kLd * 2), dMG = p.take(kC * kLdC * 2);
     xr = p.take(kParts * kC * 4), xc = p.take(4 * kC * 4), pq = p.take(kParts * kC * 4), rk = p.take(kParts * kC * 4);
-    G = p.take(kC * 4), red = p.take(kGqWarps<D> * 32 * 4);
+    G = p.take(kC * 4), red = p.take(kGradWarps<D> * 32 * 4);
     bytes = p.bytes;
   }
 };
@@ -279,9 +279,9 @@ __device__ __forceinline__ void store_qk_grad(const TcArgs& a, const TcChunk& ck
 }
 
 template <int D>
-__global__ void __launch_bounds__(kGqWarps<D> * 32) gdn_tc_grad_qk_kernel(TcArgs a) {
+__global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcArgs a) {
   constexpr GradQkLayout<D> L{};
-  constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGqWarps<D> * 32;
+  constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
   constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products
   unsigned char* sm = dynamic_smem();
   uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
@@ -345,11 +345,16 @@ __global__ void __launch_bounds__(kGqWarps<D> * 32) gdn_tc_grad_qk_kernel(TcArgs
   }
   cp_async_wait<0>();
   __syncthreads();  // dS', dV' have landed
-  {  // <dS', S>: per-thread partial sums, added in thread order below
+  {  // <dS', S>: per-thread partial sums over 16-byte loads (8 products each), added in thread order below
     float acc = 0.f;
-    for (int idx = threadIdx.x; idx < D * D; idx += kThreads) {
-      const int x = idx / D, y = idx % D;
-      acc += bf16_val(sS[x * kLd + y]) * bf16_val(sdS[x * kLd + y]);
+    for (int v = threadIdx.x; v < D * D / 8; v += kThreads) {
+      const int at = (v / (D / 8)) * kLd + (v % (D / 8)) * 8;
+      const uint4 x = *reinterpret_cast<const uint4*>(sS + at), y = *reinterpret_cast<const uint4*>(sdS + at);
+      const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u)  // a bf16 pair: the low half is element 2u, the high one 2u + 1
+        acc += __uint_as_float(xs[u] << 16) * __uint_as_float(ys[u] << 16) +
+               __uint_as_float(xs[u] & 0xffff0000u) * __uint_as_float(ys[u] & 0xffff0000u);
     }
     red[threadIdx.x] = acc;
   }
@@ -400,28 +405,30 @@ __global__ void __launch_bounds__(kGqWarps<D> * 32) gdn_tc_grad_qk_kernel(TcArgs
 }
 
 // ---------------------------------------------------------------------------------------------
-// grad_wy: grid (NC, Hv, B).
+// grad_wy: grid (NC, Hv, B), kGradWarps(D) warps split as grad_qk's (Z1 = T^T dT, 16 x 64 per row
+// block, is computed by both warps of a row block: it is the next product's k).
 template <int D>
 struct GradWyLayout {
-  static constexpr int kLd = D + 8;
+  static constexpr int kLd = D + 8, kParts = kGradWarps<D> / 4;
   // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done (Z1 stays in registers); of E only
-  // its row sums (er) and per-warp column sums (ec) are kept.
+  // its row sums (er) and per-row-block column sums (ec) are kept. zr, s, sv, er: one per part.
   size_t K = 0, V = 0, dW = 0, dU = 0, Tb = 0, dT = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0, er = 0, ec = 0,
          bytes = 0;
   __host__ __device__ constexpr GradWyLayout() {
     SmemPlan p;
     K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), dW = p.take(kC * kLd * 2), dU = p.take(kC * kLd * 2);
     Tb = p.take(kC * kLdC * 2), dT = p.take(kC * kLdC * 2);
-    G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kC * 4), sv = p.take(kC * 4), zr = p.take(kC * 4);
-    dG = p.take(kC * 4), er = p.take(kC * 4), ec = p.take(kTcWarps * kC * 4);
+    G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kParts * kC * 4), sv = p.take(kParts * kC * 4);
+    zr = p.take(kParts * kC * 4), dG = p.take(kC * 4), er = p.take(kParts * kC * 4), ec = p.take(4 * kC * 4);
     bytes = p.bytes;
   }
 };
 
 template <int D>
-__global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
+__global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcArgs a) {
   constexpr GradWyLayout<D> L{};
-  constexpr int kLd = L.kLd;
+  constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
+  constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products
   unsigned char* sm = dynamic_smem();
   uint16_t *sK = reinterpret_cast<uint16_t*>(sm + L.K), *sV = reinterpret_cast<uint16_t*>(sm + L.V);
   uint16_t *sdW = reinterpret_cast<uint16_t*>(sm + L.dW), *sdU = reinterpret_cast<uint16_t*>(sm + L.dU);
@@ -432,49 +439,50 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
   float *ss = reinterpret_cast<float*>(sm + L.s), *ssv = reinterpret_cast<float*>(sm + L.sv);
   float *szr = reinterpret_cast<float*>(sm + L.zr), *sdG = reinterpret_cast<float*>(sm + L.dG);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), part = warp / 4;
+  const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
   const int64_t base = ck.ch * kC * D;
 
-  load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
-  load_tile<kC, D>(sV, kLd, a.v + ck.r0 * a.ld_v + ck.h * D, a.ld_v, ck.n, a.vec_in);
-  load_tile<kC, D>(sdW, kLd, a.dW + base, D, kC, true);
-  load_tile<kC, D>(sdU, kLd, a.dVn + base, D, kC, true);
-  load_tile<kC, kC>(sTb, kLdC, a.Tb + ck.ch * kC * kC, kC, kC, true);  // T from prep
-  load_tile_f32<1, kC>(sG, kC, a.G + ck.ch * kC, kC);
+  load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile<kC, D, kThreads>(sV, kLd, a.v + ck.r0 * a.ld_v + ck.h * D, a.ld_v, ck.n, a.vec_in);
+  load_tile<kC, D, kThreads>(sdW, kLd, a.dW + base, D, kC, true);
+  load_tile<kC, D, kThreads>(sdU, kLd, a.dVn + base, D, kC, true);
+  load_tile<kC, kC, kThreads>(sTb, kLdC, a.Tb + ck.ch * kC * kC, kC, kC, true);  // T from prep
+  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
   if (threadIdx.x < kC) sB[threadIdx.x] = threadIdx.x < ck.n ? a.beta[(ck.r0 + threadIdx.x) * a.Hv + ck.h] : 0.f;
   cp_async_wait<0>();
   __syncthreads();
 
-  // KKG = strict_lower(K K^T o Gam) stays in registers (the dA products below have the same
-  // fragment layout).
-  float kkg[1][8][4];
+  // KKG = strict_lower(K K^T o Gam), this warp's columns, stays in registers (the dA products below
+  // have the same fragment layout).
+  float kkg[1][NT1][4];
   zero_acc(kkg);
-  warp_mma<1, 8, D, false, false>(kkg, sK, kLd, m0, sK, kLd, 0, lane);
+  warp_mma<1, NT1, D, false, false>(kkg, sK, kLd, m0, sK, kLd, n1, lane);
 #pragma unroll
-  for (int ni = 0; ni < 8; ++ni)
+  for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
+      const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
       kkg[0][ni][e] = j < i ? kkg[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
     }
   {  // dT = dW Kb^T + dU Vb^T, strict lower: dT_im = beta_m (e^{G_m} (dW K^T)_im + (dU V^T)_im)
-    float a1[1][8][4], a2[1][8][4];
+    float a1[1][NT1][4], a2[1][NT1][4];
     zero_acc(a1);
     zero_acc(a2);
-    warp_mma<1, 8, D, false, false>(a1, sdW, kLd, m0, sK, kLd, 0, lane);
-    warp_mma<1, 8, D, false, false>(a2, sdU, kLd, m0, sV, kLd, 0, lane);
+    warp_mma<1, NT1, D, false, false>(a1, sdW, kLd, m0, sK, kLd, n1, lane);
+    warp_mma<1, NT1, D, false, false>(a2, sdU, kLd, m0, sV, kLd, n1, lane);
 #pragma unroll
-    for (int ni = 0; ni < 8; ++ni)
+    for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = m0 + acc_row(0, e, lane), m = acc_col(ni, e, lane);
+        const int i = m0 + acc_row(0, e, lane), m = n1 + acc_col(ni, e, lane);
         sdT[i * kLdC + m] = bf16_bits(m < i ? sB[m] * (__expf(sG[m]) * a1[0][ni][e] + a2[0][ni][e]) : 0.f);
       }
   }
   __syncthreads();  // sTb, sdT complete
-  // Z1 = T^T dT (this warp's rows, bf16), kept as the A fragments of Z1 T^T (accumulator tiles 2s
-  // and 2s + 1 are k-step s's fragment)
+  // Z1 = T^T dT (this row block's rows, bf16), kept as the A fragments of Z1 T^T (accumulator
+  // tiles 2s and 2s + 1 are k-step s's fragment)
   uint32_t z1[kC / 16][4];
   {
     float acc[1][8][4];
@@ -490,23 +498,23 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
   __syncthreads();  // every warp is done reading dT: Ps may overwrite it
   {  // dA = -strict_lower(Z1 T^T): Z = dA o KKG (dbeta), E = diag(beta) Z (dG: its row and column
      // sums), P' = diag(beta) dA o Gam, Ps = P' + P'^T (bf16, for dk).
-    float acc[1][8][4];
+    float acc[1][NT1][4];
     zero_acc(acc);
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks)
 #pragma unroll
-      for (int nj = 0; nj < 8; nj += 2) {
+      for (int nj = 0; nj < NT1; nj += 2) {
         uint32_t b[2][2];
-        load_b2<false>(b, sTb, kLdC, 16 * ks, 8 * nj, lane);
+        load_b2<false>(b, sTb, kLdC, 16 * ks, n1 + 8 * nj, lane);
         mma_bf16_16816(acc[0][nj], z1[ks], b[0]);
         mma_bf16_16816(acc[0][nj + 1], z1[ks], b[1]);
       }
     float zpart[2] = {0.f, 0.f};
 #pragma unroll
-    for (int ni = 0; ni < 8; ++ni)
+    for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
+        const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
         float ev = 0.f;
         if (j < i) {
           const float dA = -acc[0][ni][e], z = dA * kkg[0][ni][e];
@@ -522,44 +530,45 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
       }
     zpart[0] = quad_sum(zpart[0]);
     zpart[1] = quad_sum(zpart[1]);
-    if ((lane & 3) == 0) szr[m0 + (lane >> 2)] = zpart[0], szr[m0 + (lane >> 2) + 8] = zpart[1];
-    row_col_sums(acc, m0, ser, sec + warp * kC, lane);
+    float* zr = szr + part * kC;
+    if ((lane & 3) == 0) zr[m0 + (lane >> 2)] = zpart[0], zr[m0 + (lane >> 2) + 8] = zpart[1];
+    row_col_sums(acc, m0, ser + part * kC, sec + (warp % 4) * kC + n1, lane);
   }
   __syncthreads();  // sPs, E complete
   {  // dk = dk_part + diag(beta e^G) T^T dW + Ps K
-    float acc[1][D / 8][4];
+    float acc[1][NT2][4];
     zero_acc(acc);
-    warp_mma<1, D / 8, kC, true, true>(acc, sTb, kLdC, m0, sdW, kLd, 0, lane);
-    row_dot(acc, sK, kLd, m0, ss, lane);
+    warp_mma<1, NT2, kC, true, true>(acc, sTb, kLdC, m0, sdW, kLd, n2, lane);
+    row_dot(acc, sK, kLd, m0, ss + part * kC, lane, n2);
 #pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
+    for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = m0 + acc_row(0, e, lane);
         acc[0][ni][e] *= sB[i] * __expf(sG[i]);
       }
-    warp_mma<1, D / 8, kC, false, true>(acc, sPs, kLdC, m0, sK, kLd, 0, lane);
+    warp_mma<1, NT2, kC, false, true>(acc, sPs, kLdC, m0, sK, kLd, n2, lane);
 #pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
+    for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
-        const float2 part = *reinterpret_cast<const float2*>(a.dk_part + base + i * D + x);
-        acc[0][ni][e] += part.x;
-        acc[0][ni][e + 1] += part.y;
+        const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
+        const float2 p = *reinterpret_cast<const float2*>(a.dk_part + base + i * D + x);
+        acc[0][ni][e] += p.x;
+        acc[0][ni][e + 1] += p.y;
       }
-    store_qk_grad<D>(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane);
+    store_qk_grad<D>(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane, n2);
   }
   {  // dv = diag(beta) T^T dU
-    float acc[1][D / 8][4];
+    float acc[1][NT2][4];
     zero_acc(acc);
-    warp_mma<1, D / 8, kC, true, true>(acc, sTb, kLdC, m0, sdU, kLd, 0, lane);
-    row_dot(acc, sV, kLd, m0, ssv, lane);
+    warp_mma<1, NT2, kC, true, true>(acc, sTb, kLdC, m0, sdU, kLd, n2, lane);
+    row_dot(acc, sV, kLd, m0, ssv + part * kC, lane, n2);
 #pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
+    for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+        const int i = m0 + acc_row(0, e, lane), y = n2 + acc_col(ni, e, lane);
         if (i < ck.n)
           st_bf16x2(a.dv + (ck.r0 + i) * a.ld_dv + ck.h * D + y, sB[i] * acc[0][ni][e], sB[i] * acc[0][ni][e + 1],
                     a.vec_out);
@@ -568,10 +577,11 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_grad_wy_kernel(TcArgs a) {
   __syncthreads();
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
-    const float eg = __expf(sG[i]);
-    if (i < ck.n) a.dbeta[(ck.r0 + i) * a.Hv + ck.h] = szr[i] + eg * ss[i] + ssv[i];
-    const float es = ser[i] - (((sec[i] + sec[kC + i]) + sec[2 * kC + i]) + sec[3 * kC + i]);
-    sdG[i] = a.dG_part[ck.ch * kC + i] + es + sB[i] * eg * ss[i];
+    auto parts = [&](const float* v) { return kParts == 1 ? v[i] : v[i] + v[kC + i]; };
+    const float eg = __expf(sG[i]), s_i = parts(ss);
+    if (i < ck.n) a.dbeta[(ck.r0 + i) * a.Hv + ck.h] = parts(szr) + eg * s_i + parts(ssv);
+    const float es = parts(ser) - (((sec[i] + sec[kC + i]) + sec[2 * kC + i]) + sec[3 * kC + i]);
+    sdG[i] = a.dG_part[ck.ch * kC + i] + es + sB[i] * eg * s_i;
   }
   __syncthreads();
   if (warp == 0) {  // dg = reverse_cumsum(dG): pairs per lane, then a suffix shuffle scan
@@ -624,7 +634,7 @@ template <int D>
 void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradQkLayout<D> L{};
   tc_set_smem(gdn_tc_grad_qk_kernel<D>, L.bytes, op);
-  gdn_tc_grad_qk_kernel<D><<<tc_chunk_grid(a), kGqWarps<D> * 32, L.bytes, s>>>(a);
+  gdn_tc_grad_qk_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -632,7 +642,7 @@ template <int D>
 void grad_wy_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradWyLayout<D> L{};
   tc_set_smem(gdn_tc_grad_wy_kernel<D>, L.bytes, op);
-  gdn_tc_grad_wy_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
+  gdn_tc_grad_wy_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 

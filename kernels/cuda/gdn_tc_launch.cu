@@ -39,9 +39,8 @@ void take(P*& p, int64_t bytes, char* base, int64_t& off) {
 }
 
 // The saved part of the workspace: what the forward computes and the backward reads (G, W, U, the
-// entering states, V' and T; the low part of S only for the forward's output kernel, with_lo). With
-// base == null only counts the bytes.
-int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, bool with_lo, char* base) {
+// entering states, V' and T). With base == null only counts the bytes.
+int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   const int64_t D = d.dk, nch = d.B * d.Hv * ((d.T + kC - 1) / kC), rows = nch * kC;
   int64_t off = 0;
   take(a.G, rows * 4, base, off);
@@ -50,9 +49,6 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, bool with_lo, char* bas
   take(a.S, nch * D * D * 2, base, off);
   take(a.Vn, rows * D * 2, base, off);
   take(a.Tb, rows * kC * 2, base, off);
-  if (with_lo) {
-    take(a.S_lo, nch * D * D * 2, base, off);
-  }
   return off;
 }
 
@@ -143,19 +139,19 @@ void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
 int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d) {
   if (!use_tensor_cores(d, "gdn_chunk_forward_workspace_bytes")) return chunk_workspace_bytes_simt(d, false);
   TcArgs a;
-  return tc_saved_layout(a, d, true, nullptr);
+  return tc_saved_layout(a, d, nullptr);
 }
 
 int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved) {
   if (!use_tensor_cores(d, "gdn_chunk_backward_workspace_bytes")) return chunk_workspace_bytes_simt(d, true);
   TcArgs a;
-  return (with_saved ? 0 : tc_saved_layout(a, d, false, nullptr)) + tc_backward_layout(a, d, nullptr);
+  return (with_saved ? 0 : tc_saved_layout(a, d, nullptr)) + tc_backward_layout(a, d, nullptr);
 }
 
 int64_t gdn_chunk_saved_bytes(const GdnCudaDims& d) {
   if (!use_tensor_cores(d, "gdn_chunk_saved_bytes")) return 0;
   TcArgs a;
-  return tc_saved_layout(a, d, true, nullptr);
+  return tc_saved_layout(a, d, nullptr);
 }
 
 // Forward: prep (G, W, U), the state pass (S and V' per chunk, S_out), the output kernel (o), all
@@ -172,10 +168,10 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   char* temp = nullptr;
   if (p.saved) {
     check_saved(p.saved, op);
-    tc_saved_layout(a, d, true, static_cast<char*>(p.saved));
+    tc_saved_layout(a, d, static_cast<char*>(p.saved));
   } else {
-    temp = tc_alloc(tc_saved_layout(a, d, true, nullptr), s, op);
-    tc_saved_layout(a, d, true, temp);
+    temp = tc_alloc(tc_saved_layout(a, d, nullptr), s, op);
+    tc_saved_layout(a, d, temp);
   }
   const int D = static_cast<int>(d.dk);
   tc_prep(a, D, s, op);
@@ -199,11 +195,10 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   const int D = static_cast<int>(d.dk);
   if (p.saved) check_saved(p.saved, op);
   // [saved part, unless given][backward part]
-  const int64_t saved_bytes = p.saved ? 0 : tc_saved_layout(a, d, false, nullptr);
+  const int64_t saved_bytes = p.saved ? 0 : tc_saved_layout(a, d, nullptr);
   char* temp = tc_alloc(saved_bytes + tc_backward_layout(a, d, nullptr), s, op);
-  if (p.saved) tc_saved_layout(a, d, true, static_cast<char*>(const_cast<void*>(p.saved)));
-  else tc_saved_layout(a, d, false, temp);
-  a.S_lo = nullptr;  // the backward reads the high parts only
+  if (p.saved) tc_saved_layout(a, d, static_cast<char*>(const_cast<void*>(p.saved)));
+  else tc_saved_layout(a, d, temp);
   tc_backward_layout(a, d, temp + saved_bytes);
   if (!p.saved) {  // the forward's G, W, U, S and V' again
     tc_prep(a, D, s, op);
