@@ -1,7 +1,7 @@
 // The chunked gated delta rule on tensor cores, backward (GDN_MATH.md "Backward, one chunk"; the
 // plain fp32 version is kernels/cuda/gdn_chunk.cu). After the forward's prep and state pass have
 // been rerun (W, U, G, the entering states S and V' in the workspace):
-//   dv_local   (chunk, h, b):  dvl = M^T dO, M = lower(Q K^T o Gam)
+//   dv_local   (chunk, h, b):  dvl = M^T dO, M = lower(Q K^T o Gam), and dOg = dO o e^G (bf16 both)
 //   state      (column tile, h, b), last chunk first, dS' (gradient of the state leaving the chunk)
 //              in fp32 registers:  dV' = dvl + D o (K dS')
 //                                  dS  = e^{G_n} dS' + (Q o e^G)^T dO - W^T dV'
@@ -65,6 +65,21 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_dv_local_kernel(TcArgs a) {
         sMt[j * kLdC + i] = bf16_bits(i >= j ? acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f);
       }
   }
+  // dOg = dO o e^G for the reverse state pass (its rows past n are the zeros load_tile left)
+  for (int v = threadIdx.x; v < kC * D / 8; v += kTcThreads) {
+    const int i = v / (D / 8), y = (v % (D / 8)) * 8;
+    const float eg = __expf(sG[i]);
+    const uint4 x = *reinterpret_cast<const uint4*>(sdO + i * kLd + y);
+    const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+    uint32_t o[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      o[u] = static_cast<uint32_t>(bf16_bits(__uint_as_float(xs[u] << 16) * eg)) |
+             (static_cast<uint32_t>(bf16_bits(__uint_as_float(xs[u] & 0xffff0000u) * eg)) << 16);
+    uint4 w;
+    w.x = o[0], w.y = o[1], w.z = o[2], w.w = o[3];
+    *reinterpret_cast<uint4*>(a.dOg + (ck.ch * kC + i) * D + y) = w;
+  }
   __syncwarp();
   float acc[1][D / 8][4];
   zero_acc(acc);
@@ -74,7 +89,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_dv_local_kernel(TcArgs a) {
 #pragma unroll
     for (int e = 0; e < 4; e += 2) {
       const int j = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
-      *reinterpret_cast<float2*>(a.dvl + (ck.ch * kC + j) * D + y) = make_float2(acc[0][ni][e], acc[0][ni][e + 1]);
+      st_bf16x2(a.dvl + (ck.ch * kC + j) * D + y, acc[0][ni][e], acc[0][ni][e + 1], true);
     }
 }
 
@@ -87,16 +102,16 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_dv_local_kernel(TcArgs a) {
 
 template <int D, int BV, int kStages>
 struct StateBwdLayout {
-  static constexpr int kLd = D + 8, kLdV = BV + 8, kLdF4 = BV + 4, kWarps = kStateWarps<D>;
+  static constexpr int kLd = D + 8, kLdV = BV + 8, kWarps = kStateWarps<D>;
   // stage 0 offsets; stage s is stage 0 + s * stage
-  size_t W = 0, K = 0, Q = 0, dO = 0, dvl = 0, G = 0, stage = 0, dS = 0, dVn = 0, dOg = 0, xch = 0, bytes = 0;
+  size_t W = 0, K = 0, Q = 0, dOg = 0, dvl = 0, G = 0, stage = 0, dS = 0, dVn = 0, xch = 0, bytes = 0;
   __host__ __device__ constexpr StateBwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), Q = p.take(kC * kLd * 2);
-    dO = p.take(kC * kLdV * 2), dvl = p.take(kC * kLdF4 * 4), G = p.take(kC * 4);
+    dOg = p.take(kC * kLdV * 2), dvl = p.take(kC * kLdV * 2), G = p.take(kC * 4);
     stage = p.bytes;
     p.take(stage * (kStages - 1));
-    dS = p.take(D * kLdV * 2), dVn = p.take(kC * kLdV * 2), dOg = p.take(kC * kLdV * 2);
+    dS = p.take(D * kLdV * 2), dVn = p.take(kC * kLdV * 2);
     xch = p.take(kSwapBytes<D, BV>);
     bytes = p.bytes;
   }
@@ -105,14 +120,13 @@ struct StateBwdLayout {
 template <int D, int BV, int kStages>
 __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_kernel(TcArgs a) {
   constexpr StateBwdLayout<D, BV, kStages> L{};
-  constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdF4 = L.kLdF4, NT = BV / 8;
+  constexpr int kLd = L.kLd, kLdV = L.kLdV, NT = BV / 8;
   constexpr int kWarps = L.kWarps, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
   constexpr int kK = D / kParts, kKeep = NT / kParts;  // k per part of K dS'; n-tiles each part finishes
   static_assert(MT >= 1 && NT % kParts == 0, "tile split");
   unsigned char* sm = dynamic_smem();
   uint16_t* sdS = reinterpret_cast<uint16_t*>(sm + L.dS);
   uint16_t* sdVn = reinterpret_cast<uint16_t*>(sm + L.dVn);
-  uint16_t* sdOg = reinterpret_cast<uint16_t*>(sm + L.dOg);
   float* sxch = reinterpret_cast<float*>(sm + L.xch);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4, m0 = 16 * (warp % 4);
   const int y0 = blockIdx.x * BV, xw = warp * (D / kWarps);
@@ -127,9 +141,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
                                a.vec_in);
     load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + r0 * a.ld_q + kh * D, a.ld_q, n,
                                a.vec_in);
-    load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.dO), kLdV, a.d_o + r0 * a.ld_do + h * D + y0,
-                                a.ld_do, n, a.vec_in);
-    load_tile_f32<kC, BV, kThreads>(reinterpret_cast<float*>(st + L.dvl), kLdF4, a.dvl + ch * kC * D + y0, D);
+    load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.dOg), kLdV, a.dOg + ch * kC * D + y0, D, kC, true);
+    load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.dvl), kLdV, a.dvl + ch * kC * D + y0, D, kC, true);
     load_tile_f32<1, kC, kThreads>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
   };
 
@@ -155,8 +168,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
     const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
     const uint16_t* sQ = reinterpret_cast<const uint16_t*>(st + L.Q);
-    const uint16_t* sdO = reinterpret_cast<const uint16_t*>(st + L.dO);
-    const float* sdvl = reinterpret_cast<const float*>(st + L.dvl);
+    const uint16_t* sdOg = reinterpret_cast<const uint16_t*>(st + L.dOg);
+    const uint16_t* sdvl = reinterpret_cast<const uint16_t*>(st + L.dvl);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
 #pragma unroll
@@ -172,10 +185,6 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
     cp_async_commit();
     store_tile_cta<D, BV, kThreads>(a.dS + ch * D * D + y0, D, sdS, kLdV);
     const float gl = sG[kC - 1];
-    for (int idx = threadIdx.x; idx < kC * BV; idx += kThreads) {
-      const int i = idx / BV, y = idx % BV;
-      sdOg[i * kLdV + y] = bf16_bits(bf16_val(sdO[i * kLdV + y]) * __expf(sG[i]));
-    }
     {  // dV' = dvl + D o (K dS'); with two parts, this warp's half of k, then the halves swapped
       float P[1][NT][4];
       zero_acc(P);
@@ -188,14 +197,14 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
           for (int e = 0; e < 4; e += 2) {
             const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
             const float dec = __expf(gl - sG[i]);
-            const float v0 = sdvl[i * kLdF4 + y] + dec * P[0][ni][e];
-            const float v1 = sdvl[i * kLdF4 + y + 1] + dec * P[0][ni][e + 1];
+            const float v0 = bf16_val(sdvl[i * kLdV + y]) + dec * P[0][ni][e];
+            const float v1 = bf16_val(sdvl[i * kLdV + y + 1]) + dec * P[0][ni][e + 1];
             st_bf16x2(a.dVn + (ch * kC + i) * D + y0 + y, v0, v1, true);
             sdVn[i * kLdV + y] = bf16_bits(-v0);
             sdVn[i * kLdV + y + 1] = bf16_bits(-v1);
           }
     }
-    __syncthreads();  // sdVn, sdOg complete
+    __syncthreads();  // sdVn complete
     const float eg = __expf(gl);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)

@@ -56,7 +56,8 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
 int64_t tc_backward_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   const int64_t D = d.dk, nch = d.B * d.Hv * ((d.T + kC - 1) / kC), rows = nch * kC;
   int64_t off = 0;
-  take(a.dvl, rows * D * 4, base, off);
+  take(a.dvl, rows * D * 2, base, off);
+  take(a.dOg, rows * D * 2, base, off);
   take(a.dS, nch * D * D * 2, base, off);
   take(a.dVn, rows * D * 2, base, off);
   take(a.dW, rows * D * 2, base, off);
