@@ -58,6 +58,12 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Barrier `id` (1..15; 0 is __syncthreads') among n_threads threads (a multiple of 32): the warps
+// that call it with the same id wait for each other only, and see each other's shared memory writes.
+__device__ __forceinline__ void named_barrier(int id, int n_threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n_threads) : "memory");
+}
+
 // The kernel's dynamic shared memory (sized at launch).
 __device__ __forceinline__ unsigned char* dynamic_smem() {
   extern __shared__ __align__(16) unsigned char gdn_dynamic_smem[];

@@ -140,7 +140,8 @@ inline constexpr int kStateWarps = D == 128 ? 8 : 4;
 // Warps w and w ^ 4 hold partial sums of one 16 x 8NT tile over the two halves of k (the half is
 // w / 4). Each ends with the full sum, the k < K/2 half added first, in the NT / 2 n-tiles it keeps
 // ([p NT/2, (p + 1) NT/2) for half p); its other n-tiles are left partial. xch: [8 warps][NT / 2][4]
-// [32 lanes] fp32 of shared memory. Has a __syncthreads: every thread of the CTA calls it.
+// [32 lanes] fp32 of shared memory. The two warps meet at barrier 1 + w % 4 (named_barrier), not the
+// CTA's: every warp of the CTA calls it.
 template <int NT>
 __device__ __forceinline__ void swap_k_halves(float (&P)[1][NT][4], float* xch, int warp, int lane) {
   constexpr int kKeep = NT / 2;
@@ -150,7 +151,7 @@ __device__ __forceinline__ void swap_k_halves(float (&P)[1][NT][4], float* xch, 
     if (ni / kKeep != part)
 #pragma unroll
       for (int e = 0; e < 4; ++e) xch[((warp * kKeep + ni % kKeep) * 4 + e) * 32 + lane] = P[0][ni][e];
-  __syncthreads();
+  named_barrier(1 + (warp & 3), 64);
 #pragma unroll
   for (int ni = 0; ni < NT; ++ni)
     if (ni / kKeep == part)

@@ -22,6 +22,10 @@ using namespace gdn_cuda;
 
 namespace {
 
+// Warps per CTA of dv_local, grad_qk and grad_wy (see grad_qk).
+template <int D>
+inline constexpr int kGradWarps = D == 128 ? 8 : 4;
+
 // ---------------------------------------------------------------------------------------------
 // dv_local: grid (NC, Hv, B).
 template <int D>
@@ -36,37 +40,40 @@ struct DvLocalLayout {
   }
 };
 
+// kGradWarps(D) warps (8 at D = 128: each row block's M^T columns and dvl columns split in halves).
 template <int D>
-__global__ void __launch_bounds__(kTcThreads) gdn_tc_dv_local_kernel(TcArgs a) {
+__global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcArgs a) {
   constexpr DvLocalLayout<D> L{};
-  constexpr int kLd = L.kLd;
+  constexpr int kLd = L.kLd, kThreads = kGradWarps<D> * 32, kParts = kGradWarps<D> / 4;
+  constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;
   unsigned char* sm = dynamic_smem();
   uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
   uint16_t *sdO = reinterpret_cast<uint16_t*>(sm + L.dO), *sMt = reinterpret_cast<uint16_t*>(sm + L.Mt);
   float* sG = reinterpret_cast<float*>(sm + L.G);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
-  load_tile<kC, D>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
-  load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
-  load_tile<kC, D>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
-  load_tile_f32<1, kC>(sG, kC, a.G + ck.ch * kC, kC);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4);
+  const int n1 = (warp / 4) * NT1 * 8, n2 = (warp / 4) * NT2 * 8;
+  load_tile<kC, D, kThreads>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
+  load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile<kC, D, kThreads>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
+  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  {  // M^T = upper(K Q^T o Gam^T), this warp's rows j
-    float acc[1][8][4];
+  {  // M^T = upper(K Q^T o Gam^T), this warp's rows j and columns [n1, n1 + 8 NT1)
+    float acc[1][NT1][4];
     zero_acc(acc);
-    warp_mma<1, 8, D, false, false>(acc, sK, kLd, m0, sQ, kLd, 0, lane);
+    warp_mma<1, NT1, D, false, false>(acc, sK, kLd, m0, sQ, kLd, n1, lane);
 #pragma unroll
-    for (int ni = 0; ni < 8; ++ni)
+    for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int j = m0 + acc_row(0, e, lane), i = acc_col(ni, e, lane);
+        const int j = m0 + acc_row(0, e, lane), i = n1 + acc_col(ni, e, lane);
         sMt[j * kLdC + i] = bf16_bits(i >= j ? acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f);
       }
   }
   // dOg = dO o e^G for the reverse state pass (its rows past n are the zeros load_tile left)
-  for (int v = threadIdx.x; v < kC * D / 8; v += kTcThreads) {
+  for (int v = threadIdx.x; v < kC * D / 8; v += kThreads) {
     const int i = v / (D / 8), y = (v % (D / 8)) * 8;
     const float eg = __expf(sG[i]);
     const uint4 x = *reinterpret_cast<const uint4*>(sdO + i * kLd + y);
@@ -80,15 +87,17 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_dv_local_kernel(TcArgs a) {
     w.x = o[0], w.y = o[1], w.z = o[2], w.w = o[3];
     *reinterpret_cast<uint4*>(a.dOg + (ck.ch * kC + i) * D + y) = w;
   }
-  __syncwarp();
-  float acc[1][D / 8][4];
+  // This row block's M^T rows complete (its two warps' column halves)
+  if constexpr (kParts == 2) named_barrier(1 + (warp & 3), 64);
+  else __syncwarp();
+  float acc[1][NT2][4];
   zero_acc(acc);
-  warp_mma<1, D / 8, kC, false, true>(acc, sMt, kLdC, m0, sdO, kLd, 0, lane);
+  warp_mma<1, NT2, kC, false, true>(acc, sMt, kLdC, m0, sdO, kLd, n2, lane);
 #pragma unroll
-  for (int ni = 0; ni < D / 8; ++ni)
+  for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
     for (int e = 0; e < 4; e += 2) {
-      const int j = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+      const int j = m0 + acc_row(0, e, lane), y = n2 + acc_col(ni, e, lane);
       st_bf16x2(a.dvl + (ck.ch * kC + j) * D + y, acc[0][ni][e], acc[0][ni][e + 1], true);
     }
 }
@@ -233,8 +242,6 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
 // and, with 8 warps, half of each product's columns (w / 4); the partial row sums of the two
 // halves are added in a fixed order. Tiles arrive in three cp.async groups in the order the products use them (Q, K,
 // dO, V' first; then S; then dS', dV'), so the later loads overlap the first products.
-template <int D>
-inline constexpr int kGradWarps = D == 128 ? 8 : 4;
 
 template <int D>
 struct GradQkLayout {
@@ -626,7 +633,7 @@ template <int D>
 void dv_local_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr DvLocalLayout<D> L{};
   tc_set_smem(gdn_tc_dv_local_kernel<D>, L.bytes, op);
-  gdn_tc_dv_local_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
+  gdn_tc_dv_local_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 

@@ -4,7 +4,9 @@
 #include <kernels/cuda/gdn_mma.cuh>
 
 #include <cstdio>
+#include <array>
 #include <deque>
+#include <mutex>
 #include <thread>
 
 namespace emu {
@@ -22,6 +24,8 @@ struct Warp {
 static std::unique_ptr<std::barrier<>> g_block_bar;
 static std::vector<std::unique_ptr<Warp>> g_warps;
 static std::vector<unsigned char> g_smem;
+static std::array<std::unique_ptr<std::barrier<>>, 16> g_named;  // bar.sync ids, made at first use
+static std::mutex g_named_mutex;
 
 static Warp& warp() { return *g_warps[tl_threadIdx.x / 32]; }
 static int lane() { return tl_threadIdx.x % 32; }
@@ -56,6 +60,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& b
         g_warps.clear();
         for (unsigned w = 0; w < (nt + 31) / 32; ++w) g_warps.push_back(std::make_unique<Warp>(std::min(32u, nt - 32 * w)));
         g_smem.assign(smem + 16, 0xFF);  // NaN poison
+        for (auto& b : g_named) b.reset();
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < nt; ++t)
           ts.emplace_back([&, t] {
@@ -77,6 +82,18 @@ void* alloc(size_t n) {
 }
 void release(void* p) { std::free(p); }
 }  // namespace emu
+
+namespace dt::gdn_cuda {
+void named_barrier(int id, int n_threads) {
+  std::barrier<>* b = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(emu::g_named_mutex);
+    if (!emu::g_named.at(id)) emu::g_named[id] = std::make_unique<std::barrier<>>(n_threads);
+    b = emu::g_named[id].get();
+  }
+  b->arrive_and_wait();
+}
+}  // namespace dt::gdn_cuda
 
 namespace dt {
 namespace gdn_cuda {
