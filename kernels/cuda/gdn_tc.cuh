@@ -289,8 +289,8 @@ struct TcArgs {
   uint16_t* W = nullptr;         // [ch][64][D]    T diag(beta) (K o e^G), bf16
   float* U = nullptr;            // [ch][64][D]    T diag(beta) V, fp32
   uint16_t* Tb = nullptr;        // [ch][64][64]   T = (I + A)^-1, bf16 (prep writes it, grad_wy reads it)
-  uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16 high part
-  uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16 high part
+  uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16
+  uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16
   uint16_t* dvl = nullptr;       // [ch][64][D]    M^T dO (bf16)
   uint16_t* dOg = nullptr;       // [ch][64][D]    dO o e^G (bf16; rows past T are zero)
   uint16_t* dS = nullptr;        // [ch][D][D]     gradient of the state leaving the chunk

@@ -9,8 +9,8 @@
 //           U (fp32)                                                              -> workspace
 //   state   (column tile of S, h, b), sequential over chunks: S kept in fp32 registers (mma
 //           accumulators); per chunk V' = U - W S and S' = e^{G_n} S + K^T (D o V'), saving the
-//           entering S (bf16 high part, and the low part when the forward wants o from it) and V'
-//           (bf16) per chunk; the next chunk's tiles are prefetched (cp.async) meanwhile.
+//           entering S and V' (both bf16) per chunk; the next chunks' tiles are prefetched (cp.async)
+//           meanwhile.
 //   output  (chunk, h, b x column tile) in parallel: M = lower(Q K^T o Gam), O = (Q o e^G) S + M V'.
 // The sequential pass does only the state chain; everything it does not need runs in the
 // parallel kernels (v1 computed O inside the state pass: 142 KB of shared memory, one CTA per SM,
@@ -21,7 +21,8 @@
 // D o V') are split into high + low bf16 parts (bf16_split) and multiplied twice: plain bf16
 // operands left the output's error at 3.4e-3 to 4.5e-3 (relative RMS, numpy model of this pipeline
 // and the CPU emulation), too close to the 5e-3 the tests allow; the splits bring it to about 2e-3
-// (bench/NOTES.md). M V' in the output kernel, off the recurrence, takes V' in plain bf16 (v3).
+// (bench/NOTES.md). The output kernel, off the recurrence, takes V' (v3) and S (v4) as saved, in
+// plain bf16.
 // No atomics: same inputs, same bits.
 #include "kernels/cuda/gdn_tc.cuh"
 
