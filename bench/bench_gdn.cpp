@@ -183,17 +183,23 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   dt::GdnCudaGatesParams gp;
   gp.rows = rows, gp.H = s.H, gp.a = a, gp.b = b, gp.A_log = A_log, gp.dt_bias = dt_bias, gp.g = gd, gp.beta = bd;
   gp.dg = dg, gp.dbeta = dbeta, gp.da = da, gp.db = db, gp.dA_log = dA_log, gp.ddt_bias = ddt_bias;
-  auto l2 = [&](const uint16_t* x, uint16_t* y, const uint16_t* dy, float scale) {
+  // The l2norms keep r per row for the backward, which the chunk's backward takes (as training does).
+  auto* rq = static_cast<float*>(dev_alloc(rows * s.H * 4));
+  auto* rk = static_cast<float*>(dev_alloc(rows * s.H * 4));
+  auto l2 = [&](const uint16_t* x, uint16_t* y, float scale, float* rnorm) {
     dt::GdnCudaL2NormParams p;
     p.rows = rows, p.H = s.H, p.d = s.D, p.scale = scale, p.x = x, p.ld_x = s.H * s.D, p.y = y, p.ld_y = s.H * s.D;
-    p.dy = dy, p.ld_dy = s.H * s.D;
+    p.rnorm = rnorm;
     return p;
   };
   const float qscale = 1.f / std::sqrt(float(s.D));
+  dt::GdnCudaBackwardParams bp_layer = bp;
+  bp_layer.dq = dq_raw, bp_layer.dk = dk_raw, bp_layer.q_rnorm = rq, bp_layer.k_rnorm = rk;
+  bp_layer.q_scale = qscale, bp_layer.k_scale = 1.f;
   auto layer_forward = [&] {
     dt::gdn_gates_forward_cuda(gp, nullptr);
-    dt::gdn_l2norm_forward_cuda(l2(q_raw, q, nullptr, qscale), nullptr);
-    dt::gdn_l2norm_forward_cuda(l2(k_raw, k, nullptr, 1.f), nullptr);
+    dt::gdn_l2norm_forward_cuda(l2(q_raw, q, qscale, rq), nullptr);
+    dt::gdn_l2norm_forward_cuda(l2(k_raw, k, 1.f, rk), nullptr);
     dt::gdn_chunk_forward_cuda(fp, nullptr);
   };
   Result r;
@@ -203,16 +209,15 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   r.fwdbwd_ms = dt_bench::median_ms(
       [&] {
         layer_forward();
-        dt::gdn_chunk_backward_cuda(bp, nullptr);
-        dt::gdn_l2norm_backward_cuda(l2(q_raw, dq_raw, dq, qscale), nullptr);
-        dt::gdn_l2norm_backward_cuda(l2(k_raw, dk_raw, dk, 1.f), nullptr);
+        dt::gdn_chunk_backward_cuda(bp_layer, nullptr);  // dq, dk through the l2norms too
         dt::gdn_gates_backward_cuda(gp, nullptr);
       },
       warmup, iters);
   for (void* p : {static_cast<void*>(q_raw), static_cast<void*>(k_raw), static_cast<void*>(a), static_cast<void*>(b),
                   static_cast<void*>(A_log), static_cast<void*>(dt_bias), static_cast<void*>(da),
                   static_cast<void*>(db), static_cast<void*>(dA_log), static_cast<void*>(ddt_bias),
-                  static_cast<void*>(dq_raw), static_cast<void*>(dk_raw), saved})
+                  static_cast<void*>(dq_raw), static_cast<void*>(dk_raw), static_cast<void*>(rq),
+                  static_cast<void*>(rk), saved})
     if (p) BENCH_CUDA(cudaFree(p));
   for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(d_o),
                   static_cast<void*>(gd), static_cast<void*>(bd), static_cast<void*>(o), static_cast<void*>(dq),

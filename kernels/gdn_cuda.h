@@ -74,6 +74,13 @@ struct GdnCudaBackwardParams {
   // The forward's `saved` buffer from a call with the same dims and inputs (q, k, v, g, beta,
   // S0), untouched since; null: the backward recomputes it.
   const void* saved = nullptr;
+  // Optional, both or neither: the l2norm's backward taken here too. q and k are then the outputs
+  // of gdn_l2norm_forward_cuda (q = q_scale x r, k likewise), q_rnorm and k_rnorm its r ([B*T, Hk]
+  // fp32), and dq, dk come out as the gradients with respect to x. The tensor-core kernels apply
+  // it as they store dq and dk (Hv == Hk); elsewhere the l2norm's backward runs after, in place.
+  const float* q_rnorm = nullptr;
+  const float* k_rnorm = nullptr;
+  float q_scale = 1.f, k_scale = 1.f;
 };
 
 // The chunked gated delta rule (GDN_MATH.md). Stream-ordered on `stream` (a cudaStream_t;
@@ -109,6 +116,11 @@ struct GdnCudaL2NormParams {
   int64_t ld_dy = 0;
   uint16_t* y = nullptr;         // forward: y; backward: dx
   int64_t ld_y = 0;
+  // Optional, [rows, H] fp32: r = 1 / sqrt(sum_d x^2 + 1e-6) per (row, head). The forward writes
+  // it when given; the backward, when given, takes x to be the forward's output y (= scale x r)
+  // and reads r here instead of computing it: dx = scale r (dy - x^ (x^ . dy)), x^ = y / scale.
+  // The chunk's backward uses this form (GdnCudaBackwardParams::q_rnorm).
+  float* rnorm = nullptr;
 };
 void gdn_l2norm_forward_cuda(const GdnCudaL2NormParams& p, void* stream);
 void gdn_l2norm_backward_cuda(const GdnCudaL2NormParams& p, void* stream);  // writes dx into p.y

@@ -188,7 +188,9 @@ void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const T
 
 // Per-head L2 norm: y = scale * x / sqrt(sum_d x^2 + 1e-6). x, y: [B, T, H, d], rows may be
 // strided. q takes scale = dk^-1/2, k takes 1.
-void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale);
+// rnorm (GPU only; optional): fp32 [B, T, H] contiguous, r = 1 / sqrt(sum_d x^2 + 1e-6) written per
+// row and head, for the backward that gdn_chunk_backward takes (GdnL2NormGrad).
+void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale, const Tensor& rnorm = {});
 // dx written (rows may be strided: it can be a slice of the conv output's gradient).
 void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const Tensor& x, double scale);
 
@@ -224,10 +226,18 @@ void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, co
                             const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                             const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                             const Tensor& beta, const Tensor& S0);
+// The l2norms' backward taken by gdn_chunk_backward (GPU only): q and k are gdn_l2norm_forward's
+// outputs (scales q_scale, k_scale), q_rnorm and k_rnorm its r; dq and dk then come out as the
+// gradients with respect to the l2norms' inputs (rows may be strided: slices of the conv output's
+// gradient). Saves the two passes of gdn_l2norm_backward.
+struct GdnL2NormGrad {
+  Tensor q_rnorm, k_rnorm;
+  double q_scale = 1, k_scale = 1;
+};
 void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                         const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        const Tensor& S0, int chunk, const Tensor& saved = {});
+                        const Tensor& S0, int chunk, const Tensor& saved = {}, const GdnL2NormGrad& l2 = {});
 
 // Gated RMSNorm per value head (norm, then gate): y = o / sqrt(mean_d(o^2) + eps) * w * silu(z).
 // o, z, y: [B, T, Hv, dv] contiguous; w: [dv].

@@ -244,7 +244,7 @@ void chunk_forward_cuda(Context& ctx, const Tensor& o, const Tensor& S_out, cons
 void chunk_backward_cuda(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                          const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                          const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                         const Tensor& S0, int chunk, const Tensor& saved) {
+                         const Tensor& S0, int chunk, const Tensor& saved, const GdnL2NormGrad& l2) {
   const char* op = "gdn_chunk_backward";
   GdnCudaBackwardParams p;
   p.dims = cuda_dims(q, v, chunk, op);
@@ -266,14 +266,22 @@ void chunk_backward_cuda(Context& ctx, const Tensor& dq, const Tensor& dk, const
   p.dbeta = cuda_f32(dbeta, gate_shape(d), op, "dbeta");
   p.dS0 = const_cast<float*>(cuda_f32_or_null(dS0, state_shape(d), op, "dS0"));
   p.saved = saved_ptr_cuda(saved, p.dims, op);
+  DT_CHECK(l2.q_rnorm.defined() == l2.k_rnorm.defined(), "{}: GdnL2NormGrad takes q_rnorm and k_rnorm together", op);
+  if (l2.q_rnorm.defined()) {
+    const Shape rs{p.dims.B, p.dims.T, p.dims.Hk};
+    p.q_rnorm = cuda_f32(l2.q_rnorm, rs, op, "q_rnorm"), p.k_rnorm = cuda_f32(l2.k_rnorm, rs, op, "k_rnorm");
+    p.q_scale = static_cast<float>(l2.q_scale), p.k_scale = static_cast<float>(l2.k_scale);
+  }
   gdn_chunk_backward_cuda(p, ctx.stream);
 }
 
-void l2norm_cuda(Context& ctx, const Tensor& out, const Tensor& dy, const Tensor& x, double scale, bool backward) {
+void l2norm_cuda(Context& ctx, const Tensor& out, const Tensor& dy, const Tensor& x, double scale, bool backward,
+                 const Tensor& rnorm = {}) {
   const char* op = backward ? "gdn_l2norm_backward" : "gdn_l2norm_forward";
   DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, d], got {}", op, x.shape.str());
   GdnCudaL2NormParams p;
   p.rows = x.size(0) * x.size(1), p.H = x.size(2), p.d = x.size(3), p.scale = static_cast<float>(scale);
+  if (rnorm.defined()) p.rnorm = cuda_f32(rnorm, Shape{x.size(0), x.size(1), x.size(2)}, op, "rnorm");
   p.ld_x = cuda_rows(x, x.shape, op, "x"), p.x = bf16_ptr(x);
   p.ld_y = cuda_rows(out, x.shape, op, backward ? "dx" : "y"), p.y = bf16_mut(out);
   if (backward) p.ld_dy = cuda_rows(dy, x.shape, op, "dy"), p.dy = bf16_ptr(dy);
@@ -375,12 +383,13 @@ void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const T
   });
 }
 
-void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale) {
+void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale, const Tensor& rnorm) {
   const char* op = "gdn_l2norm_forward";
 #ifdef DELTATRON_HAVE_CUDA
-  if (ctx.device == Device::kCUDA) return l2norm_cuda(ctx, y, Tensor(), x, scale, false);
+  if (ctx.device == Device::kCUDA) return l2norm_cuda(ctx, y, Tensor(), x, scale, false, rnorm);
 #endif
   require_cpu(ctx, op);
+  DT_CHECK(!rnorm.defined(), "{}: rnorm (the saved r for gdn_chunk_backward's GdnL2NormGrad) is GPU only", op);
   DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, d], got {}", op, x.shape.str());
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
@@ -514,15 +523,17 @@ void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, co
 void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                         const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        const Tensor& S0, int chunk, const Tensor& saved) {
+                        const Tensor& S0, int chunk, const Tensor& saved, const GdnL2NormGrad& l2) {
   const char* op = "gdn_chunk_backward";
   check_chunk(chunk, op);
 #ifdef DELTATRON_HAVE_CUDA
   if (ctx.device == Device::kCUDA)
-    return chunk_backward_cuda(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, chunk, saved);
+    return chunk_backward_cuda(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, chunk, saved, l2);
 #endif
   (void)saved;
   require_cpu(ctx, op);
+  DT_CHECK(!l2.q_rnorm.defined() && !l2.k_rnorm.defined(),
+           "{}: GdnL2NormGrad (the l2norms' backward taken here) is GPU only; on the CPU call gdn_l2norm_backward", op);
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
     gdn_chunk_backward_ref<T>(backward_args<T>(op, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0),

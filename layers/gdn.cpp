@@ -107,6 +107,11 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   // On the GPU the chunked forward keeps the WY factors and the per-chunk states for the backward.
   const int64_t saved = chunk_size_ > 0 ? gdn_chunk_saved_elems(params.device(), B, T, Hk, Hv, dk, dv, chunk_size_) : 0;
   if (saved > 0) chunk_saved_ = acts.declare(p + ".chunk_saved", DType::kU16, {saved});
+  // On the GPU the chunked backward also takes the l2norms' backward, from their saved r.
+  if (params.device() == Device::kCUDA && chunk_size_ > 0) {
+    q_rnorm_ = acts.declare(p + ".q_rnorm", DType::kF32, {B, T, Hk});
+    k_rnorm_ = acts.declare(p + ".k_rnorm", DType::kF32, {B, T, Hk});
+  }
   // On the GPU the fp32 gradients of a and b are rounded to bf16 for their projections' GEMMs.
   if (params.act_dtype() != params.stat_dtype())
     d_gate_lowp_ = acts.declare_shared("scratch.gdn.grad.gate_input_bf16", params.act_dtype(), {B, T, Hv});
@@ -131,8 +136,10 @@ void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
 
   const Tensor qkv = act(qkv_);
   const Tensor v = gdn_head_view(qkv, 2 * key_dim(), Hv, dv);
-  gdn_l2norm_forward(ctx, act(q_), gdn_head_view(qkv, 0, Hk, dk), 1.0 / std::sqrt(double(dk)));
-  gdn_l2norm_forward(ctx, act(k_), gdn_head_view(qkv, key_dim(), Hk, dk), 1.0);
+  const bool l2_in_chunk = q_rnorm_ >= 0;  // GPU, chunked: keep r for the chunk's backward
+  gdn_l2norm_forward(ctx, act(q_), gdn_head_view(qkv, 0, Hk, dk), 1.0 / std::sqrt(double(dk)),
+                     l2_in_chunk ? act(q_rnorm_) : Tensor{});
+  gdn_l2norm_forward(ctx, act(k_), gdn_head_view(qkv, key_dim(), Hk, dk), 1.0, l2_in_chunk ? act(k_rnorm_) : Tensor{});
   gdn_gates_forward(ctx, act(g_), act(beta_), act(a_), act(b_), param(a_log_), param(dt_bias_));
 
   if (chunk_size_ > 0) {
@@ -161,22 +168,31 @@ void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   gdn_norm_backward(ctx, act(d_o_), act(d_z_).view(heads), grad(w_norm_), act(d_hidden_).view(heads), act(o_),
                     act(z_).view(heads), param(w_norm_), norm_eps_);
 
-  // The delta rule writes dv straight into the v columns of d_qkv, the l2norms the q and k columns.
+  // The delta rule writes dv straight into the v columns of d_qkv, the l2norms (or, on the GPU, the
+  // chunked backward taking theirs too) the q and k columns.
   const Tensor qkv = act(qkv_), d_qkv = act(d_qkv_);
   const Tensor v = gdn_head_view(qkv, 2 * key_dim(), Hv, dv);
   const Tensor dv_view = gdn_head_view(d_qkv, 2 * key_dim(), Hv, dv);
-  if (chunk_size_ > 0) {
-    gdn_chunk_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{},
-                       act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_,
-                       chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{});
+  const double q_scale = 1.0 / std::sqrt(double(dk));
+  if (q_rnorm_ >= 0) {  // GPU, chunked: the l2norms' backward inside, dq and dk straight into d_qkv
+    GdnL2NormGrad l2;
+    l2.q_rnorm = act(q_rnorm_), l2.k_rnorm = act(k_rnorm_), l2.q_scale = q_scale, l2.k_scale = 1.0;
+    gdn_chunk_backward(ctx, gdn_head_view(d_qkv, 0, Hk, dk), gdn_head_view(d_qkv, key_dim(), Hk, dk), dv_view,
+                       act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{}, act(q_), act(k_), v, act(g_),
+                       act(beta_), Tensor{}, chunk_size_, chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{}, l2);
   } else {
-    gdn_recurrent_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_),
-                           Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
+    if (chunk_size_ > 0) {
+      gdn_chunk_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{},
+                         act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_,
+                         chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{});
+    } else {
+      gdn_recurrent_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_),
+                             Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
+    }
+    gdn_l2norm_backward(ctx, gdn_head_view(d_qkv, 0, Hk, dk), act(d_q_), gdn_head_view(qkv, 0, Hk, dk), q_scale);
+    gdn_l2norm_backward(ctx, gdn_head_view(d_qkv, key_dim(), Hk, dk), act(d_k_),
+                        gdn_head_view(qkv, key_dim(), Hk, dk), 1.0);
   }
-  gdn_l2norm_backward(ctx, gdn_head_view(d_qkv, 0, Hk, dk), act(d_q_), gdn_head_view(qkv, 0, Hk, dk),
-                      1.0 / std::sqrt(double(dk)));
-  gdn_l2norm_backward(ctx, gdn_head_view(d_qkv, key_dim(), Hk, dk), act(d_k_), gdn_head_view(qkv, key_dim(), Hk, dk),
-                      1.0);
   gdn_gates_backward(ctx, act(d_a_), act(d_b_), grad(a_log_), grad(dt_bias_), act(d_g_), act(d_beta_), act(a_),
                      act(b_), param(a_log_), param(dt_bias_));
   gdn_conv_backward(ctx, act(d_qkv_pre_), grad(w_conv_), d_qkv, act(qkv_pre_), param(w_conv_));

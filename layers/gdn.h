@@ -62,6 +62,7 @@ class GatedDeltaNet : public Layer {
   int o_ = -1;        // delta-rule output            [B, T, Hv, dv]
   int hidden_ = -1;   // gated-norm output            [B, T, Hv*dv]
   int chunk_saved_ = -1;  // GPU: the chunked forward's saved WY factors and states (gdn_chunk_saved_elems)
+  int q_rnorm_ = -1, k_rnorm_ = -1;  // GPU, chunked: the l2norms' r [B, T, Hk] fp32, for GdnL2NormGrad
   int d_hidden_ = -1, d_o_ = -1, d_z_ = -1, d_q_ = -1, d_k_ = -1, d_g_ = -1, d_beta_ = -1, d_a_ = -1, d_b_ = -1,
       d_qkv_ = -1, d_qkv_pre_ = -1, d_gate_lowp_ = -1;
   Tensor x_;  // the input of the last forward (the Layer contract keeps it unchanged)

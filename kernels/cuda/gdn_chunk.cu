@@ -586,6 +586,10 @@ void check_backward_params(const GdnCudaBackwardParams& p, const char* op) {
   check_rows(p.ld_dk, d.Hk * d.dk, p.dk, op, "dk");
   check_rows(p.ld_dv, d.Hv * d.dv, p.dv, op, "dv");
   DT_CHECK(p.g && p.beta && p.dg && p.dbeta, "{}: g, beta, dg and dbeta must not be null", op);
+  DT_CHECK(!p.q_rnorm == !p.k_rnorm,
+           "{}: q_rnorm and k_rnorm come together (the l2norm's backward is taken for both or neither)", op);
+  DT_CHECK(!p.q_rnorm || (p.q_scale > 0.f && p.k_scale > 0.f), "{}: q_scale and k_scale must be > 0, got {} and {}",
+           op, p.q_scale, p.k_scale);
 }
 
 int64_t chunk_workspace_bytes_simt(const GdnCudaDims& d, bool backward) {

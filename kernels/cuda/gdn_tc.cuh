@@ -284,6 +284,8 @@ struct TcArgs {
   uint16_t *dq = nullptr, *dk = nullptr, *dv = nullptr;
   int64_t ld_dq = 0, ld_dk = 0, ld_dv = 0;
   float *dg = nullptr, *dbeta = nullptr, *dS0 = nullptr;
+  const float *q_rnorm = nullptr, *k_rnorm = nullptr;  // l2norm's r: its backward taken as dq, dk are stored
+  float q_scale = 1.f, k_scale = 1.f;
   // workspace
   float* G = nullptr;            // [ch][64]       cumsum of g in the chunk
   uint16_t* W = nullptr;         // [ch][64][D]    T diag(beta) (K o e^G), bf16

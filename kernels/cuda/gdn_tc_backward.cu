@@ -247,13 +247,13 @@ template <int D>
 struct GradQkLayout {
   static constexpr int kLd = D + 8, kParts = kGradWarps<D> / 4;
   size_t Q = 0, K = 0, dO = 0, Vn = 0, dVn = 0, S = 0, dS = 0, dMG = 0, xr = 0, xc = 0, pq = 0, rk = 0, G = 0,
-         red = 0, bytes = 0;
+         red = 0, nd = 0, bytes = 0;
   __host__ __device__ constexpr GradQkLayout() {
     SmemPlan p;
     Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), dO = p.take(kC * kLd * 2), Vn = p.take(kC * kLd * 2);
     dVn = p.take(kC * kLd * 2), S = p.take(D * kLd * 2), dS = p.take(D * kLd * 2), dMG = p.take(kC * kLdC * 2);
     xr = p.take(kParts * kC * 4), xc = p.take(4 * kC * 4), pq = p.take(kParts * kC * 4), rk = p.take(kParts * kC * 4);
-    G = p.take(kC * 4), red = p.take(kGradWarps<D> * 32 * 4);
+    G = p.take(kC * 4), red = p.take(kGradWarps<D> * 32 * 4), nd = p.take(kParts * kC * 4);
     bytes = p.bytes;
   }
 };
@@ -292,6 +292,33 @@ __device__ __forceinline__ void store_qk_grad(const TcArgs& a, const TcChunk& ck
             make_float2(acc[0][ni][e], acc[0][ni][e + 1]);
       }
     }
+}
+
+// The l2norm's backward on this warp's 16 rows x 8 NT columns of dy (acc, the gradient with
+// respect to y = s x r, whose bf16 rows are Y in shared memory): dx = s r dy - (r / s) y (y . dy),
+// r = rnorm[row] (GdnCudaBackwardParams::q_rnorm). The row dots add the column parts' partial
+// sums (dots: kParts x 64 floats) in a fixed order; the warps of a row block (warp % 4) meet at
+// a warp-pair barrier.
+template <int kParts, int NT>
+__device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const uint16_t* Y, int ld, int m0, int n0,
+                                                 const TcArgs& a, const TcChunk& ck, const float* rnorm, float s,
+                                                 float* dots, int warp, int lane) {
+  row_dot(acc, Y, ld, m0, dots + (warp / 4) * kC, lane, n0);
+  if constexpr (kParts == 2) named_barrier(1 + (warp & 3), 64);
+  else __syncwarp();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = m0 + (lane >> 2) + 8 * h;
+    float dot = dots[i];
+#pragma unroll
+    for (int p = 1; p < kParts; ++p) dot += dots[p * kC + i];
+    const float r = i < ck.n ? rnorm[(ck.r0 + i) * a.Hk + ck.kh] : 0.f, sr = s * r, rs = r / s;
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e)
+        acc[0][ni][e] = sr * acc[0][ni][e] - rs * dot * bf16_val(Y[i * ld + n0 + acc_col(ni, e, lane)]);
+  }
 }
 
 template <int D>
@@ -357,6 +384,9 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
 #pragma unroll
       for (int e = 0; e < 4; ++e) P[0][ni][e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
     warp_mma<1, NT2, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, n2, lane);
+    if (a.q_rnorm)
+      l2norm_grad_rows<kParts>(P, sQ, kLd, m0, n2, a, ck, a.q_rnorm, a.q_scale,
+                               reinterpret_cast<float*>(sm + L.nd), warp, lane);
     store_qk_grad<D>(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane, n2);
   }
   cp_async_wait<0>();
@@ -429,13 +459,14 @@ struct GradWyLayout {
   // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done (Z1 stays in registers); of E only
   // its row sums (er) and per-row-block column sums (ec) are kept. zr, s, sv, er: one per part.
   size_t K = 0, V = 0, dW = 0, dU = 0, Tb = 0, dT = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0, er = 0, ec = 0,
-         bytes = 0;
+         nd = 0, bytes = 0;
   __host__ __device__ constexpr GradWyLayout() {
     SmemPlan p;
     K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), dW = p.take(kC * kLd * 2), dU = p.take(kC * kLd * 2);
     Tb = p.take(kC * kLdC * 2), dT = p.take(kC * kLdC * 2);
     G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kParts * kC * 4), sv = p.take(kParts * kC * 4);
     zr = p.take(kParts * kC * 4), dG = p.take(kC * 4), er = p.take(kParts * kC * 4), ec = p.take(4 * kC * 4);
+    nd = p.take(kParts * kC * 4);
     bytes = p.bytes;
   }
 };
@@ -573,6 +604,9 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
         acc[0][ni][e] += p.x;
         acc[0][ni][e + 1] += p.y;
       }
+    if (a.k_rnorm)
+      l2norm_grad_rows<kParts>(acc, sK, kLd, m0, n2, a, ck, a.k_rnorm, a.k_scale,
+                               reinterpret_cast<float*>(sm + L.nd), warp, lane);
     store_qk_grad<D>(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane, n2);
   }
   {  // dv = diag(beta) T^T dU

@@ -103,6 +103,20 @@ void check_saved(const void* saved, const char* op) {
   DT_CHECK(reinterpret_cast<uintptr_t>(saved) % 256 == 0, "{}: the saved buffer must be 256-byte aligned", op);
 }
 
+// The l2norm's backward after the chunk's, in place on dq and dk (GdnCudaBackwardParams::q_rnorm),
+// where the tensor-core kernels do not take it as they store them.
+void l2norm_backward_after(const GdnCudaBackwardParams& p, cudaStream_t s) {
+  const GdnCudaDims& d = p.dims;
+  GdnCudaL2NormParams n;
+  n.rows = d.B * d.T, n.H = d.Hk, n.d = d.dk;
+  n.scale = p.q_scale, n.x = p.q, n.ld_x = p.ld_q, n.dy = p.dq, n.ld_dy = p.ld_dq, n.y = p.dq, n.ld_y = p.ld_dq;
+  n.rnorm = const_cast<float*>(p.q_rnorm);
+  gdn_l2norm_backward_cuda(n, s);
+  n.scale = p.k_scale, n.x = p.k, n.ld_x = p.ld_k, n.dy = p.dk, n.ld_dy = p.ld_dk, n.y = p.dk, n.ld_y = p.ld_dk;
+  n.rnorm = const_cast<float*>(p.k_rnorm);
+  gdn_l2norm_backward_cuda(n, s);
+}
+
 }  // namespace
 
 namespace gdn_cuda {
@@ -184,7 +198,11 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
 void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   const char* op = "gdn_chunk_backward_cuda";
   auto s = static_cast<cudaStream_t>(stream);
-  if (!use_tensor_cores(p.dims, op)) return chunk_backward_simt(p, s);
+  if (!use_tensor_cores(p.dims, op)) {
+    chunk_backward_simt(p, s);
+    if (p.q_rnorm) l2norm_backward_after(p, s);
+    return;
+  }
   check_backward_params(p, op);
   const GdnCudaDims& d = p.dims;
   TcArgs a = tc_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
@@ -193,6 +211,8 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   a.dq = p.dq, a.dk = p.dk, a.dv = p.dv, a.ld_dq = p.ld_dq, a.ld_dk = p.ld_dk, a.ld_dv = p.ld_dv;
   a.vec_out = aligned(p.dq, p.ld_dq, 4) && aligned(p.dk, p.ld_dk, 4) && aligned(p.dv, p.ld_dv, 4);
   a.dg = p.dg, a.dbeta = p.dbeta, a.dS0 = p.dS0;
+  const bool norm_in_kernel = p.q_rnorm && d.Hv == d.Hk;  // else dq, dk are sums over value heads first
+  if (norm_in_kernel) a.q_rnorm = p.q_rnorm, a.k_rnorm = p.k_rnorm, a.q_scale = p.q_scale, a.k_scale = p.k_scale;
   const int D = static_cast<int>(d.dk);
   if (p.saved) check_saved(p.saved, op);
   // [saved part, unless given][backward part]
@@ -211,6 +231,7 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   tc_grad_wy(a, D, s, op);
   if (d.Hv > d.Hk) tc_sum_heads(a, D, s, op);
   DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
+  if (p.q_rnorm && !norm_in_kernel) l2norm_backward_after(p, s);
 }
 
 }  // namespace dt
