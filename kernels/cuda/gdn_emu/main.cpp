@@ -24,7 +24,8 @@ static uint16_t f2b(float f) {
 static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; };
+// l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -146,6 +147,38 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   report("dg", dgo, dg_r, 2e-2);
   report("dbeta", dbo, db_r, 2e-2);
   report("dS0", dS0o, dS0_r, 1e-2);
+  if (c.l2) {  // q, k as l2norm outputs with r given: dx = s r dy - (r / s) y (y . dy), from this run's dq, dk
+    std::uniform_real_distribution<double> ud(0.5, 2.0);
+    std::vector<float> rq(rows * Hk), rk(rows * Hk);
+    for (auto& e : rq) e = float(ud(rng));
+    for (auto& e : rk) e = float(ud(rng));
+    const float sq = float(1 / std::sqrt(double(D)));
+    std::vector<uint16_t> dq3(dqb.size(), 0xFFFF), dk3(dkb.size(), 0xFFFF), dv3(dvb.size(), 0xFFFF);
+    std::vector<float> dg3(dgo.size(), nanf), db3(dbo.size(), nanf), dS03(dS0o.size(), nanf);
+    GdnCudaBackwardParams b3 = bp;
+    b3.dq = dq3.data(), b3.dk = dk3.data(), b3.dv = dv3.data(), b3.dg = dg3.data(), b3.dbeta = db3.data(), b3.dS0 = dS03.data();
+    b3.q_rnorm = rq.data(), b3.k_rnorm = rk.data(), b3.q_scale = sq, b3.k_scale = 1.f;
+    gdn_chunk_backward_cuda(b3, nullptr);
+    auto want = [&](const std::vector<uint16_t>& y, int64_t ldy, const std::vector<uint16_t>& dy, const std::vector<float>& r, float s) {
+      std::vector<double> dx(dy.size());
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t h = 0; h < Hk; ++h) {
+          const uint16_t* yr = y.data() + row * ldy + h * D;
+          const uint16_t* dyr = dy.data() + (row * Hk + h) * D;
+          double dot = 0;
+          for (int64_t i = 0; i < D; ++i) dot += b2f(yr[i]) * b2f(dyr[i]);
+          const double rr = r[row * Hk + h];
+          for (int64_t i = 0; i < D; ++i) dx[(row * Hk + h) * D + i] = s * rr * b2f(dyr[i]) - rr / s * b2f(yr[i]) * dot;
+        }
+      return dx;
+    };
+    const std::vector<uint16_t>& ysrc = c.strided ? qkv : qb;
+    const int64_t ldy = c.strided ? W : Hk * D;
+    std::vector<uint16_t> kview(ysrc.begin() + (c.strided ? Hk * D : 0), ysrc.end());
+    report("l2 dq", fl(dq3), want(c.strided ? qkv : qb, ldy, dqb, rq, sq), 1e-2);
+    report("l2 dk", fl(dk3), want(c.strided ? kview : kb, ldy, dkb, rk, 1.f), 1e-2);
+    report("l2 dv", fl(dv3), dv_r, 1e-2);
+  }
   // The recurrent kernel (decode) on the same inputs, against the same references.
   std::vector<uint16_t> orb(rows * Hv * Dv, 0xFFFF);
   std::vector<float> Sor(B * Hv * D * Dv, nanf);
@@ -297,11 +330,12 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   auto add = [&](int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t D) { Case c; c.B = B, c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.seed = 100 + T + D; cases.push_back(c); };
   if (which == "quick") { add(1, 65, 1, 1, 64); }
-  else if (which == "ci") {  // ctest (emu.gdn_chunk): one partial chunk each of D 64 and 128, T = 1, GQA, strided rows
-    add(1, 65, 1, 1, 64);
+  else if (which == "ci") {  // ctest (emu.gdn_chunk): one partial chunk each of D 64 and 128, T = 1, GQA, strided rows;
+                              // the l2norms' backward in the chunk's at D 64, 128 and with GQA (after, from y and r)
+    add(1, 65, 1, 1, 64); cases.back().l2 = true;
     add(1, 1, 1, 2, 64);
-    add(1, 65, 2, 2, 128);
-    Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11; cases.push_back(s);
+    add(1, 65, 2, 2, 128); cases.back().l2 = true;
+    Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11, s.l2 = true; cases.push_back(s);
   }
   else if (which == "lengths") { for (int64_t T : {1, 15, 63, 64, 65, 300}) add(2, T, 1, 2, 64); }
   else if (which == "d128") { for (int64_t T : {1, 65, 300}) add(1, T, 2, 2, 128); }
