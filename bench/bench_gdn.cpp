@@ -183,24 +183,20 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   dt::GdnCudaGatesParams gp;
   gp.rows = rows, gp.H = s.H, gp.a = a, gp.b = b, gp.A_log = A_log, gp.dt_bias = dt_bias, gp.g = gd, gp.beta = bd;
   gp.dg = dg, gp.dbeta = dbeta, gp.da = da, gp.db = db, gp.dA_log = dA_log, gp.ddt_bias = ddt_bias;
-  // The l2norms keep r per row for the backward, which the chunk's backward takes (as training does).
+  // As training does: the chunk's forward takes the l2norms on load (writing q, k normalised and r
+  // per row), its backward their backward (dq, dk with respect to the raw rows).
   auto* rq = static_cast<float*>(dev_alloc(rows * s.H * 4));
   auto* rk = static_cast<float*>(dev_alloc(rows * s.H * 4));
-  auto l2 = [&](const uint16_t* x, uint16_t* y, float scale, float* rnorm) {
-    dt::GdnCudaL2NormParams p;
-    p.rows = rows, p.H = s.H, p.d = s.D, p.scale = scale, p.x = x, p.ld_x = s.H * s.D, p.y = y, p.ld_y = s.H * s.D;
-    p.rnorm = rnorm;
-    return p;
-  };
   const float qscale = 1.f / std::sqrt(float(s.D));
+  dt::GdnCudaForwardParams fp_layer = fp;
+  fp_layer.q = q_raw, fp_layer.k = k_raw, fp_layer.q_hat = q, fp_layer.k_hat = k, fp_layer.ld_hat = s.H * s.D;
+  fp_layer.q_rnorm = rq, fp_layer.k_rnorm = rk, fp_layer.q_scale = qscale, fp_layer.k_scale = 1.f;
   dt::GdnCudaBackwardParams bp_layer = bp;
   bp_layer.dq = dq_raw, bp_layer.dk = dk_raw, bp_layer.q_rnorm = rq, bp_layer.k_rnorm = rk;
   bp_layer.q_scale = qscale, bp_layer.k_scale = 1.f;
   auto layer_forward = [&] {
     dt::gdn_gates_forward_cuda(gp, nullptr);
-    dt::gdn_l2norm_forward_cuda(l2(q_raw, q, qscale, rq), nullptr);
-    dt::gdn_l2norm_forward_cuda(l2(k_raw, k, 1.f, rk), nullptr);
-    dt::gdn_chunk_forward_cuda(fp, nullptr);
+    dt::gdn_chunk_forward_cuda(fp_layer, nullptr);
   };
   Result r;
   r.core_fwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_forward_cuda(fp, nullptr); }, warmup, iters);

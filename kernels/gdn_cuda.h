@@ -50,6 +50,17 @@ struct GdnCudaForwardParams {
   // forward leaves what its backward needs (the WY factors and the state entering each chunk),
   // so that gdn_chunk_backward_cuda can skip recomputing them. null: a temporary workspace.
   void* saved = nullptr;
+  // Optional, all four or none: the l2norms of q and k taken here too. q and k are then their
+  // inputs x; q_hat, k_hat receive y = scale x r (bf16, [B*T] rows ld_hat apart) and q_rnorm,
+  // k_rnorm r = 1 / sqrt(sum x^2 + 1e-6) ([B*T, Hk] fp32), as gdn_l2norm_forward_cuda writes them,
+  // for the backward (GdnCudaBackwardParams::q_rnorm). The tensor-core kernels normalise the tiles
+  // they load (Hv == Hk); elsewhere the l2norms run first.
+  uint16_t* q_hat = nullptr;
+  uint16_t* k_hat = nullptr;
+  int64_t ld_hat = 0;
+  float* q_rnorm = nullptr;
+  float* k_rnorm = nullptr;
+  float q_scale = 1.f, k_scale = 1.f;
 };
 
 struct GdnCudaBackwardParams {

@@ -189,7 +189,7 @@ void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const T
 // Per-head L2 norm: y = scale * x / sqrt(sum_d x^2 + 1e-6). x, y: [B, T, H, d], rows may be
 // strided. q takes scale = dk^-1/2, k takes 1.
 // rnorm (GPU only; optional): fp32 [B, T, H] contiguous, r = 1 / sqrt(sum_d x^2 + 1e-6) written per
-// row and head, for the backward that gdn_chunk_backward takes (GdnL2NormGrad).
+// row and head, for the backward that gdn_chunk_backward takes (GdnQkL2Norm).
 void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale, const Tensor& rnorm = {});
 // dx written (rows may be strided: it can be a slice of the conv output's gradient).
 void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const Tensor& x, double scale);
@@ -211,13 +211,23 @@ void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const 
 // chunks of `chunk` tokens (any T; the last chunk may be partial). They agree to rounding.
 void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                            const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0);
+// The l2norms of q and k taken inside gdn_chunk_forward and gdn_chunk_backward (GPU only; saves
+// the four passes of gdn_l2norm_forward / _backward). Forward: q and k are the l2norms' inputs x
+// (rows may be strided: slices of the conv output); q_hat, k_hat ([B, T, Hk, dk] bf16, contiguous)
+// receive y = scale x r, q_rnorm, k_rnorm ([B, T, Hk] fp32) r = 1 / sqrt(sum x^2 + 1e-6).
+// Backward: q and k are those y (q_hat, k_hat unused) and dq, dk come out as the gradients with
+// respect to x.
+struct GdnQkL2Norm {
+  Tensor q_hat, k_hat, q_rnorm, k_rnorm;
+  double q_scale = 1, k_scale = 1;
+};
 // `saved` (GPU only; ignored elsewhere): a device buffer of gdn_chunk_saved_elems(...) kU16 elements
 // (when that is > 0) in which the forward leaves what the backward needs; the backward given the
 // same buffer, untouched, with the same inputs, skips recomputing it (memory for time: at
 // 16 x 1024 tokens, 12 heads of 64, about 200 MB per layer).
 void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk,
-                       const Tensor& saved = {});
+                       const Tensor& saved = {}, const GdnQkL2Norm& l2 = {});
 int64_t gdn_chunk_saved_elems(Device device, int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t dk,
                               int64_t dv, int chunk);
 // Backward: dq, dk, dv, dg, dbeta WRITTEN (dq, dk summed over the value heads reading each key
@@ -226,18 +236,10 @@ void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, co
                             const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                             const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                             const Tensor& beta, const Tensor& S0);
-// The l2norms' backward taken by gdn_chunk_backward (GPU only): q and k are gdn_l2norm_forward's
-// outputs (scales q_scale, k_scale), q_rnorm and k_rnorm its r; dq and dk then come out as the
-// gradients with respect to the l2norms' inputs (rows may be strided: slices of the conv output's
-// gradient). Saves the two passes of gdn_l2norm_backward.
-struct GdnL2NormGrad {
-  Tensor q_rnorm, k_rnorm;
-  double q_scale = 1, k_scale = 1;
-};
 void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                         const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        const Tensor& S0, int chunk, const Tensor& saved = {}, const GdnL2NormGrad& l2 = {});
+                        const Tensor& S0, int chunk, const Tensor& saved = {}, const GdnQkL2Norm& l2 = {});
 
 // Gated RMSNorm per value head (norm, then gate): y = o / sqrt(mean_d(o^2) + eps) * w * silu(z).
 // o, z, y: [B, T, Hv, dv] contiguous; w: [dv].

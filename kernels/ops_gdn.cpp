@@ -234,17 +234,31 @@ void* saved_ptr_cuda(const Tensor& saved, const GdnCudaDims& d, const char* op) 
 
 void chunk_forward_cuda(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk,
-                        const Tensor& saved) {
+                        const Tensor& saved, const GdnQkL2Norm& l2) {
   const char* op = "gdn_chunk_forward";
   GdnCudaForwardParams p = forward_params_cuda(op, o, S_out, q, k, v, g, beta, S0, chunk);
   p.saved = saved_ptr_cuda(saved, p.dims, op);
+  const int set = l2.q_hat.defined() + l2.k_hat.defined() + l2.q_rnorm.defined() + l2.k_rnorm.defined();
+  DT_CHECK(set == 0 || set == 4, "{}: GdnQkL2Norm takes q_hat, k_hat, q_rnorm and k_rnorm together, got {} of 4", op,
+           set);
+  if (set == 4) {
+    const GdnCudaDims& d = p.dims;
+    const Shape ys{d.B, d.T, d.Hk, d.dk}, rs{d.B, d.T, d.Hk};
+    for (const Tensor* t : {&l2.q_hat, &l2.k_hat}) {
+      check_cuda_tensor(*t, DType::kBF16, ys, op, t == &l2.q_hat ? "q_hat" : "k_hat");
+      DT_CHECK(t->is_contiguous(), "{}: {} {} must be contiguous", op, t == &l2.q_hat ? "q_hat" : "k_hat", t->str());
+    }
+    p.q_hat = bf16_mut(l2.q_hat), p.k_hat = bf16_mut(l2.k_hat), p.ld_hat = d.Hk * d.dk;
+    p.q_rnorm = cuda_f32(l2.q_rnorm, rs, op, "q_rnorm"), p.k_rnorm = cuda_f32(l2.k_rnorm, rs, op, "k_rnorm");
+    p.q_scale = static_cast<float>(l2.q_scale), p.k_scale = static_cast<float>(l2.k_scale);
+  }
   gdn_chunk_forward_cuda(p, ctx.stream);
 }
 
 void chunk_backward_cuda(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                          const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                          const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                         const Tensor& S0, int chunk, const Tensor& saved, const GdnL2NormGrad& l2) {
+                         const Tensor& S0, int chunk, const Tensor& saved, const GdnQkL2Norm& l2) {
   const char* op = "gdn_chunk_backward";
   GdnCudaBackwardParams p;
   p.dims = cuda_dims(q, v, chunk, op);
@@ -266,7 +280,7 @@ void chunk_backward_cuda(Context& ctx, const Tensor& dq, const Tensor& dk, const
   p.dbeta = cuda_f32(dbeta, gate_shape(d), op, "dbeta");
   p.dS0 = const_cast<float*>(cuda_f32_or_null(dS0, state_shape(d), op, "dS0"));
   p.saved = saved_ptr_cuda(saved, p.dims, op);
-  DT_CHECK(l2.q_rnorm.defined() == l2.k_rnorm.defined(), "{}: GdnL2NormGrad takes q_rnorm and k_rnorm together", op);
+  DT_CHECK(l2.q_rnorm.defined() == l2.k_rnorm.defined(), "{}: GdnQkL2Norm takes q_rnorm and k_rnorm together", op);
   if (l2.q_rnorm.defined()) {
     const Shape rs{p.dims.B, p.dims.T, p.dims.Hk};
     p.q_rnorm = cuda_f32(l2.q_rnorm, rs, op, "q_rnorm"), p.k_rnorm = cuda_f32(l2.k_rnorm, rs, op, "k_rnorm");
@@ -389,7 +403,7 @@ void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double s
   if (ctx.device == Device::kCUDA) return l2norm_cuda(ctx, y, Tensor(), x, scale, false, rnorm);
 #endif
   require_cpu(ctx, op);
-  DT_CHECK(!rnorm.defined(), "{}: rnorm (the saved r for gdn_chunk_backward's GdnL2NormGrad) is GPU only", op);
+  DT_CHECK(!rnorm.defined(), "{}: rnorm (the saved r for gdn_chunk_backward's GdnQkL2Norm) is GPU only", op);
   DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, d], got {}", op, x.shape.str());
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
@@ -493,14 +507,16 @@ void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, c
 
 void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk,
-                       const Tensor& saved) {
+                       const Tensor& saved, const GdnQkL2Norm& l2) {
   const char* op = "gdn_chunk_forward";
   check_chunk(chunk, op);
 #ifdef DELTATRON_HAVE_CUDA
-  if (ctx.device == Device::kCUDA) return chunk_forward_cuda(ctx, o, S_out, q, k, v, g, beta, S0, chunk, saved);
+  if (ctx.device == Device::kCUDA) return chunk_forward_cuda(ctx, o, S_out, q, k, v, g, beta, S0, chunk, saved, l2);
 #endif
   (void)saved;
   require_cpu(ctx, op);
+  DT_CHECK(!l2.q_hat.defined() && !l2.k_hat.defined() && !l2.q_rnorm.defined() && !l2.k_rnorm.defined(),
+           "{}: GdnQkL2Norm (the l2norms taken here) is GPU only; on the CPU call gdn_l2norm_forward", op);
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
     gdn_chunk_forward_ref<T>(forward_args<T>(op, o, S_out, q, k, v, g, beta, S0), chunk);
@@ -523,7 +539,7 @@ void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, co
 void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                         const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        const Tensor& S0, int chunk, const Tensor& saved, const GdnL2NormGrad& l2) {
+                        const Tensor& S0, int chunk, const Tensor& saved, const GdnQkL2Norm& l2) {
   const char* op = "gdn_chunk_backward";
   check_chunk(chunk, op);
 #ifdef DELTATRON_HAVE_CUDA
@@ -533,7 +549,7 @@ void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const 
   (void)saved;
   require_cpu(ctx, op);
   DT_CHECK(!l2.q_rnorm.defined() && !l2.k_rnorm.defined(),
-           "{}: GdnL2NormGrad (the l2norms' backward taken here) is GPU only; on the CPU call gdn_l2norm_backward", op);
+           "{}: GdnQkL2Norm (the l2norms' backward taken here) is GPU only; on the CPU call gdn_l2norm_backward", op);
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
     gdn_chunk_backward_ref<T>(backward_args<T>(op, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0),

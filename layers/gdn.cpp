@@ -107,7 +107,7 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   // On the GPU the chunked forward keeps the WY factors and the per-chunk states for the backward.
   const int64_t saved = chunk_size_ > 0 ? gdn_chunk_saved_elems(params.device(), B, T, Hk, Hv, dk, dv, chunk_size_) : 0;
   if (saved > 0) chunk_saved_ = acts.declare(p + ".chunk_saved", DType::kU16, {saved});
-  // On the GPU the chunked backward also takes the l2norms' backward, from their saved r.
+  // On the GPU the chunked forward and backward also take the l2norms (r kept for the backward).
   if (params.device() == Device::kCUDA && chunk_size_ > 0) {
     q_rnorm_ = acts.declare(p + ".q_rnorm", DType::kF32, {B, T, Hk});
     k_rnorm_ = acts.declare(p + ".k_rnorm", DType::kF32, {B, T, Hk});
@@ -136,16 +136,22 @@ void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
 
   const Tensor qkv = act(qkv_);
   const Tensor v = gdn_head_view(qkv, 2 * key_dim(), Hv, dv);
-  const bool l2_in_chunk = q_rnorm_ >= 0;  // GPU, chunked: keep r for the chunk's backward
-  gdn_l2norm_forward(ctx, act(q_), gdn_head_view(qkv, 0, Hk, dk), 1.0 / std::sqrt(double(dk)),
-                     l2_in_chunk ? act(q_rnorm_) : Tensor{});
-  gdn_l2norm_forward(ctx, act(k_), gdn_head_view(qkv, key_dim(), Hk, dk), 1.0, l2_in_chunk ? act(k_rnorm_) : Tensor{});
+  const Tensor q_in = gdn_head_view(qkv, 0, Hk, dk), k_in = gdn_head_view(qkv, key_dim(), Hk, dk);
+  const double q_scale = 1.0 / std::sqrt(double(dk));
   gdn_gates_forward(ctx, act(g_), act(beta_), act(a_), act(b_), param(a_log_), param(dt_bias_));
-
-  if (chunk_size_ > 0) {
-    gdn_chunk_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_,
-                      chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{});
+  const Tensor saved = chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{};
+  if (q_rnorm_ >= 0) {  // GPU, chunked: the l2norms taken inside (q_, k_ and r written for the backward)
+    GdnQkL2Norm l2;
+    l2.q_hat = act(q_), l2.k_hat = act(k_), l2.q_rnorm = act(q_rnorm_), l2.k_rnorm = act(k_rnorm_);
+    l2.q_scale = q_scale, l2.k_scale = 1.0;
+    gdn_chunk_forward(ctx, act(o_), Tensor{}, q_in, k_in, v, act(g_), act(beta_), Tensor{}, chunk_size_, saved, l2);
+  } else if (chunk_size_ > 0) {
+    gdn_l2norm_forward(ctx, act(q_), q_in, q_scale);
+    gdn_l2norm_forward(ctx, act(k_), k_in, 1.0);
+    gdn_chunk_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_, saved);
   } else {
+    gdn_l2norm_forward(ctx, act(q_), q_in, q_scale);
+    gdn_l2norm_forward(ctx, act(k_), k_in, 1.0);
     gdn_recurrent_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
   }
 
@@ -175,7 +181,7 @@ void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   const Tensor dv_view = gdn_head_view(d_qkv, 2 * key_dim(), Hv, dv);
   const double q_scale = 1.0 / std::sqrt(double(dk));
   if (q_rnorm_ >= 0) {  // GPU, chunked: the l2norms' backward inside, dq and dk straight into d_qkv
-    GdnL2NormGrad l2;
+    GdnQkL2Norm l2;
     l2.q_rnorm = act(q_rnorm_), l2.k_rnorm = act(k_rnorm_), l2.q_scale = q_scale, l2.k_scale = 1.0;
     gdn_chunk_backward(ctx, gdn_head_view(d_qkv, 0, Hk, dk), gdn_head_view(d_qkv, key_dim(), Hk, dk), dv_view,
                        act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{}, act(q_), act(k_), v, act(g_),

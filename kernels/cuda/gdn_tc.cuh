@@ -253,6 +253,59 @@ __device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const u
   }
 }
 
+// The l2norm of rows [0, n) of a D-column bf16 tile in shared memory (GdnCudaForwardParams::q_hat):
+// each becomes y = scale x r, r = 1 / sqrt(sum x^2 + 1e-6) (fp32), also stored to y_g (rows ldy
+// apart; vec: 16-byte stores) and r to r_g (rows ldr apart). Rows past n stay as they are (zero).
+// 8 lanes per row, each with D / 8 consecutive features (16-byte pieces), 4 rows per warp at a
+// time; the xor butterfly over the 8 lanes gives them the same sum. The caller syncs before and after.
+template <int D, int NTHREADS>
+__device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, float scale, uint16_t* y_g,
+                                                 int64_t ldy, float* r_g, int64_t ldr, bool vec) {
+  constexpr int kLanes = 8, kPer = D / kLanes, kVec = kPer / 8;
+  static_assert(kVec >= 1 && kPer % 8 == 0, "D: a multiple of 64");
+  const int lane = threadIdx.x % 32, g = lane % kLanes;
+  for (int i0 = (threadIdx.x / 32) * 4; i0 < n; i0 += NTHREADS / 32 * 4) {  // uniform over the warp
+    const int i = i0 + lane / kLanes;
+    const bool on = i < n;
+    uint4 x[kVec];
+    float ss = 0.f;
+#pragma unroll
+    for (int u = 0; u < kVec; ++u) {
+      x[u].x = x[u].y = x[u].z = x[u].w = 0u;
+      if (on) x[u] = *reinterpret_cast<const uint4*>(s + i * lds + g * kPer + 8 * u);
+      const uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float lo = __uint_as_float(w[e] << 16), hi = __uint_as_float(w[e] & 0xffff0000u);
+        ss += lo * lo + hi * hi;
+      }
+    }
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = rsqrtf(ss + 1e-6f);
+    if (!on) continue;
+#pragma unroll
+    for (int u = 0; u < kVec; ++u) {
+      uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        w[e] = static_cast<uint32_t>(bf16_bits(scale * __uint_as_float(w[e] << 16) * inv)) |
+               (static_cast<uint32_t>(bf16_bits(scale * __uint_as_float(w[e] & 0xffff0000u) * inv)) << 16);
+      uint4 y;
+      y.x = w[0], y.y = w[1], y.z = w[2], y.w = w[3];
+      *reinterpret_cast<uint4*>(s + i * lds + g * kPer + 8 * u) = y;
+      uint16_t* dst = y_g + i * ldy + g * kPer + 8 * u;
+      if (vec) {
+        *reinterpret_cast<uint4*>(dst) = y;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dst[2 * e] = static_cast<uint16_t>(w[e]), dst[2 * e + 1] = static_cast<uint16_t>(w[e] >> 16);
+      }
+    }
+    if (g == 0) r_g[i * ldr] = inv;
+  }
+}
+
 // Two adjacent bf16 outputs; vec: one 4-byte store (p 4-byte aligned).
 __device__ __forceinline__ void st_bf16x2(uint16_t* p, float a, float b, bool vec) {
   if (vec) {
@@ -286,6 +339,12 @@ struct TcArgs {
   float *dg = nullptr, *dbeta = nullptr, *dS0 = nullptr;
   const float *q_rnorm = nullptr, *k_rnorm = nullptr;  // l2norm's r: its backward taken as dq, dk are stored
   float q_scale = 1.f, k_scale = 1.f;
+  // Forward with the l2norms taken on load (GdnCudaForwardParams::q_hat): prep normalises K and
+  // writes k_hat, k_r; the output kernel normalises Q and writes q_hat, q_r.
+  uint16_t *q_hat = nullptr, *k_hat = nullptr;
+  int64_t ld_hat = 0;
+  float *q_r = nullptr, *k_r = nullptr;
+  bool vec_hat = false;  // q_hat, k_hat rows 16-byte aligned
   // workspace
   float* G = nullptr;            // [ch][64]       cumsum of g in the chunk
   uint16_t* W = nullptr;         // [ch][64][D]    T diag(beta) (K o e^G), bf16

@@ -108,6 +108,11 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   }
   cp_async_wait<0>();
   __syncthreads();
+  if (a.k_hat) {  // K's l2norm taken here (the forward's k_hat and k_r)
+    l2norm_tile_rows<D, kTcThreads>(sK, kLd, ck.n, a.k_scale, a.k_hat + ck.r0 * a.ld_hat + ck.kh * D, a.ld_hat,
+                                    a.k_r + ck.r0 * a.Hk + ck.kh, a.Hk, a.vec_hat);
+    __syncthreads();
+  }
 
   {  // A = strict_lower(diag(beta) K K^T o Gam), zeros on and above the diagonal
     float acc[1][8][4];
@@ -343,6 +348,11 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
+  if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r; one CTA per chunk)
+    l2norm_tile_rows<D, kThreads>(sQ, kLd, ck.n, a.q_scale, a.q_hat + ck.r0 * a.ld_hat + ck.kh * D, a.ld_hat,
+                                  a.q_r + ck.r0 * a.Hk + ck.kh, a.Hk, a.vec_hat);
+    __syncthreads();
+  }
   // This warp's rows of M = lower(Q K^T o Gam), high and low bf16 parts, straight from the
   // accumulators into the A fragments of M V' (accumulator tiles 2s and 2s + 1 are k-step s's).
   uint32_t mh[kC / 16][4], ml[kC / 16][4];

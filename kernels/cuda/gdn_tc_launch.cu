@@ -117,6 +117,33 @@ void l2norm_backward_after(const GdnCudaBackwardParams& p, cudaStream_t s) {
   gdn_l2norm_backward_cuda(n, s);
 }
 
+// The l2norms before the chunk's forward (GdnCudaForwardParams::q_hat), where the tensor-core
+// kernels do not take them on load; returns the forward's parameters on their outputs.
+GdnCudaForwardParams l2norms_first(const GdnCudaForwardParams& p, cudaStream_t s) {
+  const GdnCudaDims& d = p.dims;
+  GdnCudaL2NormParams n;
+  n.rows = d.B * d.T, n.H = d.Hk, n.d = d.dk, n.ld_y = p.ld_hat;
+  n.scale = p.q_scale, n.x = p.q, n.ld_x = p.ld_q, n.y = p.q_hat, n.rnorm = p.q_rnorm;
+  gdn_l2norm_forward_cuda(n, s);
+  n.scale = p.k_scale, n.x = p.k, n.ld_x = p.ld_k, n.y = p.k_hat, n.rnorm = p.k_rnorm;
+  gdn_l2norm_forward_cuda(n, s);
+  GdnCudaForwardParams c = p;
+  c.q = p.q_hat, c.k = p.k_hat, c.ld_q = c.ld_k = p.ld_hat;
+  c.q_hat = c.k_hat = nullptr, c.q_rnorm = c.k_rnorm = nullptr;
+  return c;
+}
+
+void check_l2norm_params(const GdnCudaForwardParams& p, const char* op) {
+  const int set = !!p.q_hat + !!p.k_hat + !!p.q_rnorm + !!p.k_rnorm;
+  DT_CHECK(set == 0 || set == 4, "{}: q_hat, k_hat, q_rnorm and k_rnorm come together (the l2norms taken here), "
+           "got {} of the 4", op, set);
+  if (set == 0) return;
+  DT_CHECK(p.ld_hat >= p.dims.Hk * p.dims.dk, "{}: ld_hat {} is smaller than a row of q_hat ({})", op, p.ld_hat,
+           p.dims.Hk * p.dims.dk);
+  DT_CHECK(p.q_scale > 0.f && p.k_scale > 0.f, "{}: q_scale and k_scale must be > 0, got {} and {}", op, p.q_scale,
+           p.k_scale);
+}
+
 }  // namespace
 
 namespace gdn_cuda {
@@ -174,10 +201,21 @@ int64_t gdn_chunk_saved_bytes(const GdnCudaDims& d) {
 void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   const char* op = "gdn_chunk_forward_cuda";
   auto s = static_cast<cudaStream_t>(stream);
-  if (!use_tensor_cores(p.dims, op)) return chunk_forward_simt(p, s);
+  check_l2norm_params(p, op);
+  const bool tc = use_tensor_cores(p.dims, op);
+  if (p.q_hat && (!tc || p.dims.Hv != p.dims.Hk)) {
+    const GdnCudaForwardParams c = l2norms_first(p, s);
+    return tc ? gdn_chunk_forward_cuda(c, stream) : chunk_forward_simt(c, s);
+  }
+  if (!tc) return chunk_forward_simt(p, s);
   check_forward_params(p, op);
   const GdnCudaDims& d = p.dims;
   TcArgs a = tc_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
+  if (p.q_hat) {  // taken on load: prep normalises K, the output kernel Q
+    a.q_hat = p.q_hat, a.k_hat = p.k_hat, a.ld_hat = p.ld_hat, a.q_r = p.q_rnorm, a.k_r = p.k_rnorm;
+    a.q_scale = p.q_scale, a.k_scale = p.k_scale;
+    a.vec_hat = aligned(p.q_hat, p.ld_hat, 16) && aligned(p.k_hat, p.ld_hat, 16);
+  }
   a.o = p.o, a.ld_o = p.ld_o, a.S_out = p.S_out;
   a.vec_out = aligned(p.o, p.ld_o, 4);
   char* temp = nullptr;
@@ -190,6 +228,10 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   }
   const int D = static_cast<int>(d.dk);
   tc_prep(a, D, s, op);
+  if (a.k_hat) {  // the state pass and the output kernel read the normalised K
+    a.vec_in = a.vec_in && aligned(a.k_hat, a.ld_hat, 16);
+    a.k = a.k_hat, a.ld_k = a.ld_hat, a.k_hat = nullptr;
+  }
   tc_state_forward(a, D, s, op);
   tc_output(a, D, s, op);
   if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);

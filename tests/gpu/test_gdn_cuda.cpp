@@ -547,12 +547,13 @@ TEST(GdnCudaL2Norm, ForwardBackwardMatchReferenceOnStridedRows) {
   }
 }
 
-// The l2norm's backward taken inside the chunk's (GdnCudaBackwardParams::q_rnorm): raw q, k
-// (rows of different lengths) -> gdn_l2norm_forward_cuda (y and r) -> chunk forward and backward
-// with r given -> dq, dk with respect to the raw rows, against the double chain l2norm -> chunk ->
-// l2norm backward. Tensor-core kernels at Hv == Hk take it as they store dq and dk; Hv > Hk and
-// the SIMT kernels run the l2norm's backward after (from y and r).
-TEST(GdnCudaL2Norm, BackwardTakenInTheChunkBackward) {
+// The l2norms taken inside the chunk's forward and backward (GdnCudaForwardParams::q_hat,
+// GdnCudaBackwardParams::q_rnorm): raw q, k (rows of different lengths) -> the chunk's forward,
+// which also writes y = s x r and r -> its backward with r given -> dq, dk with respect to the raw
+// rows; against the double chain l2norm -> chunk -> l2norm backward. The tensor-core kernels at
+// Hv == Hk normalise the tiles they load and take the l2norm's backward as they store dq, dk;
+// Hv > Hk and the SIMT kernels run the l2norms before and their backward after (from y and r).
+TEST(GdnCudaL2Norm, TakenInTheChunkForwardAndBackward) {
   SKIP_WITHOUT_GPU();
   struct Run {
     Case c;
@@ -606,6 +607,7 @@ TEST(GdnCudaL2Norm, BackwardTakenInTheChunkBackward) {
       rq_ref[r] = 1 / std::sqrt(ss + 1e-6);
     }
 
+    std::vector<uint16_t> yq, yk, ob;  // y of the l2norms and o, from the last run
     auto gpu = [&](std::vector<uint16_t>& dxq, std::vector<uint16_t>& dxk, std::vector<float>& rq) {
       const size_t nv = rows * Hv * D, ng = rows * Hv, ns = B * Hv * D * D;
       DevBuf xqd(nq * 2), xkd(nq * 2), qd(nq * 2), kd(nq * 2), rqd(rows * Hk * 4), rkd(rows * Hk * 4), vd(nv * 2),
@@ -615,24 +617,20 @@ TEST(GdnCudaL2Norm, BackwardTakenInTheChunkBackward) {
       upload(S0d, in.S0), upload(dod, to_bf16(in.d_o)), upload(dSd, in.dS_out);
       for (DevBuf* b : {&qd, &kd, &rqd, &rkd, &dqd, &dkd})
         upload(*b, std::vector<uint16_t>(b->bytes / 2, 0xFFFF));  // NaN as bf16 and as fp32
-      GdnCudaL2NormParams n;
-      n.rows = rows, n.H = Hk, n.d = D, n.ld_x = n.ld_y = Hk * D;
-      n.scale = static_cast<float>(qs), n.x = static_cast<uint16_t*>(xqd.p), n.y = static_cast<uint16_t*>(qd.p);
-      n.rnorm = static_cast<float*>(rqd.p);
-      gdn_l2norm_forward_cuda(n, nullptr);
-      n.scale = 1.f, n.x = static_cast<uint16_t*>(xkd.p), n.y = static_cast<uint16_t*>(kd.p);
-      n.rnorm = static_cast<float*>(rkd.p);
-      gdn_l2norm_forward_cuda(n, nullptr);
+      fill_cuda(Tensor(od.p, DType::kBF16, Device::kCUDA, vsh), std::numeric_limits<double>::quiet_NaN(), nullptr);
       GdnCudaDims d;
       d.B = B, d.T = T, d.Hk = Hk, d.Hv = Hv, d.dk = d.dv = D, d.chunk = 64, d.impl = run.impl;
       GdnCudaForwardParams f;
-      f.dims = d, f.q = static_cast<uint16_t*>(qd.p), f.k = static_cast<uint16_t*>(kd.p);
+      f.dims = d, f.q = static_cast<uint16_t*>(xqd.p), f.k = static_cast<uint16_t*>(xkd.p);
+      f.q_hat = static_cast<uint16_t*>(qd.p), f.k_hat = static_cast<uint16_t*>(kd.p), f.ld_hat = Hk * D;
+      f.q_rnorm = static_cast<float*>(rqd.p), f.k_rnorm = static_cast<float*>(rkd.p);
+      f.q_scale = static_cast<float>(qs), f.k_scale = 1.f;
       f.v = static_cast<uint16_t*>(vd.p), f.ld_q = f.ld_k = Hk * D, f.ld_v = Hv * D;
       f.g = static_cast<float*>(gd.p), f.beta = static_cast<float*>(bd.p), f.S0 = static_cast<float*>(S0d.p);
       f.o = static_cast<uint16_t*>(od.p), f.ld_o = Hv * D, f.S_out = static_cast<float*>(Soutd.p);
       gdn_chunk_forward_cuda(f, nullptr);
       GdnCudaBackwardParams b;
-      b.dims = d, b.q = f.q, b.k = f.k, b.v = f.v, b.ld_q = f.ld_q, b.ld_k = f.ld_k, b.ld_v = f.ld_v;
+      b.dims = d, b.q = f.q_hat, b.k = f.k_hat, b.v = f.v, b.ld_q = b.ld_k = f.ld_hat, b.ld_v = f.ld_v;
       b.g = f.g, b.beta = f.beta, b.S0 = f.S0, b.d_o = static_cast<uint16_t*>(dod.p), b.ld_do = Hv * D;
       b.dS_out = static_cast<float*>(dSd.p);
       b.dq = static_cast<uint16_t*>(dqd.p), b.dk = static_cast<uint16_t*>(dkd.p), b.dv = static_cast<uint16_t*>(dvd.p);
@@ -642,11 +640,15 @@ TEST(GdnCudaL2Norm, BackwardTakenInTheChunkBackward) {
       b.q_scale = static_cast<float>(qs), b.k_scale = 1.f;
       gdn_chunk_backward_cuda(b, nullptr);
       dxq = download<uint16_t>(dqd, nq), dxk = download<uint16_t>(dkd, nq), rq = download<float>(rqd, rows * Hk);
+      yq = download<uint16_t>(qd, nq), yk = download<uint16_t>(kd, nq), ob = download<uint16_t>(od, nv);
     };
     std::vector<uint16_t> dxq, dxk, dxq2, dxk2;
     std::vector<float> rq, rq2;
     gpu(dxq, dxk, rq);
     expect_close("rnorm", c, rq, rq_ref, 1e-5);
+    expect_close("q_hat", c, from_bf16(yq), q, 5e-3);
+    expect_close("k_hat", c, from_bf16(yk), k, 5e-3);
+    expect_close("o", c, from_bf16(ob), o, 5e-3);
     expect_close("dx_q", c, from_bf16(dxq), dxq_ref, 1e-2);
     expect_close("dx_k", c, from_bf16(dxk), dxk_ref, 1e-2);
     gpu(dxq2, dxk2, rq2);

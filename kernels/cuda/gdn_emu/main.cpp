@@ -147,6 +147,27 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   report("dg", dgo, dg_r, 2e-2);
   report("dbeta", dbo, db_r, 2e-2);
   report("dS0", dS0o, dS0_r, 1e-2);
+  if (c.l2) {  // the forward taking the l2norms of raw rows 2 q, 2 k (exact in bf16): y = q, k again
+    std::vector<uint16_t> xq(qb.size()), xk(kb.size()), yq(qb.size(), 0xFFFF), yk(kb.size(), 0xFFFF), o4(ob.size(), 0xFFFF);
+    for (size_t i = 0; i < qb.size(); ++i) xq[i] = f2b(2 * b2f(qb[i])), xk[i] = f2b(2 * b2f(kb[i]));
+    std::vector<float> rq4(rows * Hk, nanf), rk4(rows * Hk, nanf);
+    GdnCudaForwardParams f4 = fp;
+    f4.q = xq.data(), f4.k = xk.data(), f4.ld_q = f4.ld_k = Hk * D, f4.o = o4.data(), f4.S_out = nullptr, f4.saved = nullptr;
+    f4.q_hat = yq.data(), f4.k_hat = yk.data(), f4.ld_hat = Hk * D, f4.q_rnorm = rq4.data(), f4.k_rnorm = rk4.data();
+    f4.q_scale = float(1 / std::sqrt(double(D))), f4.k_scale = 1.f;
+    gdn_chunk_forward_cuda(f4, nullptr);
+    std::vector<double> rq_want(rows * Hk), rk_want(rows * Hk);
+    for (int64_t r = 0; r < rows * Hk; ++r) {
+      double sq = 0, sk = 0;
+      for (int64_t i = 0; i < D; ++i) sq += double(b2f(xq[r * D + i])) * b2f(xq[r * D + i]), sk += double(b2f(xk[r * D + i])) * b2f(xk[r * D + i]);
+      rq_want[r] = 1 / std::sqrt(sq + 1e-6), rk_want[r] = 1 / std::sqrt(sk + 1e-6);
+    }
+    report("l2 q_hat", fl(yq), qd, 5e-3);
+    report("l2 k_hat", fl(yk), kd, 5e-3);
+    report("l2 rq", rq4, rq_want, 1e-5);
+    report("l2 rk", rk4, rk_want, 1e-5);
+    report("l2 o", fl(o4), o_r, 5e-3);
+  }
   if (c.l2) {  // q, k as l2norm outputs with r given: dx = s r dy - (r / s) y (y . dy), from this run's dq, dk
     std::uniform_real_distribution<double> ud(0.5, 2.0);
     std::vector<float> rq(rows * Hk), rk(rows * Hk);
