@@ -5,8 +5,10 @@
 //   bench_gdn [--shapes B,T,H,D;...] [--iters N] [--warmup N] [--json OUT] [--fla-json FLA.json]
 //             [--impl tc|simt] [--no-ceilings]
 // Times are medians over N runs, each timed with CUDA events.
-// Included, as separate kernels for now: q/k l2norm (fla's timing includes its in-kernel l2norm) and
-// the gates g, beta from a, b (fla takes g and beta precomputed). See bench/NOTES.md.
+// fwd and fwd+bwd include, as training runs them (layers/gdn.cpp): the q/k l2norms, taken inside the
+// chunk kernels since v5 (GdnCudaForwardParams::q_hat, GdnCudaBackwardParams::q_rnorm; fla's timing
+// includes its own l2norm), and the gates g, beta from a, b as separate kernels (fla takes g and beta
+// precomputed). "chunk kernels alone" times the delta rule on normalised q, k. See bench/NOTES.md.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -273,7 +275,8 @@ int main(int argc, char** argv) {
     out["device"] = prop.name;
     out["copy_GBps"] = copy_gbs;
     out["gemm_bf16_TFLOPs"] = gemm_tflops;
-    out["note"] = "fwd, fwdbwd include gates and q/k l2norm (separate kernels); chunk 64; kernels: " + impl +
+    out["note"] = "fwd, fwdbwd include gates (separate kernels) and q/k l2norm (inside the chunk kernels); "
+                  "chunk 64; kernels: " + impl +
                   "; state_cols " + std::to_string(state_cols) + "; state_stages " + std::to_string(state_stages) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward");
     for (const Shape4& s : parse_shapes(shapes)) {

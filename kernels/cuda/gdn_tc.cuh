@@ -299,7 +299,8 @@ __device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, fl
         *reinterpret_cast<uint4*>(dst) = y;
       } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) dst[2 * e] = static_cast<uint16_t>(w[e]), dst[2 * e + 1] = static_cast<uint16_t>(w[e] >> 16);
+        for (int e = 0; e < 4; ++e)
+          dst[2 * e] = static_cast<uint16_t>(w[e]), dst[2 * e + 1] = static_cast<uint16_t>(w[e] >> 16);
       }
     }
     if (g == 0) r_g[i * ldr] = inv;

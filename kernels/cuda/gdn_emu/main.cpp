@@ -159,7 +159,10 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
     std::vector<double> rq_want(rows * Hk), rk_want(rows * Hk);
     for (int64_t r = 0; r < rows * Hk; ++r) {
       double sq = 0, sk = 0;
-      for (int64_t i = 0; i < D; ++i) sq += double(b2f(xq[r * D + i])) * b2f(xq[r * D + i]), sk += double(b2f(xk[r * D + i])) * b2f(xk[r * D + i]);
+      for (int64_t i = 0; i < D; ++i) {
+        const double a = b2f(xq[r * D + i]), b = b2f(xk[r * D + i]);
+        sq += a * a, sk += b * b;
+      }
       rq_want[r] = 1 / std::sqrt(sq + 1e-6), rk_want[r] = 1 / std::sqrt(sk + 1e-6);
     }
     report("l2 q_hat", fl(yq), qd, 5e-3);

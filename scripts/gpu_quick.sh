@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# GPU tests and benchmarks from binaries built on THIS machine: no build on the device, so a call
+# takes 40-60 s instead of the 4 minutes of scripts/gpu_check.sh (which builds there and runs
+# everything; use it for the full record). The device's glibc and CUDA match this machine's
+# (Debian 12, CUDA 13): binaries built here ran there (2026-11-29).
+#
+# Here, once per change:
+#   cmake -S . -B build-gdncu -DCMAKE_BUILD_TYPE=Release -DDELTATRON_CUDA=ON -DDELTATRON_BENCH=ON
+#   cmake --build build-gdncu --target test_gpu bench_gdn bench_train -j2
+#   bash scripts/gpu_quick.sh --stage build-gdncu   # binaries + libfmt, libyaml-cpp into .devbin/
+# Then: run(carry=[".devbin"], command="export OUT; bash scripts/gpu_quick.sh")
+#   (add ".whl" to carry and FLA=1 for fla's kernels timed in the same call: scripts/fetch_device_debs.sh)
+# Env: GTEST_FILTER (default: every GPU test), SHAPES (bench_gdn's), NCU="B,T,H,D ..." (ncu's
+#      per-kernel times at those shapes), TRAIN=1 (bench_train, hybrid 124M), SKIP_TESTS=1.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [[ "${1:-}" == "--stage" ]]; then
+  B=${2:?"usage: gpu_quick.sh --stage BUILD_DIR"}
+  mkdir -p .devbin
+  cp "$B/tests/test_gpu" "$B/bench/bench_gdn" .devbin/
+  [[ -x "$B/bench/bench_train" ]] && cp "$B/bench/bench_train" .devbin/
+  for lib in libfmt.so.9 libyaml-cpp.so.0.7; do cp -L "/lib/x86_64-linux-gnu/$lib" .devbin/ 2>/dev/null || true; done
+  du -sh .devbin
+  exit 0
+fi
+export LD_LIBRARY_PATH=$PWD/.devbin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+status=0
+if [[ -z "${SKIP_TESTS:-}" ]]; then
+  timeout 300 .devbin/test_gpu --gtest_filter="${GTEST_FILTER:-*}" > /tmp/test_gpu.log 2>&1
+  rc=$?
+  echo "test_gpu rc=$rc"
+  [[ $rc -ne 0 ]] && status=1
+  grep -E "^\[  PASSED|^\[  FAILED|Failure" -A3 /tmp/test_gpu.log | head -30
+  # the largest relative RMS error per tensor over the GDN cases
+  grep -E "relative RMS" /tmp/test_gpu.log |
+    awk '{for (i = 1; i <= NF; i++) if ($i == "RMS" && $(i + 1) + 0 > m[$4]) m[$4] = $(i + 1) + 0}
+         END {for (k in m) printf "%s %.2e  ", k, m[k]; print ""}'
+fi
+FLA_JSON=()
+if [[ -n "${FLA:-}" ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl
+  TRITON_CACHE_DIR=/tmp/triton_cache PYTHONPATH=/tmp/site OUT=$OUT timeout 320 python3 bench/bench_gdn_peers.py 2>&1 | tail -4
+  FLA_JSON=(--fla-json "$OUT/fla_kernels.json")
+fi
+.devbin/bench_gdn --shapes "${SHAPES:-16,1024,12,64;4,4096,16,128;1,32768,16,128}" --json "$OUT/gdn.json" \
+  "${FLA_JSON[@]}" 2>&1 | tail -9
+for sh in ${NCU:-}; do
+  timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw .devbin/bench_gdn \
+    --shapes "$sh" --iters 1 --warmup 0 --no-ceilings > /tmp/ncu.csv 2> /tmp/ncu.err
+  echo "== ncu $sh (one fwd and one fwd+bwd per kernel row count)"
+  python3 scripts/ncu_summary.py /tmp/ncu.csv | head -14
+done
+if [[ -n "${TRAIN:-}" ]]; then
+  timeout 120 .devbin/bench_train --config configs/hybrid_124m.yaml --steps 20 --warmup 5 2>&1 | tail -4
+fi
+exit $status
