@@ -12,6 +12,7 @@
 #include "kernels/cpu/gdn_norm.h"
 #include "kernels/cpu/gdn_l2norm.h"
 #include "kernels/cpu/gdn_gates.h"
+#include "core/error.h"
 #include "kernels/gdn_cuda.h"
 
 using namespace dt;
@@ -341,6 +342,48 @@ static void conv() {
   }
 }
 
+// The l2norm options of the launchers given something wrong: each call must throw dt::Error whose
+// message holds `want`, before any kernel runs.
+static void l2norm_rejects() {
+  const int64_t D = 64;
+  std::vector<uint16_t> x(D, f2b(1.f)), y(D), o(D), d(D);
+  std::vector<float> g(1, -0.1f), beta(1, 0.5f), r(1), dg(1), db(1);
+  GdnCudaForwardParams f;
+  f.dims.B = f.dims.T = f.dims.Hk = f.dims.Hv = 1, f.dims.dk = f.dims.dv = D, f.dims.chunk = 64;
+  f.q = f.k = f.v = x.data(), f.ld_q = f.ld_k = f.ld_v = f.ld_o = D, f.g = g.data(), f.beta = beta.data();
+  f.o = o.data(), f.q_hat = f.k_hat = y.data(), f.ld_hat = D, f.q_rnorm = f.k_rnorm = r.data();
+  GdnCudaBackwardParams b;
+  b.dims = f.dims, b.q = b.k = b.v = b.d_o = x.data(), b.ld_q = b.ld_k = b.ld_v = b.ld_do = D;
+  b.g = g.data(), b.beta = beta.data(), b.dq = b.dk = b.dv = d.data(), b.ld_dq = b.ld_dk = b.ld_dv = D;
+  b.dg = dg.data(), b.dbeta = db.data(), b.q_rnorm = b.k_rnorm = r.data();
+  auto expect = [](const char* what, const char* want, auto call) {
+    std::string got = "(no error)";
+    try {
+      call();
+    } catch (const dt::Error& e) {
+      got = e.what();
+    }
+    const bool ok = got.find(want) != std::string::npos;
+    if (!ok) ++failures;
+    std::printf("  rejects %-30s %s%s\n", what, ok ? "ok: " : "WRONG: ", got.c_str());
+  };
+  std::printf("l2norm options given something wrong\n");
+  GdnCudaForwardParams f1 = f;
+  f1.k_rnorm = nullptr;
+  expect("forward, 3 of the 4", "come together", [&] { gdn_chunk_forward_cuda(f1, nullptr); });
+  f1 = f, f1.ld_hat = D - 8;
+  expect("forward, ld_hat too small", "ld_hat", [&] { gdn_chunk_forward_cuda(f1, nullptr); });
+  f1 = f, f1.q_scale = 0.f;
+  expect("forward, q_scale 0", "must be > 0", [&] { gdn_chunk_forward_cuda(f1, nullptr); });
+  GdnCudaBackwardParams b1 = b;
+  b1.k_rnorm = nullptr;
+  expect("backward, q_rnorm alone", "come together", [&] { gdn_chunk_backward_cuda(b1, nullptr); });
+  b1 = b, b1.k_scale = -1.f;
+  expect("backward, k_scale -1", "must be > 0", [&] { gdn_chunk_backward_cuda(b1, nullptr); });
+  b1 = b, b1.dims.impl = GdnCudaImpl::kSimt, b1.q_rnorm = nullptr;
+  expect("backward (simt), k_rnorm alone", "come together", [&] { gdn_chunk_backward_cuda(b1, nullptr); });
+}
+
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "quick";
   if (which == "pointwise") { pointwise(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
@@ -360,6 +403,7 @@ int main(int argc, char** argv) {
     add(1, 1, 1, 2, 64);
     add(1, 65, 2, 2, 128); cases.back().l2 = true;
     Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11, s.l2 = true; cases.push_back(s);
+    l2norm_rejects();
   }
   else if (which == "lengths") { for (int64_t T : {1, 15, 63, 64, 65, 300}) add(2, T, 1, 2, 64); }
   else if (which == "d128") { for (int64_t T : {1, 65, 300}) add(1, T, 2, 2, 128); }
