@@ -19,16 +19,22 @@
 
 namespace dt_bench {
 
-// Median milliseconds of f() over `iters` runs on `stream`, after `warmup` runs.
+// Median milliseconds of f() over `iters` runs on `stream`, after `warmup` runs. With `flush`, a
+// 256 MB buffer is written before each timed run (outside the events), so that f starts with a
+// cold L2 as under triton.testing.do_bench, which the peer scripts use.
 template <class F>
-double median_ms(F&& f, int warmup, int iters, cudaStream_t stream = nullptr) {
+double median_ms(F&& f, int warmup, int iters, cudaStream_t stream = nullptr, bool flush = false) {
   for (int i = 0; i < warmup; ++i) f();
   BENCH_CUDA(cudaDeviceSynchronize());
+  constexpr size_t kFlushBytes = size_t(256) << 20;
+  void* scratch = nullptr;
+  if (flush) BENCH_CUDA(cudaMalloc(&scratch, kFlushBytes));
   cudaEvent_t a, b;
   BENCH_CUDA(cudaEventCreate(&a));
   BENCH_CUDA(cudaEventCreate(&b));
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
+    if (flush) BENCH_CUDA(cudaMemsetAsync(scratch, i & 0xff, kFlushBytes, stream));
     BENCH_CUDA(cudaEventRecord(a, stream));
     f();
     BENCH_CUDA(cudaEventRecord(b, stream));
@@ -39,6 +45,7 @@ double median_ms(F&& f, int warmup, int iters, cudaStream_t stream = nullptr) {
   }
   BENCH_CUDA(cudaEventDestroy(a));
   BENCH_CUDA(cudaEventDestroy(b));
+  if (scratch) BENCH_CUDA(cudaFree(scratch));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }

@@ -38,6 +38,25 @@ __device__ __forceinline__ void bf16_split(float x, uint16_t& hi, uint16_t& lo) 
   lo = bf16_bits(x - bf16_val(hi));
 }
 
+// Two adjacent bf16 values (element 2u and 2u + 1 of a row) as one 32-bit word: stores and loads
+// of accumulator pairs (columns 2t, 2t + 1) in shared memory, p 4-byte aligned.
+__device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
+  return static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
+}
+__device__ __forceinline__ void sts_bf16x2(uint16_t* p, float a, float b) {
+  *reinterpret_cast<uint32_t*>(p) = bf16x2_bits(a, b);
+}
+__device__ __forceinline__ float2 lds_bf16x2(const uint16_t* p) {
+  const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+// bf16_split of a pair: high parts to hi[0..1], low parts to lo[0..1], one 32-bit store each.
+__device__ __forceinline__ void sts_bf16x2_split(uint16_t* hi, uint16_t* lo, float a, float b) {
+  const float ha = bf16_round(a), hb = bf16_round(b);
+  sts_bf16x2(hi, ha, hb);
+  sts_bf16x2(lo, a - ha, b - hb);
+}
+
 // ---- warp-level matmul on shared-memory tiles ----
 
 template <bool kTransA>
@@ -310,7 +329,7 @@ __device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, fl
 // Two adjacent bf16 outputs; vec: one 4-byte store (p 4-byte aligned).
 __device__ __forceinline__ void st_bf16x2(uint16_t* p, float a, float b, bool vec) {
   if (vec) {
-    *reinterpret_cast<uint32_t*>(p) = static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
+    *reinterpret_cast<uint32_t*>(p) = bf16x2_bits(a, b);
   } else {
     p[0] = bf16_bits(a);
     p[1] = bf16_bits(b);

@@ -186,8 +186,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          sdS[(xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane)] = bf16_bits(dS[mi][ni][e]);
+        for (int e = 0; e < 4; e += 2)
+          sts_bf16x2(sdS + (xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane), dS[mi][ni][e], dS[mi][ni][e + 1]);
     cp_async_wait<kStages - 2>();
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
     if (c - (kStages - 1) >= 0) prefetch(c - (kStages - 1), static_cast<int>((j + kStages - 1) % kStages));
@@ -206,11 +206,10 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
           for (int e = 0; e < 4; e += 2) {
             const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
             const float dec = __expf(gl - sG[i]);
-            const float v0 = bf16_val(sdvl[i * kLdV + y]) + dec * P[0][ni][e];
-            const float v1 = bf16_val(sdvl[i * kLdV + y + 1]) + dec * P[0][ni][e + 1];
+            const float2 l = lds_bf16x2(sdvl + i * kLdV + y);
+            const float v0 = l.x + dec * P[0][ni][e], v1 = l.y + dec * P[0][ni][e + 1];
             st_bf16x2(a.dVn + (ch * kC + i) * D + y0 + y, v0, v1, true);
-            sdVn[i * kLdV + y] = bf16_bits(-v0);
-            sdVn[i * kLdV + y + 1] = bf16_bits(-v1);
+            sts_bf16x2(sdVn + i * kLdV + y, -v0, -v1);
           }
     }
     __syncthreads();  // sdVn complete
@@ -267,8 +266,11 @@ __device__ __forceinline__ void row_dot(const float (&acc)[1][NT][4], const uint
 #pragma unroll
   for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      part[e >> 1] += acc[0][ni][e] * bf16_val(M[(m0 + acc_row(0, e, lane)) * ld + n0 + acc_col(ni, e, lane)]);
+    for (int e = 0; e < 4; e += 2) {
+      const float2 m = lds_bf16x2(M + (m0 + acc_row(0, e, lane)) * ld + n0 + acc_col(ni, e, lane));
+      part[e >> 1] += acc[0][ni][e] * m.x;
+      part[e >> 1] += acc[0][ni][e + 1] * m.y;
+    }
   part[0] = quad_sum(part[0]);
   part[1] = quad_sum(part[1]);
   if ((lane & 3) == 0) out[m0 + (lane >> 2)] = part[0], out[m0 + (lane >> 2) + 8] = part[1];
@@ -314,10 +316,11 @@ __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const u
     for (int p = 1; p < kParts; ++p) dot += dots[p * kC + i];
     const float r = i < ck.n ? rnorm[(ck.r0 + i) * a.Hk + ck.kh] : 0.f, sr = s * r, rs = r / s;
 #pragma unroll
-    for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-      for (int e = 2 * h; e < 2 * h + 2; ++e)
-        acc[0][ni][e] = sr * acc[0][ni][e] - rs * dot * bf16_val(Y[i * ld + n0 + acc_col(ni, e, lane)]);
+    for (int ni = 0; ni < NT; ++ni) {
+      const float2 y = lds_bf16x2(Y + i * ld + n0 + acc_col(ni, 2 * h, lane));
+      acc[0][ni][2 * h] = sr * acc[0][ni][2 * h] - rs * dot * y.x;
+      acc[0][ni][2 * h + 1] = sr * acc[0][ni][2 * h + 1] - rs * dot * y.y;
+    }
   }
 }
 

@@ -237,9 +237,9 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
+        for (int e = 0; e < 4; e += 2) {
           const int at = (xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane);
-          bf16_split(S[mi][ni][e], sS[at], sS_lo[at]);
+          sts_bf16x2_split(sS + at, sS_lo + at, S[mi][ni][e], S[mi][ni][e + 1]);
         }
     cp_async_wait<kStages - 2>();  // chunk c's group done; chunks c + 1 .. c + kStages - 2 may fly
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
@@ -264,13 +264,12 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
 #pragma unroll
           for (int e = 0; e < 4; e += 2) {
             const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
-            const float v0 = sU[i * kLdU + y] - P[0][ni][e];
-            const float v1 = sU[i * kLdU + y + 1] - P[0][ni][e + 1];
+            const float2 u = *reinterpret_cast<const float2*>(sU + i * kLdU + y);
+            const float v0 = u.x - P[0][ni][e], v1 = u.y - P[0][ni][e + 1];
             const int64_t at = (ch * kC + i) * D + y0 + y;
             st_bf16x2(a.Vn + at, v0, v1, true);
             const float dec = __expf(gl - sG[i]);
-            bf16_split(v0 * dec, sVd[i * kLdV + y], sVd_lo[i * kLdV + y]);
-            bf16_split(v1 * dec, sVd[i * kLdV + y + 1], sVd_lo[i * kLdV + y + 1]);
+            sts_bf16x2_split(sVd + i * kLdV + y, sVd_lo + i * kLdV + y, v0 * dec, v1 * dec);
           }
     }
     __syncthreads();  // sVd complete; every warp is done reading sS
