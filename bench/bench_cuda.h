@@ -50,6 +50,41 @@ double median_ms(F&& f, int warmup, int iters, cudaStream_t stream = nullptr, bo
   return ms[ms.size() / 2];
 }
 
+// Median milliseconds of one f() call (f launching on `stream`, a non-default stream), replayed
+// from a CUDA graph of `calls` calls: GPU time only, L2 warm, as bench_gdn_peers.py times fla.
+template <class F>
+double graph_ms(F&& f, cudaStream_t stream, int calls = 20, int reps = 10) {
+  f();
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) f();
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  cudaEvent_t a, b;
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    BENCH_CUDA(cudaEventRecord(a, stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    BENCH_CUDA(cudaEventRecord(b, stream));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t / calls);
+  }
+  BENCH_CUDA(cudaEventDestroy(a));
+  BENCH_CUDA(cudaEventDestroy(b));
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Device-to-device copy bandwidth of `bytes` (read + write counted), GB/s.
 inline double copy_gbs(size_t bytes, int warmup, int iters) {
   void *a = nullptr, *b = nullptr;

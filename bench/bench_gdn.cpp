@@ -4,9 +4,10 @@
 // fla's chunk_gated_delta_rule when its JSON (bench/bench_gdn_peers.sh, same device call) is given.
 //   bench_gdn [--shapes B,T,H,D;...] [--iters N] [--warmup N] [--json OUT] [--fla-json FLA.json]
 //             [--impl tc|simt] [--no-ceilings]
-// Times are medians over N runs, each timed with CUDA events, twice: back to back (L2 warm; against
-// fla replayed from a CUDA graph, GPU time only) and with L2 flushed before each run (against fla
-// under triton.testing.do_bench, which flushes L2 and includes Python's kernel launches).
+// Times are medians, three ways: replays of a CUDA graph of 20 calls (GPU time only, L2 warm; the
+// table's numbers, against fla replayed the same way), N runs launched one by one and timed with
+// CUDA events, and N runs with L2 flushed before each (against fla under triton.testing.do_bench,
+// which flushes L2 and includes Python's kernel launches: at 124M and mid, fla's host time).
 // fwd and fwd+bwd include, as training runs them (layers/gdn.cpp): the q/k l2norms, taken inside the
 // chunk kernels since v5 (GdnCudaForwardParams::q_hat, GdnCudaBackwardParams::q_rnorm; fla's timing
 // includes its own l2norm), and the gates g, beta from a, b as separate kernels (fla takes g and beta
@@ -110,6 +111,7 @@ struct Result {
   double core_fwd_ms = 0, core_bwd_ms = 0;  // the chunk kernels alone
   double fwd_ms = 0, fwdbwd_ms = 0;  // with gates and l2norm, back to back (L2 warm)
   double fwd_cold_ms = 0, fwdbwd_cold_ms = 0;  // the same, L2 flushed before each run (do_bench's way)
+  double fwd_graph_ms = 0, fwdbwd_graph_ms = 0;  // the same, replayed from a CUDA graph (GPU time only)
 };
 
 Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, int state_stages,
@@ -199,22 +201,27 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   dt::GdnCudaBackwardParams bp_layer = bp;
   bp_layer.dq = dq_raw, bp_layer.dk = dk_raw, bp_layer.q_rnorm = rq, bp_layer.k_rnorm = rk;
   bp_layer.q_scale = qscale, bp_layer.k_scale = 1.f;
+  cudaStream_t st;  // not the default stream, so that the calls can be captured in a graph
+  BENCH_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   auto layer_forward = [&] {
-    dt::gdn_gates_forward_cuda(gp, nullptr);
-    dt::gdn_chunk_forward_cuda(fp_layer, nullptr);
+    dt::gdn_gates_forward_cuda(gp, st);
+    dt::gdn_chunk_forward_cuda(fp_layer, st);
   };
   Result r;
-  r.core_fwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_forward_cuda(fp, nullptr); }, warmup, iters);
-  r.core_bwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_backward_cuda(bp, nullptr); }, warmup, iters);
+  r.core_fwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_forward_cuda(fp, st); }, warmup, iters, st);
+  r.core_bwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_backward_cuda(bp, st); }, warmup, iters, st);
   auto layer_fwdbwd = [&] {
     layer_forward();
-    dt::gdn_chunk_backward_cuda(bp_layer, nullptr);  // dq, dk through the l2norms too
-    dt::gdn_gates_backward_cuda(gp, nullptr);
+    dt::gdn_chunk_backward_cuda(bp_layer, st);  // dq, dk through the l2norms too
+    dt::gdn_gates_backward_cuda(gp, st);
   };
-  r.fwd_ms = dt_bench::median_ms(layer_forward, warmup, iters);
-  r.fwdbwd_ms = dt_bench::median_ms(layer_fwdbwd, warmup, iters);
-  r.fwd_cold_ms = dt_bench::median_ms(layer_forward, warmup, iters, nullptr, true);
-  r.fwdbwd_cold_ms = dt_bench::median_ms(layer_fwdbwd, warmup, iters, nullptr, true);
+  r.fwd_ms = dt_bench::median_ms(layer_forward, warmup, iters, st);
+  r.fwdbwd_ms = dt_bench::median_ms(layer_fwdbwd, warmup, iters, st);
+  r.fwd_cold_ms = dt_bench::median_ms(layer_forward, warmup, iters, st, true);
+  r.fwdbwd_cold_ms = dt_bench::median_ms(layer_fwdbwd, warmup, iters, st, true);
+  r.fwd_graph_ms = dt_bench::graph_ms(layer_forward, st);
+  r.fwdbwd_graph_ms = dt_bench::graph_ms(layer_fwdbwd, st);
+  BENCH_CUDA(cudaStreamDestroy(st));
   for (void* p : {static_cast<void*>(q_raw), static_cast<void*>(k_raw), static_cast<void*>(a), static_cast<void*>(b),
                   static_cast<void*>(A_log), static_cast<void*>(dt_bias), static_cast<void*>(da),
                   static_cast<void*>(db), static_cast<void*>(dA_log), static_cast<void*>(ddt_bias),
@@ -273,7 +280,8 @@ int main(int argc, char** argv) {
     const double gemm_tflops = no_ceilings ? NAN : measure_gemm_tflops(warmup, iters);
     std::printf("device: %s\nceilings (this run): copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, copy_gbs,
                 gemm_tflops);
-    std::printf("L2 warm, GPU time: ours back to back; fla replayed from a CUDA graph (no Python between kernels)\n");
+    std::printf("GPU time: ours and fla's each replayed from a CUDA graph of 20 calls (L2 warm, no host between "
+                "kernels)\n");
     std::printf("%-22s %9s %9s %8s %8s %9s %9s %9s %8s %8s %9s\n", "shape", "fwd ms", "fla fwd", "ratio", "TFLOP/s",
                 "GB/s", "f+b ms", "fla f+b", "ratio", "TFLOP/s", "GB/s");
     nlohmann::json out;
@@ -297,11 +305,14 @@ int main(int argc, char** argv) {
         fla_f_cold = fla[s.key()].value("fla_gdn_fwd_ms", NAN);
         fla_fb_cold = fla[s.key()].value("fla_gdn_fwdbwd_ms", NAN);
       }
-      const double tf_f = ff / (r.fwd_ms * 1e-3) / 1e12, tf_fb = fb / (r.fwdbwd_ms * 1e-3) / 1e12;
-      const double gb_f = bytes_forward(s) / (r.fwd_ms * 1e-3) / 1e9, gb_fb = bytes_fwdbwd(s) / (r.fwdbwd_ms * 1e-3) / 1e9;
-      std::printf("%-22s %9.3f %9.3f %8.2f %8.1f %9.0f %9.3f %9.3f %8.2f %8.1f %9.0f\n", s.key().c_str(), r.fwd_ms,
-                  fla_f, r.fwd_ms / fla_f, tf_f, gb_f, r.fwdbwd_ms, fla_fb, r.fwdbwd_ms / fla_fb, tf_fb, gb_fb);
-      std::printf("%-22s chunk kernels alone: fwd %.3f ms, bwd %.3f ms\n", "", r.core_fwd_ms, r.core_bwd_ms);
+      const double f_ms = r.fwd_graph_ms, fb_ms = r.fwdbwd_graph_ms;
+      const double tf_f = ff / (f_ms * 1e-3) / 1e12, tf_fb = fb / (fb_ms * 1e-3) / 1e12;
+      const double gb_f = bytes_forward(s) / (f_ms * 1e-3) / 1e9, gb_fb = bytes_fwdbwd(s) / (fb_ms * 1e-3) / 1e9;
+      std::printf("%-22s %9.3f %9.3f %8.2f %8.1f %9.0f %9.3f %9.3f %8.2f %8.1f %9.0f\n", s.key().c_str(), f_ms, fla_f,
+                  f_ms / fla_f, tf_f, gb_f, fb_ms, fla_fb, fb_ms / fla_fb, tf_fb, gb_fb);
+      std::printf("%-22s launched one by one (events): fwd %.3f ms, f+b %.3f ms; chunk kernels alone: fwd %.3f, "
+                  "bwd %.3f\n",
+                  "", r.fwd_ms, r.fwdbwd_ms, r.core_fwd_ms, r.core_bwd_ms);
       std::printf("%-22s L2 cold (flushed before each run), fla by do_bench: fwd %.3f / %.3f = %.2f, "
                   "f+b %.3f / %.3f = %.2f\n",
                   "", r.fwd_cold_ms, fla_f_cold, r.fwd_cold_ms / fla_f_cold, r.fwdbwd_cold_ms, fla_fb_cold,
@@ -311,13 +322,15 @@ int main(int argc, char** argv) {
                                 {"fwd_ms", r.fwd_ms},
                                 {"fwdbwd_ms", r.fwdbwd_ms},
                                 {"fwd_cold_ms", r.fwd_cold_ms},
+                                {"fwd_graph_ms", r.fwd_graph_ms},
+                                {"fwdbwd_graph_ms", r.fwdbwd_graph_ms},
                                 {"fwdbwd_cold_ms", r.fwdbwd_cold_ms},
                                 {"fla_fwd_graph_ms", fla_f},
                                 {"fla_fwdbwd_graph_ms", fla_fb},
                                 {"fla_fwd_do_bench_ms", fla_f_cold},
                                 {"fla_fwdbwd_do_bench_ms", fla_fb_cold},
-                                {"fwd_over_fla", r.fwd_ms / fla_f},
-                                {"fwdbwd_over_fla", r.fwdbwd_ms / fla_fb},
+                                {"fwd_graph_over_fla_graph", f_ms / fla_f},
+                                {"fwdbwd_graph_over_fla_graph", fb_ms / fla_fb},
                                 {"fwd_cold_over_fla_do_bench", r.fwd_cold_ms / fla_f_cold},
                                 {"fwdbwd_cold_over_fla_do_bench", r.fwdbwd_cold_ms / fla_fb_cold},
                                 {"fwd_TFLOPs", tf_f},

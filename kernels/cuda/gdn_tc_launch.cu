@@ -86,14 +86,20 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
 }
 
 // One stream-ordered allocation of `bytes` from the device's default pool, whose release threshold
-// is raised so that freed blocks stay cached (no driver call after the first of a size).
+// is raised so that freed blocks stay cached (no driver call after the first of a size). Under
+// stream capture (a CUDA graph) the allocation becomes the graph's own memory node, and the pool's
+// attribute, which may not be set while capturing, is left alone.
 char* tc_alloc(int64_t bytes, cudaStream_t s, const char* op) {
-  int dev = 0;
-  DT_GDN_CUDA_CHECK(cudaGetDevice(&dev), op);
-  cudaMemPool_t pool;
-  DT_GDN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev), op);
-  uint64_t keep = UINT64_MAX;
-  DT_GDN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), op);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DT_GDN_CUDA_CHECK(cudaStreamIsCapturing(s, &capture), op);
+  if (capture == cudaStreamCaptureStatusNone) {
+    int dev = 0;
+    DT_GDN_CUDA_CHECK(cudaGetDevice(&dev), op);
+    cudaMemPool_t pool;
+    DT_GDN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev), op);
+    uint64_t keep = UINT64_MAX;
+    DT_GDN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), op);
+  }
   void* base = nullptr;
   DT_GDN_CUDA_CHECK(cudaMallocAsync(&base, static_cast<size_t>(bytes), s), op);
   return static_cast<char*>(base);

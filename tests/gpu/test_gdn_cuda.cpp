@@ -8,6 +8,7 @@
 // dk 32 with dv 64, ...), which run the SIMT kernels.
 // Tolerances (relative RMS error, sqrt(sum (x - ref)^2 / sum ref^2)): o and S_out 5e-3;
 // dq, dk, dv, dS0 1e-2; dbeta, dg 2e-2.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -178,7 +179,7 @@ std::vector<T> download(const DevBuf& d, size_t n) {
 void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
-                   const Tensor& d_o, const Tensor& dS_out) {
+                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr) {
   auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.data); };
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data); };
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
@@ -188,19 +189,44 @@ void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, const Ten
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
-  gdn_chunk_forward_cuda(f, nullptr);
+  gdn_chunk_forward_cuda(f, stream);
   GdnCudaBackwardParams b;
   b.dims = d, b.q = f.q, b.k = f.k, b.v = f.v, b.ld_q = f.ld_q, b.ld_k = f.ld_k, b.ld_v = f.ld_v;
   b.g = f.g, b.beta = f.beta, b.S0 = f.S0, b.d_o = bits(d_o), b.ld_do = ld(d_o), b.dS_out = f32(dS_out);
   b.dq = bits(dq), b.dk = bits(dk), b.dv = bits(dv), b.ld_dq = ld(dq), b.ld_dk = ld(dk), b.ld_dv = ld(dv);
   b.dg = f32(dg), b.dbeta = f32(dbeta), b.dS0 = f32(dS0);
-  gdn_chunk_backward_cuda(b, nullptr);
+  gdn_chunk_backward_cuda(b, stream);
+}
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+// The launchers' forward and backward captured on a stream into a CUDA graph, which is then
+// replayed once.
+void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                            const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
+                            const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta,
+                            const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out) {
+  CUDA_OK(cudaDeviceSynchronize());  // the poisoning on the default stream is done
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  run_launchers(impl, 0, 0, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, s);
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(s));
 }
 
 // use_saved: the forward leaves its WY factors and states in a (poisoned) saved buffer and the
 // backward reads them instead of recomputing (layers/gdn.cpp does this in training).
+// graph: the launchers run captured in a CUDA graph (run_launchers_in_graph).
 GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
-               int state_stages = 0, bool use_saved = false) {
+               int state_stages = 0, bool use_saved = false, bool graph = false) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -246,7 +272,9 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const Tensor* t : {&o, &S_out, &dq, &dk, &dv, &dg, &dbeta, &dS0}) fill_cuda(*t, nan, ctx.stream);
 
-  if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0) {
+  if (graph) {
+    run_launchers_in_graph(impl, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
+  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -439,6 +467,29 @@ TEST(GdnCuda, SavedForwardStateGivesTheSameBitsAsRecomputing) {
     ASSERT_GT(gdn_chunk_saved_elems(Device::kCUDA, c.B, c.T, c.Hk, c.Hv, c.D, c.dv(), 64), 0);
     const Inputs in = make_inputs(c);
     const GpuRun a = run_gpu(c, in), b = run_gpu(c, in, GdnCudaImpl::kAuto, 0, 0, /*use_saved=*/true);
+    EXPECT_EQ(a.o_bits, b.o_bits);
+    EXPECT_EQ(a.dq_bits, b.dq_bits);
+    EXPECT_EQ(a.dk_bits, b.dk_bits);
+    EXPECT_EQ(a.dv_bits, b.dv_bits);
+    EXPECT_EQ(0, std::memcmp(a.dg.data(), b.dg.data(), a.dg.size() * 4));
+    EXPECT_EQ(0, std::memcmp(a.dbeta.data(), b.dbeta.data(), a.dbeta.size() * 4));
+    EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4));
+    EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4));
+  }
+}
+
+// The forward and backward captured into a CUDA graph (as a training step may be) give the bits of
+// the same launches run directly: the workspace's stream-ordered allocations become the graph's
+// memory nodes (the pool's release threshold is not touched while capturing). Both kernel sets.
+TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.T = 130, c.B = 2, c.Hk = 1, c.Hv = 2, c.D = 128, c.seed = 81;
+  c.with_S0 = true, c.with_dS_out = true;
+  const Inputs in = make_inputs(c);
+  for (GdnCudaImpl impl : {GdnCudaImpl::kTensorCore, GdnCudaImpl::kSimt}) {
+    SCOPED_TRACE(impl == GdnCudaImpl::kSimt ? "simt kernels" : "tensor-core kernels");
+    const GpuRun a = run_gpu(c, in, impl), b = run_gpu(c, in, impl, 0, 0, false, /*graph=*/true);
     EXPECT_EQ(a.o_bits, b.o_bits);
     EXPECT_EQ(a.dq_bits, b.dq_bits);
     EXPECT_EQ(a.dk_bits, b.dk_bits);
