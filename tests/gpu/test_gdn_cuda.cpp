@@ -454,6 +454,18 @@ TEST(GdnCuda, EdgeGates) {
   }
 }
 
+// Every output of two runs, bit for bit.
+void expect_same_bits(const GpuRun& a, const GpuRun& b) {
+  EXPECT_EQ(a.o_bits, b.o_bits);
+  EXPECT_EQ(a.dq_bits, b.dq_bits);
+  EXPECT_EQ(a.dk_bits, b.dk_bits);
+  EXPECT_EQ(a.dv_bits, b.dv_bits);
+  EXPECT_EQ(0, std::memcmp(a.dg.data(), b.dg.data(), a.dg.size() * 4));
+  EXPECT_EQ(0, std::memcmp(a.dbeta.data(), b.dbeta.data(), a.dbeta.size() * 4));
+  EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4));
+  EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4));
+}
+
 // The forward's saved buffer (WY factors, states per chunk) handed to the backward gives exactly the
 // bits of the backward that recomputes them; the tensor-core shapes (the SIMT kernels keep nothing).
 TEST(GdnCuda, SavedForwardStateGivesTheSameBitsAsRecomputing) {
@@ -467,14 +479,7 @@ TEST(GdnCuda, SavedForwardStateGivesTheSameBitsAsRecomputing) {
     ASSERT_GT(gdn_chunk_saved_elems(Device::kCUDA, c.B, c.T, c.Hk, c.Hv, c.D, c.dv(), 64), 0);
     const Inputs in = make_inputs(c);
     const GpuRun a = run_gpu(c, in), b = run_gpu(c, in, GdnCudaImpl::kAuto, 0, 0, /*use_saved=*/true);
-    EXPECT_EQ(a.o_bits, b.o_bits);
-    EXPECT_EQ(a.dq_bits, b.dq_bits);
-    EXPECT_EQ(a.dk_bits, b.dk_bits);
-    EXPECT_EQ(a.dv_bits, b.dv_bits);
-    EXPECT_EQ(0, std::memcmp(a.dg.data(), b.dg.data(), a.dg.size() * 4));
-    EXPECT_EQ(0, std::memcmp(a.dbeta.data(), b.dbeta.data(), a.dbeta.size() * 4));
-    EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4));
-    EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4));
+    expect_same_bits(a, b);
   }
 }
 
@@ -490,14 +495,7 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
   for (GdnCudaImpl impl : {GdnCudaImpl::kTensorCore, GdnCudaImpl::kSimt}) {
     SCOPED_TRACE(impl == GdnCudaImpl::kSimt ? "simt kernels" : "tensor-core kernels");
     const GpuRun a = run_gpu(c, in, impl), b = run_gpu(c, in, impl, 0, 0, false, /*graph=*/true);
-    EXPECT_EQ(a.o_bits, b.o_bits);
-    EXPECT_EQ(a.dq_bits, b.dq_bits);
-    EXPECT_EQ(a.dk_bits, b.dk_bits);
-    EXPECT_EQ(a.dv_bits, b.dv_bits);
-    EXPECT_EQ(0, std::memcmp(a.dg.data(), b.dg.data(), a.dg.size() * 4));
-    EXPECT_EQ(0, std::memcmp(a.dbeta.data(), b.dbeta.data(), a.dbeta.size() * 4));
-    EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4));
-    EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4));
+    expect_same_bits(a, b);
   }
 }
 
