@@ -114,8 +114,9 @@ struct Result {
   double fwd_graph_ms = 0, fwdbwd_graph_ms = 0;  // the same, replayed from a CUDA graph (GPU time only)
 };
 
+// profile: one pass of each timing launched directly, none from a graph or after an L2 flush (for ncu).
 Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, int state_stages,
-                   bool recompute) {
+                   bool recompute, bool profile) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -217,10 +218,14 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   };
   r.fwd_ms = dt_bench::median_ms(layer_forward, warmup, iters, st);
   r.fwdbwd_ms = dt_bench::median_ms(layer_fwdbwd, warmup, iters, st);
-  r.fwd_cold_ms = dt_bench::median_ms(layer_forward, warmup, iters, st, true);
-  r.fwdbwd_cold_ms = dt_bench::median_ms(layer_fwdbwd, warmup, iters, st, true);
-  r.fwd_graph_ms = dt_bench::graph_ms(layer_forward, st);
-  r.fwdbwd_graph_ms = dt_bench::graph_ms(layer_fwdbwd, st);
+  if (profile) {
+    r.fwd_cold_ms = r.fwdbwd_cold_ms = r.fwd_graph_ms = r.fwdbwd_graph_ms = NAN;
+  } else {
+    r.fwd_cold_ms = dt_bench::median_ms(layer_forward, warmup, iters, st, true);
+    r.fwdbwd_cold_ms = dt_bench::median_ms(layer_fwdbwd, warmup, iters, st, true);
+    r.fwd_graph_ms = dt_bench::graph_ms(layer_forward, st);
+    r.fwdbwd_graph_ms = dt_bench::graph_ms(layer_fwdbwd, st);
+  }
   BENCH_CUDA(cudaStreamDestroy(st));
   for (void* p : {static_cast<void*>(q_raw), static_cast<void*>(k_raw), static_cast<void*>(a), static_cast<void*>(b),
                   static_cast<void*>(A_log), static_cast<void*>(dt_bias), static_cast<void*>(da),
@@ -245,7 +250,7 @@ int main(int argc, char** argv) {
   int iters = 30, warmup = 5;
   std::string impl = "tc";
   int state_cols = 0, state_stages = 0;
-  bool no_ceilings = false, recompute = false;
+  bool no_ceilings = false, recompute = false, profile = false;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)");
   app.add_option("--warmup", warmup, "untimed runs first");
@@ -255,7 +260,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"tc", "simt"}));
   app.add_option("--state-cols", state_cols, "tensor-core state passes: columns of S per CTA (0: by size)");
   app.add_option("--state-stages", state_stages, "tensor-core state passes: chunks' tiles in flight (0: 2; 3 at D 128)");
-  app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings (e.g. under a profiler)");
+  app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings");
+  app.add_flag("--profile", profile,
+               "for a profiler: no ceilings, and only the runs launched one by one (no L2-flushed or graph timings)");
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
 #ifndef DELTATRON_HAVE_CUDA
@@ -276,6 +283,7 @@ int main(int argc, char** argv) {
       DT_CHECK(f.good(), "bench_gdn: cannot read --fla-json {}", fla_json);
       fla = nlohmann::json::parse(f);
     }
+    if (profile) no_ceilings = true;
     const double copy_gbs = no_ceilings ? NAN : dt_bench::copy_gbs(size_t(2) << 30, warmup, iters);
     const double gemm_tflops = no_ceilings ? NAN : measure_gemm_tflops(warmup, iters);
     std::printf("device: %s\nceilings (this run): copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, copy_gbs,
@@ -295,7 +303,7 @@ int main(int argc, char** argv) {
     for (const Shape4& s : parse_shapes(shapes)) {
       const Result r =
           bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
-                      state_stages, recompute);
+                      state_stages, recompute, profile);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       // fla's fastest sample over the peer script's processes (bench_gdn_peers.py keeps the minimum)
       double fla_f = NAN, fla_fb = NAN, fla_f_cold = NAN, fla_fb_cold = NAN;

@@ -96,14 +96,14 @@ if [[ -n "${PROFILE:-}" ]]; then
   for shape in ${PROFILE_GDN_SHAPES:-16,1024,12,64}; do
     tag=${shape//,/x}
     echo "--- bench_gdn $shape"
-    timeout 120 "${NCU[@]}" build-gpu/bench/bench_gdn --shapes "$shape" --iters 1 --warmup 0 --no-ceilings \
+    timeout 120 "${NCU[@]}" build-gpu/bench/bench_gdn --shapes "$shape" --iters 1 --warmup 0 --profile \
       > "$D/ncu_gdn_$tag.csv" 2> "$D/ncu_gdn_$tag.err"
     python3 scripts/ncu_summary.py "$D/ncu_gdn_$tag.csv" 2>&1 | tee "$D/ncu_gdn_${tag}_summary.txt" | head -40
   done
   if [[ -n "${PROFILE_SECTIONS:-}" ]]; then
     timeout 200 ncu --clock-control none -k "regex:${PROFILE_SECTIONS}" --launch-count 6 --section SpeedOfLight \
       --section WarpStateStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-      build-gpu/bench/bench_gdn --shapes 16,1024,12,64 --iters 1 --warmup 0 --no-ceilings \
+      build-gpu/bench/bench_gdn --shapes 16,1024,12,64 --iters 1 --warmup 0 --profile \
       > "$D/ncu_gdn_sections.txt" 2>&1
     grep -E "gdn_|Duration|Throughput|Warp Cycles|Stall|Occupancy|Registers|Shared Memory|Block Limit|Eligible|Issued" \
       "$D/ncu_gdn_sections.txt" | head -200

@@ -14,7 +14,8 @@
 #    most of fla's compilation)
 # Env: GTEST_FILTER (default: every GPU test), SHAPES (bench_gdn's), NCU="B,T,H,D ..." (ncu's
 #      per-kernel times at those shapes), PROFILE="B,T,H,D:regex ..." (ncu's sections for one kernel),
-#      TRAIN=1 (bench_train, hybrid 124M), SKIP_TESTS=1, FLA_RUNS (fla processes, default 2).
+#      TRAIN=1 (bench_train, hybrid 124M), SKIP_TESTS=1, FLA_RUNS (fla processes, default 2),
+#      BENCH_ARGS (more bench_gdn options, for its table, ncu and the profile, e.g. --state-cols 32).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--stage" ]]; then
@@ -60,10 +61,10 @@ if [[ -n "${FLA:-}" ]]; then
   FLA_JSON=(--fla-json "$OUT/fla_kernels.json")
 fi
 .devbin/bench_gdn --shapes "${SHAPES:-16,1024,12,64;4,4096,16,128;1,32768,16,128}" --json "$OUT/gdn.json" \
-  "${FLA_JSON[@]}" 2>&1 | tail -9
+  "${FLA_JSON[@]}" ${BENCH_ARGS:-} 2>&1 | tail -14
 for sh in ${NCU:-}; do
   timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw .devbin/bench_gdn \
-    --shapes "$sh" --iters 1 --warmup 0 --no-ceilings > /tmp/ncu.csv 2> /tmp/ncu.err
+    --shapes "$sh" --iters 1 --warmup 0 --profile ${BENCH_ARGS:-} > /tmp/ncu.csv 2> /tmp/ncu.err
   echo "== ncu $sh (one fwd and one fwd+bwd per kernel row count)"
   python3 scripts/ncu_summary.py /tmp/ncu.csv | head -14
 done
@@ -75,7 +76,7 @@ for spec in ${PROFILE:-}; do
   timeout 200 ncu --clock-control none -k "regex:$re" --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section SchedulerStats \
     --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-    .devbin/bench_gdn --shapes "$sh" --iters 1 --warmup 0 --no-ceilings 2>&1 |
+    .devbin/bench_gdn --shapes "$sh" --iters 1 --warmup 0 --profile ${BENCH_ARGS:-} 2>&1 |
     grep -vE "^==PROF==|^ *-+[ -]*$|^\s*$|^    (OPT|INF|WRN)|^          " | grep -vE " 0(\.0+)?$" | head -90
 done
 if [[ -n "${TRAIN:-}" ]]; then
