@@ -12,6 +12,9 @@ Writes $OUT/fla_kernels.json keyed B{B}_T{T}_H{H}_D{D}. Run it in several proces
 autotunes anew in each): every process appends its numbers to the key's "samples" and the key's
 top-level fields become the fastest sample's, which `bench_gdn --fla-json` compares with.
 Needs torch, triton and the fla wheels (scripts/gpu_quick.sh, scripts/gpu_check.sh).
+
+FLA_PROFILE=B,T,H,D: instead, for a profiler started with `ncu --profile-from-start off`: autotune at
+that shape, then one forward and one forward + backward between cudaProfilerStart and Stop.
 """
 import json
 import os
@@ -108,7 +111,33 @@ def time_shape(B, T, H, D):
     return r
 
 
+def profile(B, T, H, D):
+    """One forward and one forward + backward inside the profiler's range, after autotuning."""
+    dev, bf = "cuda", torch.bfloat16
+    q, k, v = (torch.randn(B, T, H, D, device=dev, dtype=bf, requires_grad=True) for _ in range(3))
+    g = F.logsigmoid(torch.randn(B, T, H, device=dev)).requires_grad_()
+    beta = torch.rand(B, T, H, device=dev, dtype=bf).sigmoid().requires_grad_()
+
+    def fwd():
+        return chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)[0]
+
+    do = torch.randn_like(fwd())
+    for _ in range(3):
+        torch.autograd.grad(fwd(), (q, k, v, g, beta), do)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    with torch.no_grad():
+        fwd()
+    torch.autograd.grad(fwd(), (q, k, v, g, beta), do)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print(f"profiled fla at B{B}_T{T}_H{H}_D{D}: one forward, one forward + backward", flush=True)
+
+
 def main():
+    if os.environ.get("FLA_PROFILE"):
+        profile(*(int(x) for x in os.environ["FLA_PROFILE"].split(",")))
+        return
     out_dir = os.environ.get("OUT", ".")
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "fla_kernels.json")

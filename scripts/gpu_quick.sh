@@ -15,7 +15,8 @@
 # Env: GTEST_FILTER (default: every GPU test), SHAPES (bench_gdn's), NCU="B,T,H,D ..." (ncu's
 #      per-kernel times at those shapes), PROFILE="B,T,H,D:regex ..." (ncu's sections for one kernel),
 #      TRAIN=1 (bench_train, hybrid 124M), SKIP_TESTS=1, FLA_RUNS (fla processes, default 2),
-#      BENCH_ARGS (more bench_gdn options, for its table, ncu and the profile, e.g. --state-cols 32).
+#      BENCH_ARGS (more bench_gdn options, for its table, ncu and the profile, e.g. --state-cols 32),
+#      NCU_FLA="B,T,H,D ..." (with FLA=1: fla's per-kernel times under ncu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--stage" ]]; then
@@ -56,6 +57,13 @@ if [[ -n "${FLA:-}" ]]; then
   for run in $(seq "${FLA_RUNS:-2}"); do
     echo "== fla, process $run"
     PYTHONPATH=/tmp/site OUT=$OUT timeout 300 python3 bench/bench_gdn_peers.py 2>&1 | tail -8
+  done
+  # NCU_FLA="B,T,H,D ...": fla's kernels under ncu, one forward and one forward + backward each
+  for sh in ${NCU_FLA:-}; do
+    FLA_PROFILE=$sh PYTHONPATH=/tmp/site timeout 200 ncu --clock-control none --profile-from-start off \
+      --metrics gpu__time_duration.sum --csv --page raw python3 bench/bench_gdn_peers.py > /tmp/ncu_fla.csv 2> /tmp/ncu_fla.err
+    echo "== ncu fla $sh (one fwd and one fwd+bwd)"
+    python3 scripts/ncu_summary.py /tmp/ncu_fla.csv | head -24
   done
   tar -czf "$OUT/triton_cache.tar.gz" -C "$TRITON_CACHE_DIR" . 2>/dev/null
   FLA_JSON=(--fla-json "$OUT/fla_kernels.json")
