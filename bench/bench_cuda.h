@@ -19,6 +19,30 @@
 
 namespace dt_bench {
 
+// Median milliseconds of `runs` runs of run() on `stream`, each timed with CUDA events and divided
+// by `per`; before() goes first each time, untimed.
+template <class Before, class Run>
+double events_median_ms(cudaStream_t stream, int runs, Before&& before, Run&& run, double per = 1.0) {
+  cudaEvent_t a, b;
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    before(i);
+    BENCH_CUDA(cudaEventRecord(a, stream));
+    run();
+    BENCH_CUDA(cudaEventRecord(b, stream));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t / per);
+  }
+  BENCH_CUDA(cudaEventDestroy(a));
+  BENCH_CUDA(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Median milliseconds of f() over `iters` runs on `stream`, after `warmup` runs. With `flush`, a
 // 256 MB buffer is written before each timed run (outside the events), so that f starts with a
 // cold L2 as under triton.testing.do_bench, which the peer scripts use.
@@ -29,25 +53,11 @@ double median_ms(F&& f, int warmup, int iters, cudaStream_t stream = nullptr, bo
   constexpr size_t kFlushBytes = size_t(256) << 20;
   void* scratch = nullptr;
   if (flush) BENCH_CUDA(cudaMalloc(&scratch, kFlushBytes));
-  cudaEvent_t a, b;
-  BENCH_CUDA(cudaEventCreate(&a));
-  BENCH_CUDA(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    if (flush) BENCH_CUDA(cudaMemsetAsync(scratch, i & 0xff, kFlushBytes, stream));
-    BENCH_CUDA(cudaEventRecord(a, stream));
-    f();
-    BENCH_CUDA(cudaEventRecord(b, stream));
-    BENCH_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  BENCH_CUDA(cudaEventDestroy(a));
-  BENCH_CUDA(cudaEventDestroy(b));
+  const double ms = events_median_ms(
+      stream, iters, [&](int i) { if (flush) BENCH_CUDA(cudaMemsetAsync(scratch, i & 0xff, kFlushBytes, stream)); },
+      f);
   if (scratch) BENCH_CUDA(cudaFree(scratch));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return ms;
 }
 
 // Median milliseconds of one f() call (f launching on `stream`, a non-default stream), replayed
@@ -64,25 +74,11 @@ double graph_ms(F&& f, cudaStream_t stream, int calls = 20, int reps = 10) {
   BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   BENCH_CUDA(cudaGraphLaunch(exec, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
-  cudaEvent_t a, b;
-  BENCH_CUDA(cudaEventCreate(&a));
-  BENCH_CUDA(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    BENCH_CUDA(cudaEventRecord(a, stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    BENCH_CUDA(cudaEventRecord(b, stream));
-    BENCH_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t / calls);
-  }
-  BENCH_CUDA(cudaEventDestroy(a));
-  BENCH_CUDA(cudaEventDestroy(b));
+  const double ms = events_median_ms(
+      stream, reps, [](int) {}, [&] { BENCH_CUDA(cudaGraphLaunch(exec, stream)); }, calls);
   BENCH_CUDA(cudaGraphExecDestroy(exec));
   BENCH_CUDA(cudaGraphDestroy(graph));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return ms;
 }
 
 // Device-to-device copy bandwidth of `bytes` (read + write counted), GB/s.

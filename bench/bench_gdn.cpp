@@ -3,7 +3,7 @@
 // cudaMemcpy for bandwidth, a large bf16 cuBLAS matmul for tensor-core throughput), and against
 // fla's chunk_gated_delta_rule when its JSON (bench/bench_gdn_peers.sh, same device call) is given.
 //   bench_gdn [--shapes B,T,H,D;...] [--iters N] [--warmup N] [--json OUT] [--fla-json FLA.json]
-//             [--impl tc|simt] [--no-ceilings]
+//             [--impl tc|simt] [--no-ceilings] [--profile]
 // Times are medians, three ways: replays of a CUDA graph of 20 calls (GPU time only, L2 warm; the
 // table's numbers, against fla replayed the same way), N runs launched one by one and timed with
 // CUDA events, and N runs with L2 flushed before each (against fla under triton.testing.do_bench,
@@ -288,8 +288,9 @@ int main(int argc, char** argv) {
     const double gemm_tflops = no_ceilings ? NAN : measure_gemm_tflops(warmup, iters);
     std::printf("device: %s\nceilings (this run): copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, copy_gbs,
                 gemm_tflops);
-    std::printf("GPU time: ours and fla's each replayed from a CUDA graph of 20 calls (L2 warm, no host between "
-                "kernels)\n");
+    std::printf("%s\n", profile ? "--profile: ours launched one by one (one run each), against fla's graph time"
+                                 : "GPU time: ours and fla's each replayed from a CUDA graph of 20 calls (L2 warm, "
+                                   "no host between kernels)");
     std::printf("%-22s %9s %9s %8s %8s %9s %9s %9s %8s %8s %9s\n", "shape", "fwd ms", "fla fwd", "ratio", "TFLOP/s",
                 "GB/s", "f+b ms", "fla f+b", "ratio", "TFLOP/s", "GB/s");
     nlohmann::json out;
@@ -313,7 +314,8 @@ int main(int argc, char** argv) {
         fla_f_cold = fla[s.key()].value("fla_gdn_fwd_ms", NAN);
         fla_fb_cold = fla[s.key()].value("fla_gdn_fwdbwd_ms", NAN);
       }
-      const double f_ms = r.fwd_graph_ms, fb_ms = r.fwdbwd_graph_ms;
+      // the table: graph replays; under --profile (no graphs) the runs launched one by one
+      const double f_ms = profile ? r.fwd_ms : r.fwd_graph_ms, fb_ms = profile ? r.fwdbwd_ms : r.fwdbwd_graph_ms;
       const double tf_f = ff / (f_ms * 1e-3) / 1e12, tf_fb = fb / (fb_ms * 1e-3) / 1e12;
       const double gb_f = bytes_forward(s) / (f_ms * 1e-3) / 1e9, gb_fb = bytes_fwdbwd(s) / (fb_ms * 1e-3) / 1e9;
       std::printf("%-22s %9.3f %9.3f %8.2f %8.1f %9.0f %9.3f %9.3f %8.2f %8.1f %9.0f\n", s.key().c_str(), f_ms, fla_f,

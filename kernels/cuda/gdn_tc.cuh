@@ -38,13 +38,10 @@ __device__ __forceinline__ void bf16_split(float x, uint16_t& hi, uint16_t& lo) 
   lo = bf16_bits(x - bf16_val(hi));
 }
 
-// Two adjacent bf16 values (element 2u and 2u + 1 of a row) as one 32-bit word: stores and loads
-// of accumulator pairs (columns 2t, 2t + 1) in shared memory, p 4-byte aligned.
+// Two adjacent bf16 values (element 2u and 2u + 1 of a row) as one 32-bit word: loads and stores
+// (st_bf16x2 with vec) of accumulator pairs (columns 2t, 2t + 1), p 4-byte aligned.
 __device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
   return static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
-}
-__device__ __forceinline__ void sts_bf16x2(uint16_t* p, float a, float b) {
-  *reinterpret_cast<uint32_t*>(p) = bf16x2_bits(a, b);
 }
 __device__ __forceinline__ float2 lds_bf16x2(const uint16_t* p) {
   const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
@@ -53,8 +50,8 @@ __device__ __forceinline__ float2 lds_bf16x2(const uint16_t* p) {
 // bf16_split of a pair: high parts to hi[0..1], low parts to lo[0..1], one 32-bit store each.
 __device__ __forceinline__ void sts_bf16x2_split(uint16_t* hi, uint16_t* lo, float a, float b) {
   const float ha = bf16_round(a), hb = bf16_round(b);
-  sts_bf16x2(hi, ha, hb);
-  sts_bf16x2(lo, a - ha, b - hb);
+  *reinterpret_cast<uint32_t*>(hi) = bf16x2_bits(ha, hb);
+  *reinterpret_cast<uint32_t*>(lo) = bf16x2_bits(a - ha, b - hb);
 }
 
 // ---- warp-level matmul on shared-memory tiles ----

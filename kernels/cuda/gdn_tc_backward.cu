@@ -187,7 +187,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
       for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; e += 2)
-          sts_bf16x2(sdS + (xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane), dS[mi][ni][e], dS[mi][ni][e + 1]);
+          st_bf16x2(sdS + (xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane), dS[mi][ni][e],
+                    dS[mi][ni][e + 1], true);
     cp_async_wait<kStages - 2>();
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
     if (c - (kStages - 1) >= 0) prefetch(c - (kStages - 1), static_cast<int>((j + kStages - 1) % kStages));
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
             const float2 l = lds_bf16x2(sdvl + i * kLdV + y);
             const float v0 = l.x + dec * P[0][ni][e], v1 = l.y + dec * P[0][ni][e + 1];
             st_bf16x2(a.dVn + (ch * kC + i) * D + y0 + y, v0, v1, true);
-            sts_bf16x2(sdVn + i * kLdV + y, -v0, -v1);
+            st_bf16x2(sdVn + i * kLdV + y, -v0, -v1, true);
           }
     }
     __syncthreads();  // sdVn complete
