@@ -19,14 +19,30 @@ that shape, then one forward and one forward + backward between cudaProfilerStar
 import json
 import os
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from triton.testing import do_bench
 
-from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-import fla.ops.common.chunk_o as fla_chunk_o
+def profile_shape():
+    """FLA_PROFILE as (B, T, H, D), or None; checked before torch loads, so a bad value fails at once."""
+    text = os.environ.get("FLA_PROFILE", "")
+    if not text:
+        return None
+    parts = text.split(",")
+    if len(parts) != 4 or not all(x.strip().isdigit() and int(x) > 0 for x in parts):
+        sys.exit(f"bench_gdn_peers.py: FLA_PROFILE must be B,T,H,D (four positive integers, e.g. 4,4096,16,128), "
+                 f"got {text!r}")
+    return tuple(int(x) for x in parts)
+
+
+PROFILE_SHAPE = profile_shape()
+
+import torch  # noqa: E402  (after the FLA_PROFILE check)
+import torch.nn.functional as F  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: E402
+import fla.ops.common.chunk_o as fla_chunk_o  # noqa: E402
 
 # fla refuses its gated backward on Hopper with Triton < 3.7.1 (fla issue #640, wrong results).
 # For TIMING ONLY the guard is lifted, as in the peer script; these gradients are no reference.
@@ -135,8 +151,8 @@ def profile(B, T, H, D):
 
 
 def main():
-    if os.environ.get("FLA_PROFILE"):
-        profile(*(int(x) for x in os.environ["FLA_PROFILE"].split(",")))
+    if PROFILE_SHAPE:
+        profile(*PROFILE_SHAPE)
         return
     out_dir = os.environ.get("OUT", ".")
     os.makedirs(out_dir, exist_ok=True)
@@ -150,7 +166,10 @@ def main():
         key = f"B{B}_T{T}_H{H}_D{D}"
         r = time_shape(B, T, H, D)
         print(key, {k_: round(x, 4) for k_, x in r.items()}, flush=True)
-        entry = results.setdefault(key, {"samples": []})
+        entry = results.get(key, {})
+        if not isinstance(entry.get("samples"), list):  # a file from an older run of this script: start over
+            entry = {"samples": []}
+        results[key] = entry
         entry["samples"].append(r)
         for f_ in FIELDS:  # the fastest sample per field (absent where every sample failed: JSON has no NaN)
             vals = [s[f_] for s in entry["samples"] if f_ in s]
