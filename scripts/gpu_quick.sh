@@ -10,8 +10,7 @@
 #   bash scripts/gpu_quick.sh --stage build-gdncu   # binaries + libfmt, libyaml-cpp into .devbin/
 # Then: run(carry=[".devbin"], command="export OUT; bash scripts/gpu_quick.sh")
 #   (add ".whl" to carry and FLA=1 for fla's kernels timed in the same call: scripts/fetch_device_debs.sh;
-#    copy a previous call's $OUT/triton_cache.tar.gz to .triton_cache.tar.gz and carry it to skip
-#    most of fla's compilation)
+#    carry a .triton_cache.tar.gz from scripts/gpu_check.sh to skip most of fla's compilation)
 # Env: GTEST_FILTER (default: every GPU test), SHAPES (bench_gdn's), NCU="B,T,H,D ..." (ncu's
 #      per-kernel times at those shapes), PROFILE="B,T,H,D:regex ..." (ncu's sections for one kernel),
 #      TRAIN=1 (bench_train, hybrid 124M), SKIP_TESTS=1, FLA_RUNS (fla processes, default 2),
@@ -48,7 +47,8 @@ FLA_JSON=()
 if [[ -n "${FLA:-}" ]]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
     .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl
-  # Triton's compiled kernels: restored from .triton_cache.tar.gz when carried, saved to $OUT after
+  # Triton's compiled kernels: restored from .triton_cache.tar.gz when carried (scripts/gpu_check.sh
+  # saves one small enough to come back; this call's own cache, fla's two processes, did not: 2026-11-30)
   export TRITON_CACHE_DIR=/tmp/triton_cache
   mkdir -p "$TRITON_CACHE_DIR"
   [[ -f .triton_cache.tar.gz ]] && tar -xzf .triton_cache.tar.gz -C "$TRITON_CACHE_DIR"
@@ -65,7 +65,6 @@ if [[ -n "${FLA:-}" ]]; then
     echo "== ncu fla $sh (one fwd and one fwd+bwd)"
     python3 scripts/ncu_summary.py /tmp/ncu_fla.csv | head -24
   done
-  tar -czf "$OUT/triton_cache.tar.gz" -C "$TRITON_CACHE_DIR" . 2>/dev/null
   FLA_JSON=(--fla-json "$OUT/fla_kernels.json")
 fi
 .devbin/bench_gdn --shapes "${SHAPES:-16,1024,12,64;4,4096,16,128;1,32768,16,128}" --json "$OUT/gdn.json" \
