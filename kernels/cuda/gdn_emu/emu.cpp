@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <array>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -180,6 +181,76 @@ void cp_async_wait_n(int n) {
   if (n == 0 && !tl_open.empty()) {  // uncommitted copies never complete on the GPU: flag them
     std::fprintf(stderr, "emu: cp.async without commit at wait\n");
     std::abort();
+  }
+}
+// wgmma: one pending product per issue, its D registers' inputs saved and the registers poisoned;
+// committed into groups; a wait computes this thread's elements of the completed groups from
+// shared memory as it is at the wait.
+struct Wgmma {
+  float* d;
+  int n;
+  uint64_t da, db;
+  std::vector<float> c;  // D's registers at the issue (accumulate), else zeros
+  bool chained;          // accumulate onto the result of an earlier pending product on d
+};
+static thread_local std::vector<Wgmma> tl_wg_open;
+static thread_local std::deque<std::vector<Wgmma>> tl_wg_groups;
+static thread_local bool tl_wg_fenced = false;
+
+void wgmma_fence() { tl_wg_fenced = true; }
+void wgmma_issue(float* d, int n, uint64_t da, uint64_t db, int accumulate) {
+  if (!tl_wg_fenced) {
+    std::fprintf(stderr, "emu: wgmma issued without wgmma_fence first\n");
+    std::abort();
+  }
+  if (emu::g_blockDim.x % 128) {
+    std::fprintf(stderr, "emu: wgmma in a block of %u threads (whole warpgroups only)\n", emu::g_blockDim.x);
+    std::abort();
+  }
+  // Accumulating onto registers a pending product will write chains onto that product's result
+  // (the hardware orders products on the same accumulators); the pending ones complete in order.
+  bool chained = false;
+  for (const Wgmma& p : tl_wg_open) chained |= p.d == d;
+  for (const auto& grp : tl_wg_groups)
+    for (const Wgmma& p : grp) chained |= p.d == d;
+  Wgmma w{d, n, da, db, std::vector<float>(n / 2, 0.f), accumulate && chained};
+  if (accumulate && !chained) std::memcpy(w.c.data(), d, sizeof(float) * (n / 2));
+  for (int i = 0; i < n / 2; ++i) d[i] = std::numeric_limits<float>::quiet_NaN();
+  tl_wg_open.push_back(std::move(w));
+}
+void wgmma_commit() {
+  tl_wg_groups.push_back(std::move(tl_wg_open));
+  tl_wg_open.clear();
+  tl_wg_fenced = false;
+}
+static float smem_bf16(uint32_t byte) {
+  uint16_t b;
+  std::memcpy(&b, emu::dyn_smem() + byte, 2);
+  return __bfloat162float(__ushort_as_bfloat16(b));
+}
+void wgmma_wait_n(int n) {
+  const int L = lane(), g = L >> 2, t = L & 3, row0 = 16 * ((emu::tl_threadIdx.x / 32) % 4);
+  while (static_cast<int>(tl_wg_groups.size()) > n) {
+    for (Wgmma& w : tl_wg_groups.front()) {
+      for (uint64_t desc : {w.da, w.db})
+        if ((desc >> 62) != 0 || ((desc >> 49) & 7) != 0) {
+          std::fprintf(stderr, "emu: wgmma descriptor with swizzling or a base offset (not emulated)\n");
+          std::abort();
+        }
+      auto field = [](uint64_t desc, int at) { return static_cast<uint32_t>((desc >> at) & 0x3FFF) << 4; };
+      const uint32_t a0 = field(w.da, 0), a_lbo = field(w.da, 16), a_sbo = field(w.da, 32);
+      const uint32_t b0 = field(w.db, 0), b_lbo = field(w.db, 16), b_sbo = field(w.db, 32);
+      for (int j = 0; j < w.n / 8; ++j)
+        for (int e = 0; e < 4; ++e) {
+          const int r = row0 + g + 8 * (e >> 1), c = 8 * j + 2 * t + (e & 1);
+          float s = w.chained ? w.d[4 * j + e] : w.c[4 * j + e];
+          for (int k = 0; k < 16; ++k)
+            s += smem_bf16(a0 + wgmma_kmajor_offset(r, k, a_lbo, a_sbo)) *
+                 smem_bf16(b0 + wgmma_kmajor_offset(c, k, b_lbo, b_sbo));
+          w.d[4 * j + e] = s;
+        }
+    }
+    tl_wg_groups.pop_front();
   }
 }
 }  // namespace gdn_cuda

@@ -14,6 +14,7 @@
 #include "kernels/cpu/gdn_gates.h"
 #include "core/error.h"
 #include "kernels/gdn_cuda.h"
+#include "kernels/cuda/gdn_wgmma_check.h"
 
 using namespace dt;
 
@@ -384,8 +385,45 @@ static void l2norm_rejects() {
   expect("backward (simt), k_rnorm alone", "come together", [&] { gdn_chunk_backward_cuda(b1, nullptr); });
 }
 
+// The wgmma building blocks (kernels/cuda/gdn_wgmma_check.cu): D = A B^T for one 64 x N tile at
+// every N the wrapper takes and K of one, several and sixteen k-steps, against a double product;
+// and the check's refusals.
+static void wgmma() {
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> nd;
+  for (int N : {16, 32, 64, 128})
+    for (int K : {16, 48, 256}) {
+      std::vector<uint16_t> A(64 * K), B(N * K);
+      for (auto& x : A) x = f2b(float(nd(rng)));
+      for (auto& x : B) x = f2b(float(nd(rng)));
+      std::vector<double> want(64 * N, 0.0);
+      for (int m = 0; m < 64; ++m)
+        for (int n = 0; n < N; ++n)
+          for (int k = 0; k < K; ++k) want[m * N + n] += double(b2f(A[m * K + k])) * b2f(B[n * K + k]);
+      std::vector<float> got(want.size(), std::nanf(""));  // poisoned
+      gdn_wgmma_check_cuda(A.data(), B.data(), got.data(), N, K, nullptr);  // emulated device memory is the host's
+      std::printf("wgmma N %3d K %3d\n", N, K);
+      report("D", got, want, 1e-5);
+    }
+  auto expect = [](const char* what, const char* needle, auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      if (std::string(e.what()).find(needle) != std::string::npos) return;
+      std::printf("  %s: wrong message: %s  <-- FAIL\n", what, e.what());
+      ++failures;
+      return;
+    }
+    std::printf("  %s: no error  <-- FAIL\n", what);
+    ++failures;
+  };
+  expect("N 48", "N must be 16, 32, 64 or 128", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 48, 16, nullptr); });
+  expect("K 24", "K must be a multiple of 16", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 64, 24, nullptr); });
+}
+
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "quick";
+  if (which == "wgmma") { wgmma(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
   if (which == "pointwise") { pointwise(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
   if (which == "norm") {  // the gated norm at sizes where variant 3's CTAs take several warp steps (slow)
     std::mt19937_64 rng(9);
@@ -431,7 +469,7 @@ int main(int argc, char** argv) {
     Case s; s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12; cases.push_back(s);
   }
   if (cases.empty()) {
-    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv)\n",
+    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv, wgmma)\n",
                  which.c_str());
     return 2;
   }
