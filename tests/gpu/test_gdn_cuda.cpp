@@ -501,27 +501,31 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
 }
 
 // The wgmma building blocks (kernels/cuda/gdn_mma.cuh: descriptors, the K-major core-matrix
-// layout, fence / commit / wait, D's register layout) on one 64 x N tile, D = A B^T, against a
-// double product: every N the wrapper takes, one to sixteen k-steps, D poisoned first.
+// layout, fence / commit / wait, D's register layout) on one 64 x N tile, D = A B^T (B K-major) and
+// D = A B (B MN-major), against a double product: every N the wrapper takes, one to sixteen
+// k-steps, D poisoned first. (Written before any GPU run: the MN-major layout's lbo / sbo roles
+// are this test's first question to the hardware.)
 TEST(GdnWgmma, TileProductMatchesReference) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(19);
   std::normal_distribution<float> nd;
+  for (bool b_kn : {false, true})
   for (int N : {16, 32, 64, 128})
     for (int K : {16, 48, 256}) {
-      SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K));
+      SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K) + (b_kn ? " B [k][n] (MN-major)" : " B [n][k]"));
       std::vector<uint16_t> A(64 * K), B(N * K);
       for (auto& x : A) x = f32_to_bf16(nd(rng));
       for (auto& x : B) x = f32_to_bf16(nd(rng));
       std::vector<double> want(64 * N, 0.0);
       for (int m = 0; m < 64; ++m)
         for (int n = 0; n < N; ++n)
-          for (int k = 0; k < K; ++k) want[m * N + n] += double(bf16_to_f32(A[m * K + k])) * bf16_to_f32(B[n * K + k]);
+          for (int k = 0; k < K; ++k)
+            want[m * N + n] += double(bf16_to_f32(A[m * K + k])) * bf16_to_f32(B[b_kn ? k * N + n : n * K + k]);
       DevBuf dA(A.size() * 2), dB(B.size() * 2), dD(want.size() * 4);
       upload(dA, A), upload(dB, B);
       upload(dD, std::vector<float>(want.size(), std::numeric_limits<float>::quiet_NaN()));
       gdn_wgmma_check_cuda(static_cast<uint16_t*>(dA.p), static_cast<uint16_t*>(dB.p), static_cast<float*>(dD.p), N, K,
-                           nullptr);
+                           b_kn, nullptr);
       const Err e = compare(download<float>(dD, want.size()), want);
       EXPECT_EQ(e.nan_count, 0);
       EXPECT_LE(e.rel_rms, 1e-5) << "largest error at flat index " << e.worst << " (row " << e.worst / N << ", column "

@@ -192,13 +192,14 @@ struct Wgmma {
   uint64_t da, db;
   std::vector<float> c;  // D's registers at the issue (accumulate), else zeros
   bool chained;          // accumulate onto the result of an earlier pending product on d
+  bool trans_b;          // B MN-major
 };
 static thread_local std::vector<Wgmma> tl_wg_open;
 static thread_local std::deque<std::vector<Wgmma>> tl_wg_groups;
 static thread_local bool tl_wg_fenced = false;
 
 void wgmma_fence() { tl_wg_fenced = true; }
-void wgmma_issue(float* d, int n, uint64_t da, uint64_t db, int accumulate) {
+void wgmma_issue(float* d, int n, uint64_t da, uint64_t db, int accumulate, bool trans_b) {
   if (!tl_wg_fenced) {
     std::fprintf(stderr, "emu: wgmma issued without wgmma_fence first\n");
     std::abort();
@@ -213,7 +214,7 @@ void wgmma_issue(float* d, int n, uint64_t da, uint64_t db, int accumulate) {
   for (const Wgmma& p : tl_wg_open) chained |= p.d == d;
   for (const auto& grp : tl_wg_groups)
     for (const Wgmma& p : grp) chained |= p.d == d;
-  Wgmma w{d, n, da, db, std::vector<float>(n / 2, 0.f), accumulate && chained};
+  Wgmma w{d, n, da, db, std::vector<float>(n / 2, 0.f), accumulate && chained, trans_b};
   if (accumulate && !chained) std::memcpy(w.c.data(), d, sizeof(float) * (n / 2));
   for (int i = 0; i < n / 2; ++i) d[i] = std::numeric_limits<float>::quiet_NaN();
   tl_wg_open.push_back(std::move(w));
@@ -246,7 +247,8 @@ void wgmma_wait_n(int n) {
           float s = w.chained ? w.d[4 * j + e] : w.c[4 * j + e];
           for (int k = 0; k < 16; ++k)
             s += smem_bf16(a0 + wgmma_kmajor_offset(r, k, a_lbo, a_sbo)) *
-                 smem_bf16(b0 + wgmma_kmajor_offset(c, k, b_lbo, b_sbo));
+                 smem_bf16(b0 + (w.trans_b ? wgmma_mnmajor_offset(c, k, b_lbo, b_sbo)
+                                           : wgmma_kmajor_offset(c, k, b_lbo, b_sbo)));
           w.d[4 * j + e] = s;
         }
     }

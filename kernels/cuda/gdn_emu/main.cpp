@@ -391,6 +391,7 @@ static void l2norm_rejects() {
 static void wgmma() {
   std::mt19937_64 rng(17);
   std::normal_distribution<double> nd;
+  for (bool b_kn : {false, true})
   for (int N : {16, 32, 64, 128})
     for (int K : {16, 48, 256}) {
       std::vector<uint16_t> A(64 * K), B(N * K);
@@ -399,10 +400,10 @@ static void wgmma() {
       std::vector<double> want(64 * N, 0.0);
       for (int m = 0; m < 64; ++m)
         for (int n = 0; n < N; ++n)
-          for (int k = 0; k < K; ++k) want[m * N + n] += double(b2f(A[m * K + k])) * b2f(B[n * K + k]);
+          for (int k = 0; k < K; ++k) want[m * N + n] += double(b2f(A[m * K + k])) * b2f(B[b_kn ? k * N + n : n * K + k]);
       std::vector<float> got(want.size(), std::nanf(""));  // poisoned
-      gdn_wgmma_check_cuda(A.data(), B.data(), got.data(), N, K, nullptr);  // emulated device memory is the host's
-      std::printf("wgmma N %3d K %3d\n", N, K);
+      gdn_wgmma_check_cuda(A.data(), B.data(), got.data(), N, K, b_kn, nullptr);  // emulated device memory is the host's
+      std::printf("wgmma N %3d K %3d, B %s\n", N, K, b_kn ? "[k][n] (MN-major)" : "[n][k] (K-major)");
       report("D", got, want, 1e-5);
     }
   auto expect = [](const char* what, const char* needle, auto&& f) {
@@ -417,8 +418,8 @@ static void wgmma() {
     std::printf("  %s: no error  <-- FAIL\n", what);
     ++failures;
   };
-  expect("N 48", "N must be 16, 32, 64 or 128", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 48, 16, nullptr); });
-  expect("K 24", "K must be a multiple of 16", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 64, 24, nullptr); });
+  expect("N 48", "N must be 16, 32, 64 or 128", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 48, 16, false, nullptr); });
+  expect("K 24", "K must be a multiple of 16", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 64, 24, false, nullptr); });
 }
 
 int main(int argc, char** argv) {

@@ -19,6 +19,9 @@ inline uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(static_ca
 constexpr uint32_t wgmma_kmajor_offset(int r, int k, uint32_t lbo, uint32_t sbo) {
   return (r / 8) * sbo + (k / 8) * lbo + (r % 8) * 16 + (k % 8) * 2;
 }
+constexpr uint32_t wgmma_mnmajor_offset(int r, int k, uint32_t lbo, uint32_t sbo) {
+  return (r / 8) * sbo + (k / 8) * lbo + (k % 8) * 16 + (r % 8) * 2;
+}
 inline uint64_t wgmma_desc(const void* p, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((smem_u32(p) & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
          (static_cast<uint64_t>(sbo >> 4) << 32);
@@ -29,10 +32,11 @@ void wgmma_commit();
 void wgmma_wait_n(int n);
 template <int N> inline void wgmma_wait() { wgmma_wait_n(N); }
 template <int R> inline void wgmma_fence_operand(float (&)[R]) {}
-void wgmma_issue(float* d, int n, uint64_t desc_a, uint64_t desc_b, int accumulate);
-template <int N> inline void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+void wgmma_issue(float* d, int n, uint64_t desc_a, uint64_t desc_b, int accumulate, bool trans_b);
+template <int N, int kTransB = 0>
+inline void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma n: 16, 32, 64 or 128 here");
-  wgmma_issue(d, N, desc_a, desc_b, accumulate);
+  wgmma_issue(d, N, desc_a, desc_b, accumulate, kTransB != 0);
 }
 inline unsigned char* dynamic_smem() { return emu::dyn_smem(); }
 }  // namespace gdn_cuda
