@@ -116,7 +116,7 @@ struct Result {
 
 // profile: one pass of each timing launched directly, none from a graph or after an L2 flush (for ncu).
 Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, int state_stages,
-                   bool recompute, bool profile) {
+                   bool recompute, bool profile, int wgmma) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -163,7 +163,7 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
 
   dt::GdnCudaDims d;
   d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64, d.impl = impl;
-  d.state_cols = state_cols, d.state_stages = state_stages;
+  d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma;
   dt::GdnCudaForwardParams fp;
   fp.dims = d, fp.q = q, fp.k = k, fp.v = v, fp.ld_q = fp.ld_k = fp.ld_v = fp.ld_o = s.H * s.D;
   fp.g = gd, fp.beta = bd, fp.o = o;
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   int iters = 30, warmup = 5;
   std::string impl = "tc";
   int state_cols = 0, state_stages = 0;
-  bool no_ceilings = false, recompute = false, profile = false;
+  bool no_ceilings = false, recompute = false, profile = false, wgmma = false;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)");
   app.add_option("--warmup", warmup, "untimed runs first");
@@ -263,6 +263,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings");
   app.add_flag("--profile", profile,
                "for a profiler: no ceilings, and only the runs launched one by one (no L2-flushed or graph timings)");
+  app.add_flag("--wgmma", wgmma, "the forward's output kernel with wgmma (v7 pilot)");
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
 #ifndef DELTATRON_HAVE_CUDA
@@ -300,11 +301,12 @@ int main(int argc, char** argv) {
     out["note"] = "fwd, fwdbwd include gates (separate kernels) and q/k l2norm (inside the chunk kernels); "
                   "chunk 64; kernels: " + impl +
                   "; state_cols " + std::to_string(state_cols) + "; state_stages " + std::to_string(state_stages) +
-                  (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward");
+                  (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
+                  (wgmma ? "; output kernel with wgmma" : "");
     for (const Shape4& s : parse_shapes(shapes)) {
       const Result r =
           bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
-                      state_stages, recompute, profile);
+                      state_stages, recompute, profile, wgmma ? 1 : 0);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       // fla's fastest sample over the peer script's processes (bench_gdn_peers.py keeps the minimum)
       double fla_f = NAN, fla_fb = NAN, fla_f_cold = NAN, fla_fb_cold = NAN;

@@ -32,6 +32,8 @@ struct GdnCudaDims {
   // 2). Benchmarks sweep both.
   int state_cols = 0;
   int state_stages = 0;
+  // 1: the forward's output kernel with wgmma (sm_90a; v7 pilot, off until measured on the H200).
+  int wgmma = 0;
 };
 
 struct GdnCudaForwardParams {

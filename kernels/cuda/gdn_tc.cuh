@@ -223,6 +223,23 @@ __device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* 
   }
 }
 
+// As load_tile into any layout: at(r, c) gives the shared-memory address of row r's 8 elements
+// [c, c + 8) (16 bytes; e.g. gdn_mma.cuh's core-matrix layouts for wgmma).
+template <int ROWS, int COLS, int NTHREADS, class At>
+__device__ __forceinline__ void load_tile_at(At at, const uint16_t* g, int64_t ldg, int valid, bool vec) {
+  constexpr int kPerRow = COLS / 8;
+  for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
+    const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
+    uint16_t* dst = at(r, c);
+    if (vec) {
+      cp_async_16(dst, r < valid ? g + r * ldg + c : g, r < valid ? 16 : 0);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dst[e] = r < valid ? g[r * ldg + c + e] : uint16_t(0);
+    }
+  }
+}
+
 // ROWS x COLS fp32, always 16-byte aligned (workspace).
 template <int ROWS, int COLS, int NTHREADS = kTcThreads>
 __device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g, int64_t ldg) {
@@ -274,9 +291,10 @@ __device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const u
 // apart; vec: 16-byte stores) and r to r_g (rows ldr apart). Rows past n stay as they are (zero).
 // 8 lanes per row, each with D / 8 consecutive features (16-byte pieces), 4 rows per warp at a
 // time; the xor butterfly over the 8 lanes gives them the same sum. The caller syncs before and after.
-template <int D, int NTHREADS>
-__device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, float scale, uint16_t* y_g,
-                                                 int64_t ldy, float* r_g, int64_t ldr, bool vec) {
+// at(i, c): the shared-memory address of row i's 8 features [c, c + 8) (16 bytes).
+template <int D, int NTHREADS, class At>
+__device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, uint16_t* y_g, int64_t ldy,
+                                                    float* r_g, int64_t ldr, bool vec) {
   constexpr int kLanes = 8, kPer = D / kLanes, kVec = kPer / 8;
   static_assert(kVec >= 1 && kPer % 8 == 0, "D: a multiple of 64");
   const int lane = threadIdx.x % 32, g = lane % kLanes;
@@ -288,7 +306,7 @@ __device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, fl
 #pragma unroll
     for (int u = 0; u < kVec; ++u) {
       x[u].x = x[u].y = x[u].z = x[u].w = 0u;
-      if (on) x[u] = *reinterpret_cast<const uint4*>(s + i * lds + g * kPer + 8 * u);
+      if (on) x[u] = *reinterpret_cast<const uint4*>(at(i, g * kPer + 8 * u));
       const uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -309,7 +327,7 @@ __device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, fl
                (static_cast<uint32_t>(bf16_bits(scale * __uint_as_float(w[e] & 0xffff0000u) * inv)) << 16);
       uint4 y;
       y.x = w[0], y.y = w[1], y.z = w[2], y.w = w[3];
-      *reinterpret_cast<uint4*>(s + i * lds + g * kPer + 8 * u) = y;
+      *reinterpret_cast<uint4*>(at(i, g * kPer + 8 * u)) = y;
       uint16_t* dst = y_g + i * ldy + g * kPer + 8 * u;
       if (vec) {
         *reinterpret_cast<uint4*>(dst) = y;
@@ -321,6 +339,13 @@ __device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, fl
     }
     if (g == 0) r_g[i * ldr] = inv;
   }
+}
+
+// The same on a row-major tile (rows lds elements apart).
+template <int D, int NTHREADS>
+__device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, float scale, uint16_t* y_g,
+                                                 int64_t ldy, float* r_g, int64_t ldr, bool vec) {
+  l2norm_tile_rows_at<D, NTHREADS>([&](int i, int c) { return s + i * lds + c; }, n, scale, y_g, ldy, r_g, ldr, vec);
 }
 
 // Two adjacent bf16 outputs; vec: one 4-byte store (p 4-byte aligned).
@@ -343,6 +368,7 @@ struct TcArgs {
   int64_t B = 0, T = 0, Hk = 0, Hv = 0, NC = 0;
   int state_cols = 0;    // columns of S per CTA of the state passes (tc_state_config)
   int state_stages = 2;  // chunks' tiles in flight in the state passes (tc_state_config)
+  int wgmma = 0;         // GdnCudaDims::wgmma
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
   int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
   bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned

@@ -405,6 +405,109 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Output with wgmma (sm_90a; v7 pilot, GdnCudaDims::wgmma = 1): grid (NC, Hv, B), D / 64
+// warpgroups; warpgroup w forms columns [64 w, + 64) of O. The tiles sit in gdn_mma.cuh's
+// core-matrix layouts: Q and K K-major (64 x D), S and V' MN-major (stored [k][n]: D x D, 64 x D).
+// Each warpgroup forms all of M = lower(Q K^T o Gam) (64 x 64) and keeps it as high + low bf16 A
+// fragments in registers; O = e^G o (Q S) + M V' in one set of accumulators. Same numerics as
+// gdn_tc_output_kernel (M split, S and V' as saved in bf16); other summation order.
+template <int D>
+struct OutputWgLayout {
+  static constexpr uint32_t kGroup = (D / 8) * 128;  // D-wide tiles: bytes between 8-row (K-major) or 8-k (MN-major) groups
+  size_t Q = 0, K = 0, S = 0, Vp = 0, G = 0, bytes = 0;
+  __host__ __device__ constexpr OutputWgLayout() {
+    SmemPlan p;
+    Q = p.take(kC * D * 2), K = p.take(kC * D * 2), S = p.take(D * D * 2), Vp = p.take(kC * D * 2);
+    G = p.take(kC * 4);
+    bytes = p.bytes;
+  }
+};
+
+template <int D>
+__global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a) {
+  constexpr OutputWgLayout<D> L{};
+  constexpr int kThreads = D / 64 * 128;
+  constexpr uint32_t kG = L.kGroup;
+  unsigned char* sm = dynamic_smem();
+  unsigned char *sQ = sm + L.Q, *sK = sm + L.K, *sS = sm + L.S, *sVp = sm + L.Vp;
+  float* sG = reinterpret_cast<float*>(sm + L.G);
+  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
+  // row r's elements [c, c + 8) of a K-major (64 x D) or MN-major ([k][n], D columns) tile
+  auto kmajor = [kG](unsigned char* t) {
+    return [t, kG](int r, int c) { return reinterpret_cast<uint16_t*>(t + wgmma_kmajor_offset(r, c, 128, kG)); };
+  };
+  auto mnmajor = [kG](unsigned char* t) {
+    return [t, kG](int k, int n) { return reinterpret_cast<uint16_t*>(t + wgmma_mnmajor_offset(n, k, kG, 128)); };
+  };
+  load_tile_at<kC, D, kThreads>(kmajor(sQ), a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
+  load_tile_at<kC, D, kThreads>(kmajor(sK), a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile_at<D, D, kThreads>(mnmajor(sS), a.S + ck.ch * D * D, D, D, true);
+  load_tile_at<kC, D, kThreads>(mnmajor(sVp), a.Vn + ck.ch * kC * D, D, kC, true);
+  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();
+  if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r)
+    l2norm_tile_rows_at<D, kThreads>(kmajor(sQ), ck.n, a.q_scale, a.q_hat + ck.r0 * a.ld_hat + ck.kh * D, a.ld_hat,
+                                     a.q_r + ck.r0 * a.Hk + ck.kh, a.Hk, a.vec_hat);
+    fence_proxy_async();
+    __syncthreads();
+  }
+  const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, m0 = 16 * ((threadIdx.x / 32) % 4);
+  auto q_desc = [&](int k0) { return wgmma_desc(sQ + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG); };
+  float qk[32], o[32];  // Q K^T (all 64 columns), O (this warpgroup's 64 columns)
+  wgmma_fence();
+#pragma unroll
+  for (int k0 = 0; k0 < D; k0 += 16)
+    wgmma_bf16<64>(qk, q_desc(k0), wgmma_desc(sK + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG), k0 > 0);
+#pragma unroll
+  for (int k0 = 0; k0 < D; k0 += 16)
+    wgmma_bf16<64, 1>(o, q_desc(k0), wgmma_desc(sS + wgmma_mnmajor_offset(64 * wg, k0, kG, 128), kG, 128), k0 > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operand(qk);
+  wgmma_fence_operand(o);
+  // M's rows as A fragments, high + low parts: accumulator block j holds columns [8 j, + 8), so
+  // k-step s (columns [16 s, + 16)) takes blocks 2 s and 2 s + 1 (register (j & 1) * 2 + e / 2).
+  uint32_t mh[kC / 16][4], ml[kC / 16][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int i = m0 + acc_row(0, e, lane), c = acc_col(j, e, lane);
+      uint16_t h[2], l[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        bf16_split(c + u <= i ? qk[4 * j + e + u] * __expf(sG[i] - sG[c + u]) : 0.f, h[u], l[u]);
+      const int f = (j & 1) * 2 + e / 2;
+      mh[j / 2][f] = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
+      ml[j / 2][f] = static_cast<uint32_t>(l[0]) | (static_cast<uint32_t>(l[1]) << 16);
+    }
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[4 * j + e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < kC / 16; ++s) {
+    const uint64_t vd = wgmma_desc(sVp + wgmma_mnmajor_offset(64 * wg, 16 * s, kG, 128), kG, 128);
+    wgmma_bf16_ra<64, 1>(o, mh[s], vd, 1);
+    wgmma_bf16_ra<64, 1>(o, ml[s], vd, 1);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operand(o);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int i = m0 + acc_row(0, e, lane), y = 64 * wg + acc_col(j, e, lane);
+      if (i < ck.n) st_bf16x2(a.o + (ck.r0 + i) * a.ld_o + ck.h * D + y, o[4 * j + e], o[4 * j + e + 1], a.vec_out);
+    }
+}
+
 template <int D>
 void prep_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr PrepLayout<D> L{};
@@ -426,6 +529,14 @@ void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
 // M stays in registers (v2 kept its two bf16 parts in 18 KB of shared memory: 3 CTAs per SM).
 template <int D>
 void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  if (a.wgmma) {
+    constexpr OutputWgLayout<D> W{};
+    tc_set_smem(gdn_tc_output_wg_kernel<D>, W.bytes, op);
+    const dim3 grid(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
+    gdn_tc_output_wg_kernel<D><<<grid, D / 64 * 128, W.bytes, s>>>(a);
+    DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+    return;
+  }
   // D = 128: one CTA of 8 warps per chunk (v4; was two CTAs of 64 columns, 4 warps each).
   constexpr int BO = D == 128 ? 128 : 64, kWarps = D == 128 ? 8 : 4;
   constexpr OutputLayout<D, BO> L{};

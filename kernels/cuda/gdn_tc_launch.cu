@@ -79,6 +79,8 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   TcArgs a;
   a.B = d.B, a.T = d.T, a.Hk = d.Hk, a.Hv = d.Hv, a.NC = (d.T + kC - 1) / kC;
   tc_state_config(d, a);
+  DT_CHECK(d.wgmma == 0 || d.wgmma == 1, "gdn_chunk: wgmma must be 0 or 1, got {}", d.wgmma);
+  a.wgmma = d.wgmma;
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);

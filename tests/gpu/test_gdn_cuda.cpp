@@ -177,7 +177,7 @@ std::vector<T> download(const DevBuf& d, size_t n) {
 }
 
 // The launchers of kernels/gdn_cuda.h with an explicit implementation (the ops pick kAuto).
-void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
                    const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr) {
@@ -186,7 +186,7 @@ void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, const Ten
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
-  d.chunk = 64, d.impl = impl, d.state_cols = state_cols, d.state_stages = state_stages;
+  d.chunk = 64, d.impl = impl, d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -212,7 +212,7 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaGraph_t graph;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  run_launchers(impl, 0, 0, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, s);
+  run_launchers(impl, 0, 0, 0, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, s);
   CUDA_OK(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -227,7 +227,7 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
 // backward reads them instead of recomputing (layers/gdn.cpp does this in training).
 // graph: the launchers run captured in a CUDA graph (run_launchers_in_graph).
 GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
-               int state_stages = 0, bool use_saved = false, bool graph = false) {
+               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = 0) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -275,7 +275,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
 
   if (graph) {
     run_launchers_in_graph(impl, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
-  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0) {
+  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == 0) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -287,7 +287,8 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
     gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64, saved);
     device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
-    run_launchers(impl, state_cols, state_stages, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
+    run_launchers(impl, state_cols, state_stages, wgmma, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o,
+                  dS_out);
   }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
@@ -335,13 +336,14 @@ void expect_close(const char* tensor, const Case& c, const std::vector<float>& g
                             << e.worst_want;
 }
 
-void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0, int state_stages = 0) {
+void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0, int state_stages = 0,
+                int wgmma = 0) {
   SCOPED_TRACE(c.name() + (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") +
                (state_cols ? " state_cols=" + std::to_string(state_cols) : "") +
-               (state_stages ? " state_stages=" + std::to_string(state_stages) : ""));
+               (state_stages ? " state_stages=" + std::to_string(state_stages) : "") + (wgmma ? " wgmma" : ""));
   const Inputs in = make_inputs(c);
   const Reference ref = run_reference(c, in);
-  const GpuRun a = run_gpu(c, in, impl, state_cols, state_stages);
+  const GpuRun a = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma);
   expect_close("o", c, a.o, ref.o, 5e-3);
   expect_close("S_out", c, a.S_out, ref.S_out, 5e-3);
   expect_close("dq", c, a.dq, ref.dq, 1e-2);
@@ -352,7 +354,7 @@ void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_
   if (c.with_S0) expect_close("dS0", c, a.dS0, ref.dS0, 1e-2);
   else expect_close("dS0 (zero S0)", c, a.dS0, ref.dS0, 1e-2);
   // Determinism: a second run gives the same bits.
-  const GpuRun b = run_gpu(c, in, impl, state_cols, state_stages);
+  const GpuRun b = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma);
   EXPECT_EQ(a.o_bits, b.o_bits) << "o differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dq_bits, b.dq_bits) << "dq differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dk_bits, b.dk_bits) << "dk differs between two runs [" << c.name() << "]";
@@ -498,6 +500,17 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
     const GpuRun a = run_gpu(c, in, impl), b = run_gpu(c, in, impl, 0, 0, false, /*graph=*/true);
     expect_same_bits(a, b);
   }
+}
+
+// The forward's output kernel with wgmma (GdnCudaDims::wgmma; v7 pilot): D 64 and 128, partial
+// chunks, one row, GQA, against the reference, bitwise repeatable.
+TEST(GdnCuda, WgmmaOutputKernelMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  Case cases[3];
+  cases[0].T = 130, cases[0].B = 2, cases[0].Hk = 1, cases[0].Hv = 2, cases[0].D = 64, cases[0].seed = 91;
+  cases[1].T = 300, cases[1].B = 1, cases[1].Hk = 2, cases[1].Hv = 2, cases[1].D = 128, cases[1].seed = 92;
+  cases[2].T = 1, cases[2].B = 3, cases[2].Hk = 1, cases[2].Hv = 1, cases[2].D = 128, cases[2].seed = 93;
+  for (const Case& c : cases) check_case(c, GdnCudaImpl::kTensorCore, 0, 0, /*wgmma=*/1);
 }
 
 // The wgmma building blocks (kernels/cuda/gdn_mma.cuh: descriptors, the K-major core-matrix

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/gdn_chunk.h"
@@ -27,7 +28,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -95,7 +96,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   for (size_t i = 0; i < q.size(); ++i) qb[i] = f2b(q[i]), kb[i] = f2b(k[i]);
   for (size_t i = 0; i < v.size(); ++i) vb[i] = f2b(v[i]), dOb[i] = f2b(dO[i]);
   GdnCudaForwardParams fp;
-  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols; fp.dims.state_stages = c.stages;
+  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols; fp.dims.state_stages = c.stages; fp.dims.wgmma = c.wgmma;
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(&qkv[r * W], &qb[r * Hk * D], Hk * D * 2);
@@ -424,7 +425,16 @@ static void wgmma() {
 
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "quick";
-  if (which == "wgmma") { wgmma(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
+  if (which == "wgmma") {  // the building blocks, then the forward's output kernel with wgmma (D 64 and 128,
+                           // partial chunks, GQA, the l2norm inside)
+    wgmma();
+    for (auto [T, Hk, Hv, D, l2] : {std::tuple{130, 1, 2, 64, false}, {65, 2, 2, 128, true}, {1, 1, 1, 128, false}}) {
+      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.l2 = l2, c.wgmma = 1, c.seed = 300 + T + D;
+      run_case(c, GdnCudaImpl::kTensorCore);
+    }
+    std::printf("%s\n", failures ? "FAILURES" : "all ok");
+    return failures != 0;
+  }
   if (which == "pointwise") { pointwise(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
   if (which == "norm") {  // the gated norm at sizes where variant 3's CTAs take several warp steps (slow)
     std::mt19937_64 rng(9);

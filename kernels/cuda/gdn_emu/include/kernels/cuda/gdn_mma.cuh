@@ -33,6 +33,12 @@ void wgmma_wait_n(int n);
 template <int N> inline void wgmma_wait() { wgmma_wait_n(N); }
 template <int R> inline void wgmma_fence_operand(float (&)[R]) {}
 void wgmma_issue(float* d, int n, uint64_t desc_a, uint64_t desc_b, int accumulate, bool trans_b);
+void wgmma_issue_ra(float* d, int n, const uint32_t (&a)[4], uint64_t desc_b, int accumulate, bool trans_b);
+template <int N, int kTransB = 0>
+inline void wgmma_bf16_ra(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
+  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma n: 16, 32, 64 or 128 here");
+  wgmma_issue_ra(d, N, a, desc_b, accumulate, kTransB != 0);
+}
 template <int N, int kTransB = 0>
 inline void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma n: 16, 32, 64 or 128 here");
