@@ -92,6 +92,18 @@ __device__ __forceinline__ uint64_t wgmma_desc(const void* p, uint32_t lbo, uint
          (static_cast<uint64_t>(sbo >> 4) << 32);
 }
 
+// The descriptor of a tile laid out by wgmma_kmajor_offset / wgmma_mnmajor_offset, given the bytes
+// between core matrices along k and along m / n. Which descriptor field takes which stride is said
+// here only: K-major, lbo = along k, sbo = along m / n (PTX ISA); MN-major without swizzling taken
+// the same way (an assumption until GdnWgmma.TileProductMatchesReference has run on the GPU; if the
+// hardware reads them the other way, swap the two arguments in wgmma_desc_mn).
+__device__ __forceinline__ uint64_t wgmma_desc_k(const void* p, uint32_t k_group, uint32_t mn_group) {
+  return wgmma_desc(p, k_group, mn_group);
+}
+__device__ __forceinline__ uint64_t wgmma_desc_mn(const void* p, uint32_t k_group, uint32_t mn_group) {
+  return wgmma_desc(p, k_group, mn_group);
+}
+
 // Shared-memory writes of this thread (generic proxy) made visible to the wgmma reads (async proxy).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -456,15 +456,15 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
     __syncthreads();
   }
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, m0 = 16 * ((threadIdx.x / 32) % 4);
-  auto q_desc = [&](int k0) { return wgmma_desc(sQ + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG); };
+  auto q_desc = [&](int k0) { return wgmma_desc_k(sQ + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG); };
   float qk[32], o[32];  // Q K^T (all 64 columns), O (this warpgroup's 64 columns)
   wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < D; k0 += 16)
-    wgmma_bf16<64>(qk, q_desc(k0), wgmma_desc(sK + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG), k0 > 0);
+    wgmma_bf16<64>(qk, q_desc(k0), wgmma_desc_k(sK + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG), k0 > 0);
 #pragma unroll
   for (int k0 = 0; k0 < D; k0 += 16)
-    wgmma_bf16<64, 1>(o, q_desc(k0), wgmma_desc(sS + wgmma_mnmajor_offset(64 * wg, k0, kG, 128), kG, 128), k0 > 0);
+    wgmma_bf16<64, 1>(o, q_desc(k0), wgmma_desc_mn(sS + wgmma_mnmajor_offset(64 * wg, k0, kG, 128), kG, 128), k0 > 0);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operand(qk);
@@ -492,7 +492,7 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
   wgmma_fence();
 #pragma unroll
   for (int s = 0; s < kC / 16; ++s) {
-    const uint64_t vd = wgmma_desc(sVp + wgmma_mnmajor_offset(64 * wg, 16 * s, kG, 128), kG, 128);
+    const uint64_t vd = wgmma_desc_mn(sVp + wgmma_mnmajor_offset(64 * wg, 16 * s, kG, 128), kG, 128);
     wgmma_bf16_ra<64, 1>(o, mh[s], vd, 1);
     wgmma_bf16_ra<64, 1>(o, ml[s], vd, 1);
   }

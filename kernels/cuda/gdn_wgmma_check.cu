@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(128) gdn_wgmma_check_kernel(const uint16_t* A,
   for (int k0 = 0; k0 < K; k0 += 16) {
     const uint32_t at = wgmma_kmajor_offset(0, k0, lbo, sbo);
     const uint32_t bt = kTransB ? wgmma_mnmajor_offset(0, k0, b_lbo, b_sbo) : at;
-    wgmma_bf16<N, kTransB>(d, wgmma_desc(sm + at, lbo, sbo), wgmma_desc(sB + bt, b_lbo, b_sbo), k0 > 0);
+    const uint64_t db = kTransB ? wgmma_desc_mn(sB + bt, b_lbo, b_sbo) : wgmma_desc_k(sB + bt, lbo, sbo);
+    wgmma_bf16<N, kTransB>(d, wgmma_desc_k(sm + at, lbo, sbo), db, k0 > 0);
   }
   wgmma_commit();
   wgmma_wait<0>();

@@ -26,6 +26,8 @@ inline uint64_t wgmma_desc(const void* p, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((smem_u32(p) & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
          (static_cast<uint64_t>(sbo >> 4) << 32);
 }
+inline uint64_t wgmma_desc_k(const void* p, uint32_t k_group, uint32_t mn_group) { return wgmma_desc(p, k_group, mn_group); }
+inline uint64_t wgmma_desc_mn(const void* p, uint32_t k_group, uint32_t mn_group) { return wgmma_desc(p, k_group, mn_group); }
 inline void fence_proxy_async() {}
 void wgmma_fence();
 void wgmma_commit();
