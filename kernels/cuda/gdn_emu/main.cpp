@@ -421,6 +421,16 @@ static void wgmma() {
   };
   expect("N 48", "N must be 16, 32, 64 or 128", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 48, 16, false, nullptr); });
   expect("K 24", "K must be a multiple of 16", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 64, 24, false, nullptr); });
+  // GdnCudaDims::wgmma takes 0 or 1 only
+  expect("wgmma 2", "wgmma must be 0 or 1", [] {
+    GdnCudaForwardParams f;
+    f.dims.B = 1, f.dims.T = 64, f.dims.Hk = f.dims.Hv = 1, f.dims.dk = f.dims.dv = 64, f.dims.wgmma = 2;
+    f.dims.impl = GdnCudaImpl::kTensorCore;
+    std::vector<uint16_t> x(64 * 64);
+    std::vector<float> gb(64);
+    f.q = f.k = f.v = x.data(), f.ld_q = f.ld_k = f.ld_v = f.ld_o = 64, f.g = f.beta = gb.data(), f.o = x.data();
+    gdn_chunk_forward_cuda(f, nullptr);
+  });
 }
 
 int main(int argc, char** argv) {
