@@ -250,7 +250,8 @@ int main(int argc, char** argv) {
   int iters = 30, warmup = 5;
   std::string impl = "tc";
   int state_cols = 0, state_stages = 0;
-  bool no_ceilings = false, recompute = false, profile = false, wgmma = false;
+  bool no_ceilings = false, recompute = false, profile = false;
+  int wgmma = -1;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)");
   app.add_option("--warmup", warmup, "untimed runs first");
@@ -263,7 +264,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings");
   app.add_flag("--profile", profile,
                "for a profiler: no ceilings, and only the runs launched one by one (no L2-flushed or graph timings)");
-  app.add_flag("--wgmma", wgmma, "the forward's output kernel with wgmma (v7 pilot)");
+  app.add_option("--wgmma", wgmma,
+                 "wgmma kernels: -1 by the sizes (default), else bits: 1 the forward's output kernel, 2 the forward "
+                 "state pass, 4 the reverse one (v7)")
+      ->check(CLI::Range(-1, 7));
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
 #ifndef DELTATRON_HAVE_CUDA
@@ -302,11 +306,11 @@ int main(int argc, char** argv) {
                   "chunk 64; kernels: " + impl +
                   "; state_cols " + std::to_string(state_cols) + "; state_stages " + std::to_string(state_stages) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
-                  (wgmma ? "; output kernel with wgmma" : "");
+                  (wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", wgmma));
     for (const Shape4& s : parse_shapes(shapes)) {
       const Result r =
           bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
-                      state_stages, recompute, profile, wgmma ? 1 : 0);
+                      state_stages, recompute, profile, wgmma);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       // fla's fastest sample over the peer script's processes (bench_gdn_peers.py keeps the minimum)
       double fla_f = NAN, fla_fb = NAN, fla_f_cold = NAN, fla_fb_cold = NAN;

@@ -32,8 +32,11 @@ struct GdnCudaDims {
   // 2). Benchmarks sweep both.
   int state_cols = 0;
   int state_stages = 0;
-  // 1: the forward's output kernel with wgmma (sm_90a; v7 pilot, off until measured on the H200).
-  int wgmma = 0;
+  // wgmma kernels (sm_90a; v7): -1 picked by the sizes (the forward state pass where 64-column
+  // tiles fill the GPU at head dim 128: bench/NOTES.md v7), else bits: 1 the forward's output
+  // kernel (slower than mma.sync so far; kept for the record and its tests), 2 the forward state
+  // pass (also the backward's recomputation of it), 4 the reverse state pass; 0 none.
+  int wgmma = -1;
 };
 
 struct GdnCudaForwardParams {

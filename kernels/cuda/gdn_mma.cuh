@@ -46,6 +46,15 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
                : "memory");
 }
 
+// stmatrix.x4 with .trans (sm_90): lanes 8j..8j+7 give the row addresses of stored matrix j; register
+// j of lane 4g + t holds elements [g][2t], [g][2t + 1] of an 8x8 matrix M_j (the mma.sync C / A
+// fragment layout), which land transposed: M_j[g][2t + e] at row 2t + e, column g of matrix j.
+__device__ __forceinline__ void stsm_x4_trans(void* p, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // 16 bytes global -> shared, asynchronously; the first src_bytes (0 or 16) are copied, the rest
 // zero-filled. Both addresses 16-byte aligned.
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int src_bytes) {
@@ -63,6 +72,10 @@ __device__ __forceinline__ void cp_async_wait() {
 // that call it with the same id wait for each other only, and see each other's shared memory writes.
 __device__ __forceinline__ void named_barrier(int id, int n_threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n_threads) : "memory");
+}
+// Arrives at barrier id without waiting (a producer's signal; the n_threads count both sides).
+__device__ __forceinline__ void named_arrive(int id, int n_threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n_threads) : "memory");
 }
 
 // ---- wgmma (sm_90a): warpgroup products with both operands in shared memory ----
@@ -173,49 +186,51 @@ __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, u
 // As wgmma_bf16 with A (64 x 16) from registers: warp w of the group gives rows 16 w + (0..15) as
 // mma.sync's m16n8k16 A fragment (a[0] = A[g][2t, 2t+1], a[1] = A[g+8][..], a[2] = A[g][2t+8, ..],
 // a[3] = A[g+8][2t+8, ..]). Registers written by other instructions need wgmma_fence() first.
-template <int kTransB>
+template <int kTransB, int kScaleA>
 __device__ __forceinline__ void wgmma_bf16_ra_n16(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, %14;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, %15, 1, %14;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB), "n"(kScaleA));
 }
 
-template <int kTransB>
+template <int kTransB, int kScaleA>
 __device__ __forceinline__ void wgmma_bf16_ra_n32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, %23, 1, %22;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB), "n"(kScaleA));
 }
 
-template <int kTransB>
+template <int kTransB, int kScaleA>
 __device__ __forceinline__ void wgmma_bf16_ra_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, %39, 1, %38;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB), "n"(kScaleA));
 }
 
-template <int kTransB>
+template <int kTransB, int kScaleA>
 __device__ __forceinline__ void wgmma_bf16_ra_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, %71, 1, %70;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB), "n"(kScaleA));
 }
 
-template <int N, int kTransB = 0>
+// kNegA: d += (-A) B (the instruction's imm-scale-a = -1).
+template <int N, int kTransB = 0, bool kNegA = false>
 __device__ __forceinline__ void wgmma_bf16_ra(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma n: 16, 32, 64 or 128 here");
-  if constexpr (N == 16) wgmma_bf16_ra_n16<kTransB>(d, a, desc_b, accumulate);
-  else if constexpr (N == 32) wgmma_bf16_ra_n32<kTransB>(d, a, desc_b, accumulate);
-  else if constexpr (N == 64) wgmma_bf16_ra_n64<kTransB>(d, a, desc_b, accumulate);
-  else wgmma_bf16_ra_n128<kTransB>(d, a, desc_b, accumulate);
+  constexpr int kScaleA = kNegA ? -1 : 1;
+  if constexpr (N == 16) wgmma_bf16_ra_n16<kTransB, kScaleA>(d, a, desc_b, accumulate);
+  else if constexpr (N == 32) wgmma_bf16_ra_n32<kTransB, kScaleA>(d, a, desc_b, accumulate);
+  else if constexpr (N == 64) wgmma_bf16_ra_n64<kTransB, kScaleA>(d, a, desc_b, accumulate);
+  else wgmma_bf16_ra_n128<kTransB, kScaleA>(d, a, desc_b, accumulate);
 }
 
 // The kernel's dynamic shared memory (sized at launch).

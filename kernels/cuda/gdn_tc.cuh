@@ -41,7 +41,18 @@ __device__ __forceinline__ void bf16_split(float x, uint16_t& hi, uint16_t& lo) 
 // Two adjacent bf16 values (element 2u and 2u + 1 of a row) as one 32-bit word: loads and stores
 // (st_bf16x2 with vec) of accumulator pairs (columns 2t, 2t + 1), p 4-byte aligned.
 __device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
+#ifdef __CUDA_ARCH__
+  uint32_t r;  // one instruction, same rounding (to nearest even) as bf16_bits
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+#else
   return static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
+#endif
+}
+// bf16_split of a pair, as bf16x2 words (a in the low half): the same bits as two bf16_split calls.
+__device__ __forceinline__ void bf16x2_split(float a, float b, uint32_t& hi, uint32_t& lo) {
+  hi = bf16x2_bits(a, b);
+  lo = bf16x2_bits(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xffff0000u));
 }
 __device__ __forceinline__ float2 lds_bf16x2(const uint16_t* p) {
   const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
@@ -225,11 +236,16 @@ __device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* 
 
 // As load_tile into any layout: at(r, c) gives the shared-memory address of row r's 8 elements
 // [c, c + 8) (16 bytes; e.g. gdn_mma.cuh's core-matrix layouts for wgmma).
+// Each quarter-warp takes one 16-byte piece of 8 consecutive rows (the row index runs fastest): in
+// the core-matrix layouts those are one core matrix's 128 contiguous bytes, so the copies into
+// shared memory are free of bank conflicts (a quarter-warp along one row would hit 8 core matrices
+// 128 bytes apart: 8-way).
 template <int ROWS, int COLS, int NTHREADS, class At>
 __device__ __forceinline__ void load_tile_at(At at, const uint16_t* g, int64_t ldg, int valid, bool vec) {
   constexpr int kPerRow = COLS / 8;
+  static_assert(ROWS % 8 == 0, "ROWS: a multiple of 8");
   for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
-    const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
+    const int r = (idx / (8 * kPerRow)) * 8 + idx % 8, c = ((idx / 8) % kPerRow) * 8;
     uint16_t* dst = at(r, c);
     if (vec) {
       cp_async_16(dst, r < valid ? g + r * ldg + c : g, r < valid ? 16 : 0);
@@ -289,24 +305,27 @@ __device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const u
 // The l2norm of rows [0, n) of a D-column bf16 tile in shared memory (GdnCudaForwardParams::q_hat):
 // each becomes y = scale x r, r = 1 / sqrt(sum x^2 + 1e-6) (fp32), also stored to y_g (rows ldy
 // apart; vec: 16-byte stores) and r to r_g (rows ldr apart). Rows past n stay as they are (zero).
-// 8 lanes per row, each with D / 8 consecutive features (16-byte pieces), 4 rows per warp at a
-// time; the xor butterfly over the 8 lanes gives them the same sum. The caller syncs before and after.
+// A warp takes 8 rows at a time: lane 8 q + j has row j's 16-byte pieces q, q + 4, q + 8, ... (D / 32
+// of them), so each quarter-warp touches one piece of 8 consecutive rows: conflict-free in the
+// core-matrix layouts (the 8 rows' pieces are 128 contiguous bytes) and in the padded row-major
+// ones (rows D + 8 elements apart). The xor butterfly over q gives the 4 lanes of a row the same
+// sum. The caller syncs before and after.
 // at(i, c): the shared-memory address of row i's 8 features [c, c + 8) (16 bytes).
 template <int D, int NTHREADS, class At>
 __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, uint16_t* y_g, int64_t ldy,
                                                     float* r_g, int64_t ldr, bool vec) {
-  constexpr int kLanes = 8, kPer = D / kLanes, kVec = kPer / 8;
-  static_assert(kVec >= 1 && kPer % 8 == 0, "D: a multiple of 64");
-  const int lane = threadIdx.x % 32, g = lane % kLanes;
-  for (int i0 = (threadIdx.x / 32) * 4; i0 < n; i0 += NTHREADS / 32 * 4) {  // uniform over the warp
-    const int i = i0 + lane / kLanes;
+  constexpr int kVec = D / 32;
+  static_assert(D % 64 == 0, "D: a multiple of 64");
+  const int lane = threadIdx.x % 32, q = lane / 8;
+  for (int i0 = (threadIdx.x / 32) * 8; i0 < n; i0 += NTHREADS / 32 * 8) {  // uniform over the warp
+    const int i = i0 + lane % 8;
     const bool on = i < n;
     uint4 x[kVec];
     float ss = 0.f;
 #pragma unroll
     for (int u = 0; u < kVec; ++u) {
       x[u].x = x[u].y = x[u].z = x[u].w = 0u;
-      if (on) x[u] = *reinterpret_cast<const uint4*>(at(i, g * kPer + 8 * u));
+      if (on) x[u] = *reinterpret_cast<const uint4*>(at(i, 8 * (q + 4 * u)));
       const uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -314,8 +333,8 @@ __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, u
         ss += lo * lo + hi * hi;
       }
     }
-#pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 8);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 16);
     const float inv = rsqrtf(ss + 1e-6f);
     if (!on) continue;
 #pragma unroll
@@ -327,8 +346,9 @@ __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, u
                (static_cast<uint32_t>(bf16_bits(scale * __uint_as_float(w[e] & 0xffff0000u) * inv)) << 16);
       uint4 y;
       y.x = w[0], y.y = w[1], y.z = w[2], y.w = w[3];
-      *reinterpret_cast<uint4*>(at(i, g * kPer + 8 * u)) = y;
-      uint16_t* dst = y_g + i * ldy + g * kPer + 8 * u;
+      const int c = 8 * (q + 4 * u);
+      *reinterpret_cast<uint4*>(at(i, c)) = y;
+      uint16_t* dst = y_g + i * ldy + c;
       if (vec) {
         *reinterpret_cast<uint4*>(dst) = y;
       } else {
@@ -337,7 +357,7 @@ __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, u
           dst[2 * e] = static_cast<uint16_t>(w[e]), dst[2 * e + 1] = static_cast<uint16_t>(w[e] >> 16);
       }
     }
-    if (g == 0) r_g[i * ldr] = inv;
+    if (q == 0) r_g[i * ldr] = inv;
   }
 }
 
@@ -616,6 +636,8 @@ void tc_set_smem(Kernel kernel, size_t bytes, const char* op) {
 // prep: G, W, U. state_forward: the entering states S and V' per chunk (bf16), and S_out. output: o from Q, K, G, S and V' (chunks in parallel).
 void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op);
+void tc_state_forward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op);   // gdn_tc_state_wg.cu
+void tc_state_backward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op);  // gdn_tc_state_wg.cu
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op);       // dvl = M^T dO
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op); // dS per chunk, dV', dS0

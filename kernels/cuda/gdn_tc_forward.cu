@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Output with wgmma (sm_90a; v7 pilot, GdnCudaDims::wgmma = 1): grid (NC, Hv, B), D / 64
+// Output with wgmma (sm_90a; v7 pilot, GdnCudaDims::wgmma bit 1; slower than gdn_tc_output_kernel so far): grid (NC, Hv, B), D / 64
 // warpgroups; warpgroup w forms columns [64 w, + 64) of O. The tiles sit in gdn_mma.cuh's
 // core-matrix layouts: Q and K K-major (64 x D), S and V' MN-major (stored [k][n]: D x D, 64 x D).
 // Each warpgroup forms all of M = lower(Q K^T o Gam) (64 x 64) and keeps it as high + low bf16 A
@@ -440,13 +440,16 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
   auto mnmajor = [kG](unsigned char* t) {
     return [t, kG](int k, int n) { return reinterpret_cast<uint16_t*>(t + wgmma_mnmajor_offset(n, k, kG, 128)); };
   };
+  // three copy groups in the order the products use them: Q, K, G (Q K^T); S (Q S); V' (M V')
   load_tile_at<kC, D, kThreads>(kmajor(sQ), a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
   load_tile_at<kC, D, kThreads>(kmajor(sK), a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
-  load_tile_at<D, D, kThreads>(mnmajor(sS), a.S + ck.ch * D * D, D, D, true);
-  load_tile_at<kC, D, kThreads>(mnmajor(sVp), a.Vn + ck.ch * kC * D, D, kC, true);
   load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
-  cp_async_wait<0>();
+  load_tile_at<D, D, kThreads>(mnmajor(sS), a.S + ck.ch * D * D, D, D, true);
+  cp_async_commit();
+  load_tile_at<kC, D, kThreads>(mnmajor(sVp), a.Vn + ck.ch * kC * D, D, kC, true);
+  cp_async_commit();
+  cp_async_wait<2>();
   fence_proxy_async();
   __syncthreads();
   if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r)
@@ -462,13 +465,17 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
 #pragma unroll
   for (int k0 = 0; k0 < D; k0 += 16)
     wgmma_bf16<64>(qk, q_desc(k0), wgmma_desc_k(sK + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG), k0 > 0);
+  wgmma_commit();
+  cp_async_wait<1>();
+  fence_proxy_async();
+  __syncthreads();  // S's tile
+  wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < D; k0 += 16)
     wgmma_bf16<64, 1>(o, q_desc(k0), wgmma_desc_mn(sS + wgmma_mnmajor_offset(64 * wg, k0, kG, 128), kG, 128), k0 > 0);
   wgmma_commit();
-  wgmma_wait<0>();
+  wgmma_wait<1>();  // Q K^T done; Q S may still run while M is formed
   wgmma_fence_operand(qk);
-  wgmma_fence_operand(o);
   // M's rows as A fragments, high + low parts: accumulator block j holds columns [8 j, + 8), so
   // k-step s (columns [16 s, + 16)) takes blocks 2 s and 2 s + 1 (register (j & 1) * 2 + e / 2).
   uint32_t mh[kC / 16][4], ml[kC / 16][4];
@@ -485,10 +492,15 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
       mh[j / 2][f] = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
       ml[j / 2][f] = static_cast<uint32_t>(l[0]) | (static_cast<uint32_t>(l[1]) << 16);
     }
+  wgmma_wait<0>();
+  wgmma_fence_operand(o);
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[4 * j + e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();  // the V' tile
   wgmma_fence();
 #pragma unroll
   for (int s = 0; s < kC / 16; ++s) {
@@ -529,7 +541,7 @@ void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
 // M stays in registers (v2 kept its two bf16 parts in 18 KB of shared memory: 3 CTAs per SM).
 template <int D>
 void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  if (a.wgmma) {
+  if (a.wgmma & 1) {
     constexpr OutputWgLayout<D> W{};
     tc_set_smem(gdn_tc_output_wg_kernel<D>, W.bytes, op);
     const dim3 grid(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
@@ -555,6 +567,7 @@ void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 }
 
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  if (a.wgmma & 2) return tc_state_forward_wg(a, D, s, op);
   // (D, columns, stages) as tc_state_config checked them.
   const bool s3 = a.state_stages == 3;
   if (D == 64) a.state_cols == 64 ? state_forward_d<64, 64>(a, s, op) : state_forward_d<64, 32>(a, s, op);

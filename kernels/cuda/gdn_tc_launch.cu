@@ -79,8 +79,15 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   TcArgs a;
   a.B = d.B, a.T = d.T, a.Hk = d.Hk, a.Hv = d.Hv, a.NC = (d.T + kC - 1) / kC;
   tc_state_config(d, a);
-  DT_CHECK(d.wgmma == 0 || d.wgmma == 1, "gdn_chunk: wgmma must be 0 or 1, got {}", d.wgmma);
-  a.wgmma = d.wgmma;
+  DT_CHECK(d.wgmma >= -1 && d.wgmma <= 7,
+           "gdn_chunk: wgmma must be -1 (by the sizes) or 0..7 (bits: 1 the output kernel, 2 the forward state pass, 4 "
+           "the reverse one), got {}",
+           d.wgmma);
+  // By the sizes (H200, bench/NOTES.md v7): the state pass on wgmma, 64 columns a CTA, where the
+  // mma.sync one would take 64 columns too (head dim 128, enough heads to fill the GPU): mid
+  // (4, 4096, 16) 257 -> 180 us. With few heads (1, 32768, 16) its 32 CTAs take 1.50 ms against
+  // 0.79 for the mma.sync pass at 16 columns (128 CTAs); at head dim 64 (16, 1024, 12) 63 against 61.
+  a.wgmma = d.wgmma >= 0 ? d.wgmma : (d.dk == 128 && d.state_cols == 0 && d.state_stages == 0 && a.state_cols == 64 ? 2 : 0);
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);

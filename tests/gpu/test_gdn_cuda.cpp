@@ -227,7 +227,7 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
 // backward reads them instead of recomputing (layers/gdn.cpp does this in training).
 // graph: the launchers run captured in a CUDA graph (run_launchers_in_graph).
 GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
-               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = 0) {
+               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = -1) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -275,7 +275,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
 
   if (graph) {
     run_launchers_in_graph(impl, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
-  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == 0) {
+  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -337,10 +337,11 @@ void expect_close(const char* tensor, const Case& c, const std::vector<float>& g
 }
 
 void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0, int state_stages = 0,
-                int wgmma = 0) {
+                int wgmma = -1) {
   SCOPED_TRACE(c.name() + (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") +
                (state_cols ? " state_cols=" + std::to_string(state_cols) : "") +
-               (state_stages ? " state_stages=" + std::to_string(state_stages) : "") + (wgmma ? " wgmma" : ""));
+               (state_stages ? " state_stages=" + std::to_string(state_stages) : "") +
+               (wgmma >= 0 ? " wgmma=" + std::to_string(wgmma) : ""));
   const Inputs in = make_inputs(c);
   const Reference ref = run_reference(c, in);
   const GpuRun a = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma);
@@ -511,6 +512,21 @@ TEST(GdnCuda, WgmmaOutputKernelMatchesReference) {
   cases[1].T = 300, cases[1].B = 1, cases[1].Hk = 2, cases[1].Hv = 2, cases[1].D = 128, cases[1].seed = 92;
   cases[2].T = 1, cases[2].B = 3, cases[2].Hk = 1, cases[2].Hv = 1, cases[2].D = 128, cases[2].seed = 93;
   for (const Case& c : cases) check_case(c, GdnCudaImpl::kTensorCore, 0, 0, /*wgmma=*/1);
+}
+
+// The state passes with wgmma (GdnCudaDims::wgmma bits 2 and 4; alone, together and with the output
+// kernel's): D 64 and 128, more chunks than their rings have stages, partial chunks, one row, GQA,
+// very negative gates, against the reference, bitwise repeatable.
+TEST(GdnCuda, WgmmaStatePassesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  Case cases[4];
+  cases[0].T = 300, cases[0].B = 2, cases[0].Hk = 1, cases[0].Hv = 2, cases[0].D = 64, cases[0].seed = 94;
+  cases[1].T = 1024, cases[1].B = 1, cases[1].Hk = 2, cases[1].Hv = 2, cases[1].D = 128, cases[1].seed = 95;
+  cases[2].T = 1, cases[2].B = 3, cases[2].Hk = 1, cases[2].Hv = 1, cases[2].D = 128, cases[2].seed = 96;
+  cases[3].T = 65, cases[3].B = 1, cases[3].Hk = 1, cases[3].Hv = 1, cases[3].D = 64, cases[3].seed = 97;
+  cases[3].gates = Case::Gates::kVeryNegative;
+  for (int wgmma : {2, 3, 4, 6, 7})
+    for (const Case& c : cases) check_case(c, GdnCudaImpl::kTensorCore, 0, 0, wgmma);
 }
 
 // The wgmma building blocks (kernels/cuda/gdn_mma.cuh: descriptors, the K-major core-matrix

@@ -103,6 +103,15 @@ void named_barrier(int id, int n_threads) {
   }
   b->arrive_and_wait();
 }
+void named_arrive(int id, int n_threads) {
+  std::barrier<>* b = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(emu::g_named_mutex);
+    if (!emu::g_named.at(id)) emu::g_named[id] = std::make_unique<std::barrier<>>(n_threads);
+    b = emu::g_named[id].get();
+  }
+  (void)b->arrive();
+}
 }  // namespace dt::gdn_cuda
 
 namespace dt {
@@ -157,6 +166,25 @@ static void ldsm(uint32_t (&r)[4], const void* p, bool trans) {
     }
     r[j] = uint32_t(e0) | (uint32_t(e1) << 16);
   }
+  w.bar.arrive_and_wait();
+}
+// stmatrix.x4.trans: every lane's registers and row address gathered, then lane 0 writes the four
+// transposed 8x8 matrices.
+void stsm_x4_trans(void* p, const uint32_t (&r)[4]) {
+  if (reinterpret_cast<uintptr_t>(p) % 16) { std::fprintf(stderr, "emu: misaligned stmatrix row %p\n", p); std::abort(); }
+  emu::Warp& w = warp();
+  const int L = lane();
+  w.p[L] = p;
+  for (int j = 0; j < 4; ++j) w.u[L][j] = r[j];
+  w.bar.arrive_and_wait();
+  if (L == 0)
+    for (int l = 0; l < 32; ++l) {
+      const int g = l >> 2, t = l & 3;
+      for (int j = 0; j < 4; ++j) {
+        static_cast<uint16_t*>(const_cast<void*>(w.p[8 * j + 2 * t]))[g] = static_cast<uint16_t>(w.u[l][j]);
+        static_cast<uint16_t*>(const_cast<void*>(w.p[8 * j + 2 * t + 1]))[g] = static_cast<uint16_t>(w.u[l][j] >> 16);
+      }
+    }
   w.bar.arrive_and_wait();
 }
 void ldsm_x4(uint32_t (&r)[4], const void* p) { ldsm(r, p, false); }
@@ -230,7 +258,7 @@ void wgmma_issue(float* d, int n, uint64_t da, uint64_t db, int accumulate, bool
   tl_wg_open.push_back(std::move(w));
 }
 // Register A: the warpgroup's fragments are gathered at the issue (the instruction is collective).
-void wgmma_issue_ra(float* d, int n, const uint32_t (&a)[4], uint64_t db, int accumulate, bool trans_b) {
+void wgmma_issue_ra(float* d, int n, const uint32_t (&a)[4], uint64_t db, int accumulate, bool trans_b, bool neg_a) {
   emu::Group& grp = *emu::g_groups.at(emu::tl_threadIdx.x / 128);
   const int me = emu::tl_threadIdx.x % 128;
   for (int i = 0; i < 4; ++i) grp.a[me][i] = a[i];
@@ -245,6 +273,8 @@ void wgmma_issue_ra(float* d, int n, const uint32_t (&a)[4], uint64_t db, int ac
     A[(r0 + 8) * 16 + 2 * t + 8] = lo(f[3]), A[(r0 + 8) * 16 + 2 * t + 9] = hi(f[3]);
   }
   grp.bar.arrive_and_wait();
+  if (neg_a)
+    for (float& x : A) x = -x;
   wgmma_issue(d, n, 0, db, accumulate, trans_b);
   tl_wg_open.back().a = std::move(A);
 }

@@ -421,10 +421,10 @@ static void wgmma() {
   };
   expect("N 48", "N must be 16, 32, 64 or 128", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 48, 16, false, nullptr); });
   expect("K 24", "K must be a multiple of 16", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 64, 24, false, nullptr); });
-  // GdnCudaDims::wgmma takes 0 or 1 only
-  expect("wgmma 2", "wgmma must be 0 or 1", [] {
+  // GdnCudaDims::wgmma takes -1..7 only
+  expect("wgmma 8", "wgmma must be -1 (by the sizes) or 0..7", [] {
     GdnCudaForwardParams f;
-    f.dims.B = 1, f.dims.T = 64, f.dims.Hk = f.dims.Hv = 1, f.dims.dk = f.dims.dv = 64, f.dims.wgmma = 2;
+    f.dims.B = 1, f.dims.T = 64, f.dims.Hk = f.dims.Hv = 1, f.dims.dk = f.dims.dv = 64, f.dims.wgmma = 8;
     f.dims.impl = GdnCudaImpl::kTensorCore;
     std::vector<uint16_t> x(64 * 64);
     std::vector<float> gb(64);
@@ -435,11 +435,13 @@ static void wgmma() {
 
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "quick";
-  if (which == "wgmma") {  // the building blocks, then the forward's output kernel with wgmma (D 64 and 128,
-                           // partial chunks, GQA, the l2norm inside)
+  if (which == "wgmma") {  // the building blocks, then with wgmma the forward's output kernel (wgmma 1), both
+                           // state passes (6), all (7): D 64 and 128, partial chunks, one row, GQA, the l2norm
+                           // inside, more chunks than the rings' stages (the GPU test takes each bit alone too)
     wgmma();
-    for (auto [T, Hk, Hv, D, l2] : {std::tuple{130, 1, 2, 64, false}, {65, 2, 2, 128, true}, {1, 1, 1, 128, false}}) {
-      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.l2 = l2, c.wgmma = 1, c.seed = 300 + T + D;
+    for (auto [T, Hk, Hv, D, l2, wg] : {std::tuple{130, 1, 2, 64, false, 1}, {200, 1, 2, 64, false, 6}, {200, 1, 1, 128, false, 6},
+                                        {1, 1, 1, 64, false, 6}, {130, 2, 2, 128, true, 7}}) {
+      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.l2 = l2, c.wgmma = wg, c.seed = 300 + T + D + wg;
       run_case(c, GdnCudaImpl::kTensorCore);
     }
     std::printf("%s\n", failures ? "FAILURES" : "all ok");

@@ -7,10 +7,12 @@ namespace gdn_cuda {
 void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
 void ldsm_x4(uint32_t (&r)[4], const void* p);
 void ldsm_x4_trans(uint32_t (&r)[4], const void* p);
+void stsm_x4_trans(void* p, const uint32_t (&r)[4]);
 void cp_async_16(void* smem, const void* gmem, int src_bytes);
 void cp_async_commit();
 void cp_async_wait_n(int n);
 void named_barrier(int id, int n_threads);
+void named_arrive(int id, int n_threads);
 template <int N> inline void cp_async_wait() { cp_async_wait_n(N); }
 // wgmma: each thread's product is deferred to its wait, reading shared memory then, and its D
 // registers are NaN in between (the GPU leaves them undefined); descriptors hold offsets from the
@@ -35,11 +37,11 @@ void wgmma_wait_n(int n);
 template <int N> inline void wgmma_wait() { wgmma_wait_n(N); }
 template <int R> inline void wgmma_fence_operand(float (&)[R]) {}
 void wgmma_issue(float* d, int n, uint64_t desc_a, uint64_t desc_b, int accumulate, bool trans_b);
-void wgmma_issue_ra(float* d, int n, const uint32_t (&a)[4], uint64_t desc_b, int accumulate, bool trans_b);
-template <int N, int kTransB = 0>
+void wgmma_issue_ra(float* d, int n, const uint32_t (&a)[4], uint64_t desc_b, int accumulate, bool trans_b, bool neg_a);
+template <int N, int kTransB = 0, bool kNegA = false>
 inline void wgmma_bf16_ra(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma n: 16, 32, 64 or 128 here");
-  wgmma_issue_ra(d, N, a, desc_b, accumulate, kTransB != 0);
+  wgmma_issue_ra(d, N, a, desc_b, accumulate, kTransB != 0, kNegA);
 }
 template <int N, int kTransB = 0>
 inline void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {

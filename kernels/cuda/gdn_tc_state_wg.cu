@@ -1,0 +1,381 @@
+// The state passes with wgmma (sm_90a; v7): forward (GdnCudaDims::wgmma bit 2), then reverse (bit 4).
+// The forward state pass. Same results as
+// gdn_tc_forward.cu's gdn_tc_state_forward_kernel (V' and the entering S per chunk, bf16; S_out),
+// other summation order. Per (64 columns of S, value head, batch), two warpgroups: a producer
+// that copies chunk after chunk's W, K, U, G tiles into a ring of kStages (cp.async; named
+// barriers full / empty per stage), and a consumer that runs the chain. The consumer keeps the
+// state transposed, S^T (64 x D, fp32), as wgmma accumulators, so that both products of a chunk
+// take their A operand straight from registers and the chain passes nothing through shared memory:
+//   V'^T = U^T - S^T W^T        A = S^T (high + low bf16 parts, negated)   B = W  (K-major: W[i][d], d along k)
+//   S^T <- e^{G_n} S^T + Vd^T K   A = Vd^T (high + low)            B = K  (MN-major: K[i][d], d along n)
+// with Vd = D o V' (D_i = exp(G_n - G_i)). The mma.sync version loads every B fragment once per
+// warp (4-8 times per CTA), passes S and D o V' through shared memory between the products, with
+// three barriers a chunk, and issues its own copies. The saved S (entering chunk c) and V' go out
+// through shared memory, transposed by stmatrix, in 16-byte stores that overlap the products.
+// 64 columns per CTA (wgmma's M): grid (D / 64, Hv, B).
+#include "kernels/cuda/gdn_tc.cuh"
+
+namespace dt {
+
+using namespace gdn_cuda;
+
+namespace {
+
+template <int D, int kStages>
+struct StateWgLayout {
+  static constexpr uint32_t kGroup = (D / 8) * 128;  // bytes between 8-row (K-major) or 8-k (MN-major) groups
+  static constexpr int kLdU = 64 + 4, kLdO = 64 + 8;  // U (fp32) rows; staged S and V' (bf16) rows
+  // stage 0 offsets (stage s is stage 0 + s * stage), then two buffers each of staged S and V'
+  size_t W = 0, K = 0, U = 0, G = 0, stage = 0, S = 0, V = 0, bytes = 0;
+  __host__ __device__ constexpr StateWgLayout() {
+    SmemPlan p;
+    W = p.take(kC * D * 2), K = p.take(kC * D * 2), U = p.take(kC * kLdU * 4), G = p.take(kC * 4);
+    stage = p.bytes;
+    p.take(stage * (kStages - 1));
+    S = p.take(2 * D * kLdO * 2), V = p.take(2 * kC * kLdO * 2);
+    bytes = p.bytes;
+  }
+};
+
+// Accumulator pairs (columns 8 j + 2t, + 1 of rows g and g + 8) of an m64nN product as the A
+// fragments of k-steps j / 2: register (j & 1) * 2 + e / 2 of k-step j / 2 (e = 0: row g, 2: row g + 8).
+__device__ __forceinline__ int ra_reg(int j, int e) { return (j & 1) * 2 + e / 2; }
+
+// The 8 x 8 blocks of k-step s (accumulator blocks 2 s, 2 s + 1; rows g and g + 8 of this warp)
+// stored transposed: element (row y, column x) of the accumulators lands at dst[x * ld + y], for
+// the warp's 16 rows y. Lane l gives the row address of block l / 8 (block j = 2 s + (l / 8) / 2,
+// row half (l / 8) % 2), row l % 8 of the transposed block.
+__device__ __forceinline__ void stage_transposed(uint16_t* dst, int ld, int s, const uint32_t (&r)[4], int warp, int lane) {
+  const int m = lane / 8;
+  stsm_x4_trans(dst + (8 * (2 * s + m / 2) + lane % 8) * ld + 16 * warp + 8 * (m % 2), r);
+}
+
+template <int D, int kStages>
+__global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_kernel(TcArgs a) {
+  constexpr StateWgLayout<D, kStages> L{};
+  constexpr uint32_t kG = L.kGroup;
+  constexpr int kLdU = L.kLdU, kLdO = L.kLdO;
+  constexpr int kFull = 1, kEmpty = 1 + kStages, kConsumers = 1 + 2 * kStages;  // named barriers
+  unsigned char* sm = dynamic_smem();
+  uint16_t* sSo = reinterpret_cast<uint16_t*>(sm + L.S);
+  uint16_t* sVo = reinterpret_cast<uint16_t*>(sm + L.V);
+  const int y0 = blockIdx.x * 64;
+  const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
+
+  if (threadIdx.x < 128) {  // producer: chunk c's tiles into stage c % kStages once the consumer is
+                            // done with chunk c - kStages; full[s] signalled one chunk later, when
+                            // this thread's copies of it have landed
+    auto kmajor = [](unsigned char* tile) {
+      return [tile](int r, int c) { return reinterpret_cast<uint16_t*>(tile + wgmma_kmajor_offset(r, c, 128, kG)); };
+    };
+    auto mnmajor = [](unsigned char* tile) {
+      return [tile](int k, int n) { return reinterpret_cast<uint16_t*>(tile + wgmma_mnmajor_offset(n, k, kG, 128)); };
+    };
+    for (int64_t c = 0; c < a.NC; ++c) {
+      const int s = static_cast<int>(c % kStages);
+      if (c >= kStages) named_barrier(kEmpty + s, 256);
+      unsigned char* st = sm + s * L.stage;
+      const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
+      const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
+      load_tile_at<kC, D, 128>(kmajor(st + L.W), a.W + ch * kC * D, D, kC, true);
+      load_tile_at<kC, D, 128>(mnmajor(st + L.K), a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
+      load_tile_f32<kC, 64, 128>(reinterpret_cast<float*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D);
+      load_tile_f32<1, kC, 128>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
+      cp_async_commit();
+      if (c > 0) {
+        cp_async_wait<1>();
+        fence_proxy_async();
+        named_arrive(kFull + static_cast<int>((c - 1) % kStages), 256);
+      }
+    }
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_arrive(kFull + static_cast<int>((a.NC - 1) % kStages), 256);
+    return;
+  }
+
+  // consumer (the second warpgroup): the chain
+  const int tid = threadIdx.x - 128, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  // S^T's accumulators: S[4 j + e] = S^T[16 warp + g + 8 (e / 2)][8 j + 2 t + e % 2]
+  auto state_at = [&](int j, int e) {
+    return (bh * D + 8 * j + 2 * t + e % 2) * D + y0 + 16 * warp + g + 8 * (e / 2);
+  };
+  float S[D / 2];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) S[4 * j + e] = a.S0 ? a.S0[state_at(j, e)] : 0.f;
+  for (int64_t c = 0; c < a.NC; ++c) {
+    const int s = static_cast<int>(c % kStages);
+    const unsigned char* st = sm + s * L.stage;
+    const float* sU = reinterpret_cast<const float*>(st + L.U);
+    const float* sG = reinterpret_cast<const float*>(st + L.G);
+    const int64_t ch = bh * a.NC + c;
+    uint16_t* sSc = sSo + (c & 1) * D * kLdO;
+    uint16_t* sVc = sVo + (c & 1) * kC * kLdO;
+    // S^T as high + low A fragments (negated by the products); the high part (S as saved), transposed, to sSc
+    uint32_t ah[D / 16][4], al[D / 16][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        uint32_t hi, lo;
+        bf16x2_split(S[4 * j + e], S[4 * j + e + 1], hi, lo);
+        ah[j / 2][ra_reg(j, e)] = hi;
+        al[j / 2][ra_reg(j, e)] = lo;
+      }
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) stage_transposed(sSc, kLdO, k, ah[k], warp, lane);
+    named_barrier(kFull + s, 256);  // chunk c's tiles landed; every consumer thread has staged S
+    // V'^T = U^T - S^T W^T
+    float V[32];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) V[4 * j + e] = sU[(8 * j + 2 * t + e % 2) * kLdU + 16 * warp + g + 8 * (e / 2)];
+    const unsigned char* sW = st + L.W;
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint64_t wd = wgmma_desc_k(sW + wgmma_kmajor_offset(0, 16 * k, 128, kG), 128, kG);
+      wgmma_bf16_ra<64, 0, true>(V, ah[k], wd, 1);
+      wgmma_bf16_ra<64, 0, true>(V, al[k], wd, 1);
+    }
+    wgmma_commit();
+    // meanwhile: S entering chunk c and V' of chunk c - 1 out
+    store_tile<D, 64>(a.S + ch * D * D + y0, D, sSc, kLdO, tid, 128);
+    if (c > 0) store_tile<kC, 64>(a.Vn + (ch - 1) * kC * D + y0, D, sVo + ((c - 1) & 1) * kC * kLdO, kLdO, tid, 128);
+    wgmma_wait<0>();
+    wgmma_fence_operand(V);
+    // V' (bf16, transposed to sVc) and Vd = D o V' as high + low A fragments
+    const float gl = sG[kC - 1];
+    uint32_t vs[4][4], bh_[4][4], bl_[4][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float d0 = __expf(gl - sG[8 * j + 2 * t]), d1 = __expf(gl - sG[8 * j + 2 * t + 1]);
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const float v0 = V[4 * j + e], v1 = V[4 * j + e + 1];
+        vs[j / 2][ra_reg(j, e)] = bf16x2_bits(v0, v1);
+        bf16x2_split(v0 * d0, v1 * d1, bh_[j / 2][ra_reg(j, e)], bl_[j / 2][ra_reg(j, e)]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) stage_transposed(sVc, kLdO, k, vs[k], warp, lane);
+    // S^T = e^{G_n} S^T + Vd^T K
+    const float eg = __expf(gl);
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) S[i] *= eg;
+    const unsigned char* sK = st + L.K;
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t kd = wgmma_desc_mn(sK + wgmma_mnmajor_offset(0, 16 * k, kG, 128), kG, 128);
+      wgmma_bf16_ra<D, 1>(S, bh_[k], kd, 1);
+      wgmma_bf16_ra<D, 1>(S, bl_[k], kd, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(S);
+    if (c + kStages < a.NC) named_arrive(kEmpty + s, 256);  // stage s free (the producer waits for it)
+  }
+  named_barrier(kConsumers, 128);  // the last chunk's V' staged
+  store_tile<kC, 64>(a.Vn + (bh * a.NC + a.NC - 1) * kC * D + y0, D, sVo + ((a.NC - 1) & 1) * kC * kLdO, kLdO, tid, 128);
+  if (a.S_out)
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a.S_out[state_at(j, e)] = S[4 * j + e];
+}
+
+template <int D, int kStages>
+void state_forward_wg_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  constexpr StateWgLayout<D, kStages> L{};
+  tc_set_smem(gdn_tc_state_forward_wg_kernel<D, kStages>, L.bytes, op);
+  const dim3 grid(D / 64, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
+  gdn_tc_state_forward_wg_kernel<D, kStages><<<grid, 256, L.bytes, s>>>(a);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reverse state pass with wgmma (GdnCudaDims::wgmma bit 4). Same results as gdn_tc_backward.cu's
+// gdn_tc_state_backward_kernel (dS' and dV' per chunk, bf16; dS0), other summation order. Last chunk
+// first, the consumer keeps dS'^T (64 x D, fp32) as accumulators:
+//   dV'^T = dvl^T + (dS'^T K^T) o D    A = dS'^T (bf16, as the mma.sync pass)   B = K (K-major)
+//   dS^T  = e^{G_n} dS'^T + dOg^T Q - dV'^T W
+//           A = dOg^T (ldmatrix.trans from the [i][y] tile), dV'^T (bf16, negated by the products)
+//           B = Q, W (MN-major)
+// D_i = exp(G_n - G_i); dOg = dO o e^G and dvl = M^T dO from dv_local.
+template <int D, int kStages>
+struct StateBwdWgLayout {
+  static constexpr uint32_t kGroup = (D / 8) * 128;
+  static constexpr int kLdV = 64 + 8;  // dOg, dvl tiles ([i][y]); staged dS' and dV' rows
+  size_t K = 0, Q = 0, W = 0, dOg = 0, dvl = 0, G = 0, stage = 0, S = 0, V = 0, bytes = 0;
+  __host__ __device__ constexpr StateBwdWgLayout() {
+    SmemPlan p;
+    K = p.take(kC * D * 2), Q = p.take(kC * D * 2), W = p.take(kC * D * 2);
+    dOg = p.take(kC * kLdV * 2), dvl = p.take(kC * kLdV * 2), G = p.take(kC * 4);
+    stage = p.bytes;
+    p.take(stage * (kStages - 1));
+    S = p.take(2 * D * kLdV * 2), V = p.take(2 * kC * kLdV * 2);
+    bytes = p.bytes;
+  }
+};
+
+template <int D, int kStages>
+__global__ void __launch_bounds__(256) gdn_tc_state_backward_wg_kernel(TcArgs a) {
+  constexpr StateBwdWgLayout<D, kStages> L{};
+  constexpr uint32_t kG = L.kGroup;
+  constexpr int kLdV = L.kLdV;
+  constexpr int kFull = 1, kEmpty = 1 + kStages, kConsumers = 1 + 2 * kStages;  // named barriers
+  unsigned char* sm = dynamic_smem();
+  uint16_t* sSo = reinterpret_cast<uint16_t*>(sm + L.S);
+  uint16_t* sVo = reinterpret_cast<uint16_t*>(sm + L.V);
+  const int y0 = blockIdx.x * 64;
+  const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
+
+  if (threadIdx.x < 128) {  // producer: the j-th chunk visited (c = NC - 1 - j) into stage j % kStages
+    auto kmajor = [](unsigned char* tile) {
+      return [tile](int r, int c) { return reinterpret_cast<uint16_t*>(tile + wgmma_kmajor_offset(r, c, 128, kG)); };
+    };
+    auto mnmajor = [](unsigned char* tile) {
+      return [tile](int k, int n) { return reinterpret_cast<uint16_t*>(tile + wgmma_mnmajor_offset(n, k, kG, 128)); };
+    };
+    for (int64_t j = 0; j < a.NC; ++j) {
+      const int s = static_cast<int>(j % kStages);
+      if (j >= kStages) named_barrier(kEmpty + s, 256);
+      unsigned char* st = sm + s * L.stage;
+      const int64_t c = a.NC - 1 - j, ch = bh * a.NC + c, r0 = b * a.T + c * kC;
+      const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
+      load_tile_at<kC, D, 128>(kmajor(st + L.K), a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
+      load_tile_at<kC, D, 128>(mnmajor(st + L.Q), a.q + r0 * a.ld_q + kh * D, a.ld_q, n, a.vec_in);
+      load_tile_at<kC, D, 128>(mnmajor(st + L.W), a.W + ch * kC * D, D, kC, true);
+      load_tile<kC, 64, 128>(reinterpret_cast<uint16_t*>(st + L.dOg), kLdV, a.dOg + ch * kC * D + y0, D, kC, true);
+      load_tile<kC, 64, 128>(reinterpret_cast<uint16_t*>(st + L.dvl), kLdV, a.dvl + ch * kC * D + y0, D, kC, true);
+      load_tile_f32<1, kC, 128>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
+      cp_async_commit();
+      if (j > 0) {
+        cp_async_wait<1>();
+        fence_proxy_async();
+        named_arrive(kFull + static_cast<int>((j - 1) % kStages), 256);
+      }
+    }
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_arrive(kFull + static_cast<int>((a.NC - 1) % kStages), 256);
+    return;
+  }
+
+  const int tid = threadIdx.x - 128, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  // dS'^T's accumulators: dS[4 j + e] = dS'^T[16 warp + g + 8 (e / 2)][8 j + 2 t + e % 2]
+  auto state_at = [&](int j, int e) {
+    return (bh * D + 8 * j + 2 * t + e % 2) * D + y0 + 16 * warp + g + 8 * (e / 2);
+  };
+  float dS[D / 2];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dS[4 * j + e] = a.dS_out ? a.dS_out[state_at(j, e)] : 0.f;
+  for (int64_t j = 0; j < a.NC; ++j) {
+    const int s = static_cast<int>(j % kStages);
+    const unsigned char* st = sm + s * L.stage;
+    const int64_t c = a.NC - 1 - j, ch = bh * a.NC + c;
+    uint16_t* sSc = sSo + (j & 1) * D * kLdV;
+    uint16_t* sVc = sVo + (j & 1) * kC * kLdV;
+    // dS'^T in bf16 as A fragments, and transposed to sSc (dS' as saved)
+    uint32_t ad[D / 16][4];
+#pragma unroll
+    for (int jj = 0; jj < D / 8; ++jj)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) ad[jj / 2][ra_reg(jj, e)] = bf16x2_bits(dS[4 * jj + e], dS[4 * jj + e + 1]);
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) stage_transposed(sSc, kLdV, k, ad[k], warp, lane);
+    named_barrier(kFull + s, 256);  // this chunk's tiles landed; every consumer thread has staged dS'
+    // P = dS'^T K^T
+    float P[32];
+    const unsigned char* sK = st + L.K;
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k)
+      wgmma_bf16_ra<64>(P, ad[k], wgmma_desc_k(sK + wgmma_kmajor_offset(0, 16 * k, 128, kG), 128, kG), k > 0);
+    wgmma_commit();
+    // meanwhile: dOg^T's A fragments, dS' of this chunk and dV' of the one before out
+    const uint16_t* sdOg = reinterpret_cast<const uint16_t*>(st + L.dOg);
+    const uint16_t* sdvl = reinterpret_cast<const uint16_t*>(st + L.dvl);
+    const float* sG = reinterpret_cast<const float*>(st + L.G);
+    uint32_t ao[4][4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) load_a<true>(ao[k], sdOg, kLdV, 16 * warp, 16 * k, lane);
+    store_tile<D, 64>(a.dS + ch * D * D + y0, D, sSc, kLdV, tid, 128);
+    if (j > 0) store_tile<kC, 64>(a.dVn + (ch + 1) * kC * D + y0, D, sVo + ((j - 1) & 1) * kC * kLdV, kLdV, tid, 128);
+    wgmma_wait<0>();
+    wgmma_fence_operand(P);
+    // dV'^T = dvl^T + P o D (bf16: staged transposed, and the A fragments of - dV'^T W)
+    const float gl = sG[kC - 1];
+    uint32_t av[4][4];
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int i = 8 * jj + 2 * t;
+      const float d0 = __expf(gl - sG[i]), d1 = __expf(gl - sG[i + 1]);
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int y = 16 * warp + g + 8 * (e / 2);
+        const float v0 = bf16_val(sdvl[i * kLdV + y]) + d0 * P[4 * jj + e];
+        const float v1 = bf16_val(sdvl[(i + 1) * kLdV + y]) + d1 * P[4 * jj + e + 1];
+        av[jj / 2][ra_reg(jj, e)] = bf16x2_bits(v0, v1);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) stage_transposed(sVc, kLdV, k, av[k], warp, lane);
+    // dS^T = e^{G_n} dS'^T + dOg^T Q - dV'^T W
+    const float eg = __expf(gl);
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) dS[i] *= eg;
+    const unsigned char *sQ = st + L.Q, *sW = st + L.W;
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      wgmma_bf16_ra<D, 1>(dS, ao[k], wgmma_desc_mn(sQ + wgmma_mnmajor_offset(0, 16 * k, kG, 128), kG, 128), 1);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      wgmma_bf16_ra<D, 1, true>(dS, av[k], wgmma_desc_mn(sW + wgmma_mnmajor_offset(0, 16 * k, kG, 128), kG, 128), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(dS);
+    if (j + kStages < a.NC) named_arrive(kEmpty + s, 256);  // stage s free (the producer waits for it)
+  }
+  named_barrier(kConsumers, 128);  // the first chunk's dV' staged
+  store_tile<kC, 64>(a.dVn + bh * a.NC * kC * D + y0, D, sVo + ((a.NC - 1) & 1) * kC * kLdV, kLdV, tid, 128);
+  if (a.dS0)
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a.dS0[state_at(j, e)] = dS[4 * j + e];
+}
+
+template <int D, int kStages>
+void state_backward_wg_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  constexpr StateBwdWgLayout<D, kStages> L{};
+  tc_set_smem(gdn_tc_state_backward_wg_kernel<D, kStages>, L.bytes, op);
+  const dim3 grid(D / 64, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
+  gdn_tc_state_backward_wg_kernel<D, kStages><<<grid, 256, L.bytes, s>>>(a);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+}  // namespace
+
+namespace gdn_cuda {
+
+// 3 stages at D = 128 (203 KB, one CTA per SM); 2 at D = 64 (103 KB, two per SM).
+void tc_state_forward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  D == 64 ? state_forward_wg_d<64, 2>(a, s, op) : state_forward_wg_d<128, 3>(a, s, op);
+}
+
+// 2 stages: 190 KB at D = 128, 122 KB at D = 64 (one CTA per SM).
+void tc_state_backward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  D == 64 ? state_backward_wg_d<64, 2>(a, s, op) : state_backward_wg_d<128, 2>(a, s, op);
+}
+
+}  // namespace gdn_cuda
+
+}  // namespace dt
