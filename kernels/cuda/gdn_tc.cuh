@@ -256,6 +256,24 @@ __device__ __forceinline__ void load_tile_at(At at, const uint16_t* g, int64_t l
   }
 }
 
+// load_tile_at's addresses in gdn_mma.cuh's core-matrix layouts, for a tile of kGroup bytes per 8-row
+// (K-major) or 8-k (MN-major) group: KMajorAt(r, c) is row r's elements [c, c + 8); MnMajorAt(k, n)
+// of a tile stored [k][n] is row k's elements [n, n + 8).
+template <uint32_t kGroup>
+struct KMajorAt {
+  unsigned char* tile;
+  __device__ uint16_t* operator()(int r, int c) const {
+    return reinterpret_cast<uint16_t*>(tile + wgmma_kmajor_offset(r, c, 128, kGroup));
+  }
+};
+template <uint32_t kGroup>
+struct MnMajorAt {
+  unsigned char* tile;
+  __device__ uint16_t* operator()(int k, int n) const {
+    return reinterpret_cast<uint16_t*>(tile + wgmma_mnmajor_offset(n, k, kGroup, 128));
+  }
+};
+
 // ROWS x COLS fp32, always 16-byte aligned (workspace).
 template <int ROWS, int COLS, int NTHREADS = kTcThreads>
 __device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g, int64_t ldg) {

@@ -433,27 +433,20 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
   unsigned char *sQ = sm + L.Q, *sK = sm + L.K, *sS = sm + L.S, *sVp = sm + L.Vp;
   float* sG = reinterpret_cast<float*>(sm + L.G);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  // row r's elements [c, c + 8) of a K-major (64 x D) or MN-major ([k][n], D columns) tile
-  auto kmajor = [kG](unsigned char* t) {
-    return [t, kG](int r, int c) { return reinterpret_cast<uint16_t*>(t + wgmma_kmajor_offset(r, c, 128, kG)); };
-  };
-  auto mnmajor = [kG](unsigned char* t) {
-    return [t, kG](int k, int n) { return reinterpret_cast<uint16_t*>(t + wgmma_mnmajor_offset(n, k, kG, 128)); };
-  };
   // three copy groups in the order the products use them: Q, K, G (Q K^T); S (Q S); V' (M V')
-  load_tile_at<kC, D, kThreads>(kmajor(sQ), a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
-  load_tile_at<kC, D, kThreads>(kmajor(sK), a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile_at<kC, D, kThreads>(KMajorAt<kG>{sQ}, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
+  load_tile_at<kC, D, kThreads>(KMajorAt<kG>{sK}, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
   load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
-  load_tile_at<D, D, kThreads>(mnmajor(sS), a.S + ck.ch * D * D, D, D, true);
+  load_tile_at<D, D, kThreads>(MnMajorAt<kG>{sS}, a.S + ck.ch * D * D, D, D, true);
   cp_async_commit();
-  load_tile_at<kC, D, kThreads>(mnmajor(sVp), a.Vn + ck.ch * kC * D, D, kC, true);
+  load_tile_at<kC, D, kThreads>(MnMajorAt<kG>{sVp}, a.Vn + ck.ch * kC * D, D, kC, true);
   cp_async_commit();
   cp_async_wait<2>();
   fence_proxy_async();
   __syncthreads();
   if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r)
-    l2norm_tile_rows_at<D, kThreads>(kmajor(sQ), ck.n, a.q_scale, a.q_hat + ck.r0 * a.ld_hat + ck.kh * D, a.ld_hat,
+    l2norm_tile_rows_at<D, kThreads>(KMajorAt<kG>{sQ}, ck.n, a.q_scale, a.q_hat + ck.r0 * a.ld_hat + ck.kh * D, a.ld_hat,
                                      a.q_r + ck.r0 * a.Hk + ck.kh, a.Hk, a.vec_hat);
     fence_proxy_async();
     __syncthreads();

@@ -50,61 +50,89 @@ __device__ __forceinline__ void stage_transposed(uint16_t* dst, int ld, int s, c
   stsm_x4_trans(dst + (8 * (2 * s + m / 2) + lane % 8) * ld + 16 * warp + 8 * (m % 2), r);
 }
 
+// The ring of kStages stages between a producer warpgroup (threads 0-127) and a consumer (128-255):
+// named barriers kFull + s (the producer's copies into stage s have landed) and kEmpty + s (the
+// consumer is done with stage s), 256 threads each.
+template <int kStages>
+struct WgRing {
+  static constexpr int kFull = 1, kEmpty = 1 + kStages, kConsumers = 1 + 2 * kStages;
+  // Producer: load(j, s) issues item j's copies into stage s (cp.async); item j's full barrier is
+  // signalled one item later, once this thread's copies of it have landed. n >= 1.
+  template <class Load>
+  __device__ static void produce(int64_t n, Load load) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int s = static_cast<int>(j % kStages);
+      if (j >= kStages) named_barrier(kEmpty + s, 256);
+      load(j, s);
+      cp_async_commit();
+      if (j > 0) {
+        cp_async_wait<1>();
+        fence_proxy_async();
+        named_arrive(kFull + static_cast<int>((j - 1) % kStages), 256);
+      }
+    }
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_arrive(kFull + static_cast<int>((n - 1) % kStages), 256);
+  }
+  // Consumer: wait for item j's stage; give it back (only where the producer will wait for it).
+  __device__ static void acquire(int64_t j) { named_barrier(kFull + static_cast<int>(j % kStages), 256); }
+  __device__ static void release(int64_t j, int64_t n) {
+    if (j + kStages < n) named_arrive(kEmpty + static_cast<int>(j % kStages), 256);
+  }
+};
+
+// Columns [y0, y0 + 64) of head bh's D x D fp32 state X in [bh][D][D], transposed, as the consumer's
+// m64nD accumulators: x[4 j + e] = X^T[16 warp + g + 8 (e / 2)][8 j + 2 t + e % 2], lane = 4 g + t.
+template <int D>
+__device__ __forceinline__ int64_t state_t_at(int64_t bh, int j, int e, int y0, int warp, int lane) {
+  return (bh * D + 8 * j + 2 * (lane % 4) + e % 2) * D + y0 + 16 * warp + lane / 4 + 8 * (e / 2);
+}
+template <int D>
+__device__ __forceinline__ void load_state_t(float (&x)[D / 2], const float* X, int64_t bh, int y0, int warp, int lane) {
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[4 * j + e] = X ? X[state_t_at<D>(bh, j, e, y0, warp, lane)] : 0.f;
+}
+template <int D>
+__device__ __forceinline__ void store_state_t(const float (&x)[D / 2], float* X, int64_t bh, int y0, int warp, int lane) {
+  if (X)
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) X[state_t_at<D>(bh, j, e, y0, warp, lane)] = x[4 * j + e];
+}
+
 template <int D, int kStages>
 __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_kernel(TcArgs a) {
   constexpr StateWgLayout<D, kStages> L{};
   constexpr uint32_t kG = L.kGroup;
   constexpr int kLdU = L.kLdU, kLdO = L.kLdO;
-  constexpr int kFull = 1, kEmpty = 1 + kStages, kConsumers = 1 + 2 * kStages;  // named barriers
   unsigned char* sm = dynamic_smem();
   uint16_t* sSo = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t* sVo = reinterpret_cast<uint16_t*>(sm + L.V);
   const int y0 = blockIdx.x * 64;
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
 
-  if (threadIdx.x < 128) {  // producer: chunk c's tiles into stage c % kStages once the consumer is
-                            // done with chunk c - kStages; full[s] signalled one chunk later, when
-                            // this thread's copies of it have landed
-    auto kmajor = [](unsigned char* tile) {
-      return [tile](int r, int c) { return reinterpret_cast<uint16_t*>(tile + wgmma_kmajor_offset(r, c, 128, kG)); };
-    };
-    auto mnmajor = [](unsigned char* tile) {
-      return [tile](int k, int n) { return reinterpret_cast<uint16_t*>(tile + wgmma_mnmajor_offset(n, k, kG, 128)); };
-    };
-    for (int64_t c = 0; c < a.NC; ++c) {
-      const int s = static_cast<int>(c % kStages);
-      if (c >= kStages) named_barrier(kEmpty + s, 256);
+  using Ring = WgRing<kStages>;
+  if (threadIdx.x < 128) {  // producer: chunk c's tiles into stage c % kStages
+    Ring::produce(a.NC, [&](int64_t c, int s) {
       unsigned char* st = sm + s * L.stage;
       const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
       const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-      load_tile_at<kC, D, 128>(kmajor(st + L.W), a.W + ch * kC * D, D, kC, true);
-      load_tile_at<kC, D, 128>(mnmajor(st + L.K), a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
+      load_tile_at<kC, D, 128>(KMajorAt<kG>{st + L.W}, a.W + ch * kC * D, D, kC, true);
+      load_tile_at<kC, D, 128>(MnMajorAt<kG>{st + L.K}, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
       load_tile_f32<kC, 64, 128>(reinterpret_cast<float*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D);
       load_tile_f32<1, kC, 128>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
-      cp_async_commit();
-      if (c > 0) {
-        cp_async_wait<1>();
-        fence_proxy_async();
-        named_arrive(kFull + static_cast<int>((c - 1) % kStages), 256);
-      }
-    }
-    cp_async_wait<0>();
-    fence_proxy_async();
-    named_arrive(kFull + static_cast<int>((a.NC - 1) % kStages), 256);
+    });
     return;
   }
 
   // consumer (the second warpgroup): the chain
   const int tid = threadIdx.x - 128, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
-  // S^T's accumulators: S[4 j + e] = S^T[16 warp + g + 8 (e / 2)][8 j + 2 t + e % 2]
-  auto state_at = [&](int j, int e) {
-    return (bh * D + 8 * j + 2 * t + e % 2) * D + y0 + 16 * warp + g + 8 * (e / 2);
-  };
-  float S[D / 2];
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) S[4 * j + e] = a.S0 ? a.S0[state_at(j, e)] : 0.f;
+  float S[D / 2];  // S^T
+  load_state_t<D>(S, a.S0, bh, y0, warp, lane);
   for (int64_t c = 0; c < a.NC; ++c) {
     const int s = static_cast<int>(c % kStages);
     const unsigned char* st = sm + s * L.stage;
@@ -126,7 +154,7 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
       }
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) stage_transposed(sSc, kLdO, k, ah[k], warp, lane);
-    named_barrier(kFull + s, 256);  // chunk c's tiles landed; every consumer thread has staged S
+    Ring::acquire(c);  // chunk c's tiles landed; every consumer thread has staged S
     // V'^T = U^T - S^T W^T
     float V[32];
 #pragma unroll
@@ -177,15 +205,11 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(S);
-    if (c + kStages < a.NC) named_arrive(kEmpty + s, 256);  // stage s free (the producer waits for it)
+    Ring::release(c, a.NC);
   }
-  named_barrier(kConsumers, 128);  // the last chunk's V' staged
+  named_barrier(Ring::kConsumers, 128);  // the last chunk's V' staged
   store_tile<kC, 64>(a.Vn + (bh * a.NC + a.NC - 1) * kC * D + y0, D, sVo + ((a.NC - 1) & 1) * kC * kLdO, kLdO, tid, 128);
-  if (a.S_out)
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) a.S_out[state_at(j, e)] = S[4 * j + e];
+  store_state_t<D>(S, a.S_out, bh, y0, warp, lane);
 }
 
 template <int D, int kStages>
@@ -227,55 +251,31 @@ __global__ void __launch_bounds__(256) gdn_tc_state_backward_wg_kernel(TcArgs a)
   constexpr StateBwdWgLayout<D, kStages> L{};
   constexpr uint32_t kG = L.kGroup;
   constexpr int kLdV = L.kLdV;
-  constexpr int kFull = 1, kEmpty = 1 + kStages, kConsumers = 1 + 2 * kStages;  // named barriers
   unsigned char* sm = dynamic_smem();
   uint16_t* sSo = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t* sVo = reinterpret_cast<uint16_t*>(sm + L.V);
   const int y0 = blockIdx.x * 64;
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
 
+  using Ring = WgRing<kStages>;
   if (threadIdx.x < 128) {  // producer: the j-th chunk visited (c = NC - 1 - j) into stage j % kStages
-    auto kmajor = [](unsigned char* tile) {
-      return [tile](int r, int c) { return reinterpret_cast<uint16_t*>(tile + wgmma_kmajor_offset(r, c, 128, kG)); };
-    };
-    auto mnmajor = [](unsigned char* tile) {
-      return [tile](int k, int n) { return reinterpret_cast<uint16_t*>(tile + wgmma_mnmajor_offset(n, k, kG, 128)); };
-    };
-    for (int64_t j = 0; j < a.NC; ++j) {
-      const int s = static_cast<int>(j % kStages);
-      if (j >= kStages) named_barrier(kEmpty + s, 256);
+    Ring::produce(a.NC, [&](int64_t j, int s) {
       unsigned char* st = sm + s * L.stage;
       const int64_t c = a.NC - 1 - j, ch = bh * a.NC + c, r0 = b * a.T + c * kC;
       const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-      load_tile_at<kC, D, 128>(kmajor(st + L.K), a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
-      load_tile_at<kC, D, 128>(mnmajor(st + L.Q), a.q + r0 * a.ld_q + kh * D, a.ld_q, n, a.vec_in);
-      load_tile_at<kC, D, 128>(mnmajor(st + L.W), a.W + ch * kC * D, D, kC, true);
+      load_tile_at<kC, D, 128>(KMajorAt<kG>{st + L.K}, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
+      load_tile_at<kC, D, 128>(MnMajorAt<kG>{st + L.Q}, a.q + r0 * a.ld_q + kh * D, a.ld_q, n, a.vec_in);
+      load_tile_at<kC, D, 128>(MnMajorAt<kG>{st + L.W}, a.W + ch * kC * D, D, kC, true);
       load_tile<kC, 64, 128>(reinterpret_cast<uint16_t*>(st + L.dOg), kLdV, a.dOg + ch * kC * D + y0, D, kC, true);
       load_tile<kC, 64, 128>(reinterpret_cast<uint16_t*>(st + L.dvl), kLdV, a.dvl + ch * kC * D + y0, D, kC, true);
       load_tile_f32<1, kC, 128>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
-      cp_async_commit();
-      if (j > 0) {
-        cp_async_wait<1>();
-        fence_proxy_async();
-        named_arrive(kFull + static_cast<int>((j - 1) % kStages), 256);
-      }
-    }
-    cp_async_wait<0>();
-    fence_proxy_async();
-    named_arrive(kFull + static_cast<int>((a.NC - 1) % kStages), 256);
+    });
     return;
   }
 
   const int tid = threadIdx.x - 128, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
-  // dS'^T's accumulators: dS[4 j + e] = dS'^T[16 warp + g + 8 (e / 2)][8 j + 2 t + e % 2]
-  auto state_at = [&](int j, int e) {
-    return (bh * D + 8 * j + 2 * t + e % 2) * D + y0 + 16 * warp + g + 8 * (e / 2);
-  };
-  float dS[D / 2];
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dS[4 * j + e] = a.dS_out ? a.dS_out[state_at(j, e)] : 0.f;
+  float dS[D / 2];  // dS'^T
+  load_state_t<D>(dS, a.dS_out, bh, y0, warp, lane);
   for (int64_t j = 0; j < a.NC; ++j) {
     const int s = static_cast<int>(j % kStages);
     const unsigned char* st = sm + s * L.stage;
@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(256) gdn_tc_state_backward_wg_kernel(TcArgs a)
       for (int e = 0; e < 4; e += 2) ad[jj / 2][ra_reg(jj, e)] = bf16x2_bits(dS[4 * jj + e], dS[4 * jj + e + 1]);
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) stage_transposed(sSc, kLdV, k, ad[k], warp, lane);
-    named_barrier(kFull + s, 256);  // this chunk's tiles landed; every consumer thread has staged dS'
+    Ring::acquire(j);  // this chunk's tiles landed; every consumer thread has staged dS'
     // P = dS'^T K^T
     float P[32];
     const unsigned char* sK = st + L.K;
@@ -342,15 +342,11 @@ __global__ void __launch_bounds__(256) gdn_tc_state_backward_wg_kernel(TcArgs a)
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(dS);
-    if (j + kStages < a.NC) named_arrive(kEmpty + s, 256);  // stage s free (the producer waits for it)
+    Ring::release(j, a.NC);
   }
-  named_barrier(kConsumers, 128);  // the first chunk's dV' staged
+  named_barrier(Ring::kConsumers, 128);  // the first chunk's dV' staged
   store_tile<kC, 64>(a.dVn + bh * a.NC * kC * D + y0, D, sVo + ((a.NC - 1) & 1) * kC * kLdV, kLdV, tid, 128);
-  if (a.dS0)
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) a.dS0[state_at(j, e)] = dS[4 * j + e];
+  store_state_t<D>(dS, a.dS0, bh, y0, warp, lane);
 }
 
 template <int D, int kStages>
