@@ -212,15 +212,6 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
   store_state_t<D>(S, a.S_out, bh, y0, warp, lane);
 }
 
-template <int D, int kStages>
-void state_forward_wg_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr StateWgLayout<D, kStages> L{};
-  tc_set_smem(gdn_tc_state_forward_wg_kernel<D, kStages>, L.bytes, op);
-  const dim3 grid(D / 64, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_forward_wg_kernel<D, kStages><<<grid, 256, L.bytes, s>>>(a);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The reverse state pass with wgmma (GdnCudaDims::wgmma bit 4). Same results as gdn_tc_backward.cu's
 // gdn_tc_state_backward_kernel (dS' and dV' per chunk, bf16; dS0), other summation order. Last chunk
@@ -349,12 +340,12 @@ __global__ void __launch_bounds__(256) gdn_tc_state_backward_wg_kernel(TcArgs a)
   store_state_t<D>(dS, a.dS0, bh, y0, warp, lane);
 }
 
-template <int D, int kStages>
-void state_backward_wg_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr StateBwdWgLayout<D, kStages> L{};
-  tc_set_smem(gdn_tc_state_backward_wg_kernel<D, kStages>, L.bytes, op);
+// One CTA (producer + consumer warpgroup) per (64 columns, value head, batch).
+template <int D, class Kernel>
+void launch_wg(Kernel kernel, size_t bytes, const TcArgs& a, cudaStream_t s, const char* op) {
+  tc_set_smem(kernel, bytes, op);
   const dim3 grid(D / 64, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_backward_wg_kernel<D, kStages><<<grid, 256, L.bytes, s>>>(a);
+  kernel<<<grid, 256, bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -364,12 +355,14 @@ namespace gdn_cuda {
 
 // 3 stages at D = 128 (203 KB, one CTA per SM); 2 at D = 64 (103 KB, two per SM).
 void tc_state_forward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  D == 64 ? state_forward_wg_d<64, 2>(a, s, op) : state_forward_wg_d<128, 3>(a, s, op);
+  if (D == 64) launch_wg<64>(gdn_tc_state_forward_wg_kernel<64, 2>, StateWgLayout<64, 2>{}.bytes, a, s, op);
+  else launch_wg<128>(gdn_tc_state_forward_wg_kernel<128, 3>, StateWgLayout<128, 3>{}.bytes, a, s, op);
 }
 
 // 2 stages: 190 KB at D = 128, 122 KB at D = 64 (one CTA per SM).
 void tc_state_backward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  D == 64 ? state_backward_wg_d<64, 2>(a, s, op) : state_backward_wg_d<128, 2>(a, s, op);
+  if (D == 64) launch_wg<64>(gdn_tc_state_backward_wg_kernel<64, 2>, StateBwdWgLayout<64, 2>{}.bytes, a, s, op);
+  else launch_wg<128>(gdn_tc_state_backward_wg_kernel<128, 2>, StateBwdWgLayout<128, 2>{}.bytes, a, s, op);
 }
 
 }  // namespace gdn_cuda
