@@ -192,6 +192,27 @@ __device__ __forceinline__ void swap_k_halves(float (&P)[1][NT][4], float* xch, 
 template <int D, int BV>
 inline constexpr int kSwapBytes = kStateWarps<D> == 8 ? 8 * (BV / 16) * 4 * 32 * 4 : 0;
 
+// This warp's rows [m0, m0 + 16) of M = lower(X o Gam), Gam_ic = exp(G_i - G_c), as the high and low
+// bf16 A fragments of a product M V (kC / 16 k-steps). X comes from 8 accumulator blocks of 8 columns
+// (the m16n8 C layout; x(j, e) is element e of block j): block j holds columns [8 j, + 8), so k-step
+// s takes blocks 2 s and 2 s + 1, block j's rows g / g + 8 going to register (j & 1) * 2 + e / 2.
+template <class X>
+__device__ __forceinline__ void causal_decay_fragments(uint32_t (&mh)[kC / 16][4], uint32_t (&ml)[kC / 16][4], X x,
+                                                       const float* sG, int m0, int lane) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int i = m0 + acc_row(0, e, lane), c = acc_col(j, e, lane);
+      uint16_t h[2], l[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) bf16_split(c + u <= i ? x(j, e + u) * __expf(sG[i] - sG[c + u]) : 0.f, h[u], l[u]);
+      const int f = (j & 1) * 2 + e / 2;
+      mh[j / 2][f] = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
+      ml[j / 2][f] = static_cast<uint32_t>(l[0]) | (static_cast<uint32_t>(l[1]) << 16);
+    }
+}
+
 // ---- tile copies ----
 
 // The copies below give each thread a fixed 16-byte column and a row step of NTHREADS / (COLS / V)

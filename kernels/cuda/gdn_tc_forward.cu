@@ -353,26 +353,13 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
     __syncthreads();
   }
   // This warp's rows of M = lower(Q K^T o Gam), high and low bf16 parts, straight from the
-  // accumulators into the A fragments of M V' (accumulator tiles 2s and 2s + 1 are k-step s's).
+  // accumulators into the A fragments of M V'.
   uint32_t mh[kC / 16][4], ml[kC / 16][4];
   {
     float acc[1][8][4];
     zero_acc(acc);
     warp_mma<1, 8, D, false, false>(acc, sQ, kLd, m0, sK, kLd, 0, lane);
-#pragma unroll
-    for (int ni = 0; ni < 8; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
-        uint16_t h[2], l[2];
-#pragma unroll
-        for (int u = 0; u < 2; ++u)
-          bf16_split(j + u <= i ? acc[0][ni][e + u] * __expf(sG[i] - sG[j + u]) : 0.f, h[u], l[u]);
-        // register (ni & 1) * 2 + e / 2 of k-step ni / 2: rows g / g + 8, columns 2t (+8)
-        const int f = (ni & 1) * 2 + e / 2;
-        mh[ni / 2][f] = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
-        ml[ni / 2][f] = static_cast<uint32_t>(l[0]) | (static_cast<uint32_t>(l[1]) << 16);
-      }
+    causal_decay_fragments(mh, ml, [&](int j, int e) { return acc[0][j][e]; }, sG, m0, lane);
   }
   float O[1][NT][4];
   zero_acc(O);
@@ -469,22 +456,9 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
   wgmma_commit();
   wgmma_wait<1>();  // Q K^T done; Q S may still run while M is formed
   wgmma_fence_operand(qk);
-  // M's rows as A fragments, high + low parts: accumulator block j holds columns [8 j, + 8), so
-  // k-step s (columns [16 s, + 16)) takes blocks 2 s and 2 s + 1 (register (j & 1) * 2 + e / 2).
+  // M's rows as A fragments, high + low parts
   uint32_t mh[kC / 16][4], ml[kC / 16][4];
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; e += 2) {
-      const int i = m0 + acc_row(0, e, lane), c = acc_col(j, e, lane);
-      uint16_t h[2], l[2];
-#pragma unroll
-      for (int u = 0; u < 2; ++u)
-        bf16_split(c + u <= i ? qk[4 * j + e + u] * __expf(sG[i] - sG[c + u]) : 0.f, h[u], l[u]);
-      const int f = (j & 1) * 2 + e / 2;
-      mh[j / 2][f] = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
-      ml[j / 2][f] = static_cast<uint32_t>(l[0]) | (static_cast<uint32_t>(l[1]) << 16);
-    }
+  causal_decay_fragments(mh, ml, [&](int j, int e) { return qk[4 * j + e]; }, sG, m0, lane);
   wgmma_wait<0>();
   wgmma_fence_operand(o);
 #pragma unroll
