@@ -344,27 +344,33 @@ __device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const u
 // The l2norm of rows [0, n) of a D-column bf16 tile in shared memory (GdnCudaForwardParams::q_hat):
 // each becomes y = scale x r, r = 1 / sqrt(sum x^2 + 1e-6) (fp32), also stored to y_g (rows ldy
 // apart; vec: 16-byte stores) and r to r_g (rows ldr apart). Rows past n stay as they are (zero).
-// A warp takes 8 rows at a time: lane 8 q + j has row j's 16-byte pieces q, q + 4, q + 8, ... (D / 32
-// of them), so each quarter-warp touches one piece of 8 consecutive rows: conflict-free in the
-// core-matrix layouts (the 8 rows' pieces are 128 contiguous bytes) and in the padded row-major
-// ones (rows D + 8 elements apart). The xor butterfly over q gives the 4 lanes of a row the same
-// sum. The caller syncs before and after.
+// kLanes lanes share a row; lane p of a row takes its 16-byte pieces p, p + kLanes, p + 2 kLanes, ...
+// - kLanes 8 (row-major tiles, rows padded to D + 8 elements): a warp takes 4 rows; the 8 lanes of a
+//   quarter-warp read 128 contiguous bytes of one row (conflict-free), and each row leaves as
+//   128-byte runs.
+// - kLanes 4 (the core-matrix layouts, where one row's pieces are 128 bytes apart): a warp takes 8
+//   rows, lane 8 p + j having row j; a quarter-warp reads one piece of 8 consecutive rows, 128
+//   contiguous bytes.
+// At head dim 64 kLanes 8 was 3% faster for the 124M forward (bench/NOTES.md v8); the xor butterfly
+// over a row's lanes gives them the same sum. The caller syncs before and after.
 // at(i, c): the shared-memory address of row i's 8 features [c, c + 8) (16 bytes).
-template <int D, int NTHREADS, class At>
+template <int D, int NTHREADS, int kLanes, class At>
 __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, uint16_t* y_g, int64_t ldy,
                                                     float* r_g, int64_t ldr, bool vec) {
-  constexpr int kVec = D / 32;
-  static_assert(D % 64 == 0, "D: a multiple of 64");
-  const int lane = threadIdx.x % 32, q = lane / 8;
-  for (int i0 = (threadIdx.x / 32) * 8; i0 < n; i0 += NTHREADS / 32 * 8) {  // uniform over the warp
-    const int i = i0 + lane % 8;
+  static_assert(kLanes == 4 || kLanes == 8, "kLanes: 4 or 8");
+  static_assert(D % (8 * kLanes) == 0, "D: a multiple of 8 kLanes");
+  constexpr int kVec = D / 8 / kLanes, kRows = 32 / kLanes;
+  const int lane = threadIdx.x % 32;
+  const int j = kLanes == 8 ? lane / 8 : lane % 8, p = kLanes == 8 ? lane % 8 : lane / 8;
+  for (int i0 = (threadIdx.x / 32) * kRows; i0 < n; i0 += NTHREADS / 32 * kRows) {  // uniform over the warp
+    const int i = i0 + j;
     const bool on = i < n;
     uint4 x[kVec];
     float ss = 0.f;
 #pragma unroll
     for (int u = 0; u < kVec; ++u) {
       x[u].x = x[u].y = x[u].z = x[u].w = 0u;
-      if (on) x[u] = *reinterpret_cast<const uint4*>(at(i, 8 * (q + 4 * u)));
+      if (on) x[u] = *reinterpret_cast<const uint4*>(at(i, 8 * (p + kLanes * u)));
       const uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -372,8 +378,13 @@ __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, u
         ss += lo * lo + hi * hi;
       }
     }
-    ss += __shfl_xor_sync(0xffffffffu, ss, 8);
-    ss += __shfl_xor_sync(0xffffffffu, ss, 16);
+    if constexpr (kLanes == 8) {
+#pragma unroll
+      for (int o = 1; o < 8; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    } else {
+      ss += __shfl_xor_sync(0xffffffffu, ss, 8);
+      ss += __shfl_xor_sync(0xffffffffu, ss, 16);
+    }
     const float inv = rsqrtf(ss + 1e-6f);
     if (!on) continue;
 #pragma unroll
@@ -385,7 +396,7 @@ __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, u
                (static_cast<uint32_t>(bf16_bits(scale * __uint_as_float(w[e] & 0xffff0000u) * inv)) << 16);
       uint4 y;
       y.x = w[0], y.y = w[1], y.z = w[2], y.w = w[3];
-      const int c = 8 * (q + 4 * u);
+      const int c = 8 * (p + kLanes * u);
       *reinterpret_cast<uint4*>(at(i, c)) = y;
       uint16_t* dst = y_g + i * ldy + c;
       if (vec) {
@@ -396,15 +407,16 @@ __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, u
           dst[2 * e] = static_cast<uint16_t>(w[e]), dst[2 * e + 1] = static_cast<uint16_t>(w[e] >> 16);
       }
     }
-    if (q == 0) r_g[i * ldr] = inv;
+    if (p == 0) r_g[i * ldr] = inv;
   }
 }
 
-// The same on a row-major tile (rows lds elements apart).
+// The same on a row-major tile (rows lds elements apart, lds = D + 8).
 template <int D, int NTHREADS>
 __device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, float scale, uint16_t* y_g,
                                                  int64_t ldy, float* r_g, int64_t ldr, bool vec) {
-  l2norm_tile_rows_at<D, NTHREADS>([&](int i, int c) { return s + i * lds + c; }, n, scale, y_g, ldy, r_g, ldr, vec);
+  l2norm_tile_rows_at<D, NTHREADS, 8>([&](int i, int c) { return s + i * lds + c; }, n, scale, y_g, ldy, r_g, ldr,
+                                      vec);
 }
 
 // Two adjacent bf16 outputs; vec: one 4-byte store (p 4-byte aligned).

@@ -433,8 +433,8 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
   fence_proxy_async();
   __syncthreads();
   if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r)
-    l2norm_tile_rows_at<D, kThreads>(KMajorAt<kG>{sQ}, ck.n, a.q_scale, a.q_hat + ck.r0 * a.ld_hat + ck.kh * D, a.ld_hat,
-                                     a.q_r + ck.r0 * a.Hk + ck.kh, a.Hk, a.vec_hat);
+    l2norm_tile_rows_at<D, kThreads, 4>(KMajorAt<kG>{sQ}, ck.n, a.q_scale, a.q_hat + ck.r0 * a.ld_hat + ck.kh * D,
+                                        a.ld_hat, a.q_r + ck.r0 * a.Hk + ck.kh, a.Hk, a.vec_hat);
     fence_proxy_async();
     __syncthreads();
   }
