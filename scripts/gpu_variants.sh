@@ -8,12 +8,14 @@
 # Env: VARIANTS (names under .devbin/), ARGS ("opts;opts": each option set runs every variant),
 #      SHAPES (bench_gdn's), NCU ("B,T,H,D ..."), NCU_ARGS (ncu's option set; default: ARGS'
 #      first), ROUNDS (default 2), TESTS (gtest filter: runs each
-#      variant's test_gpu when it has one).
+#      variant's test_gpu when it has one), JSON_DIR (bench_gdn's JSON files; default /tmp).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=$PWD/.devbin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
+# the device call returns at most a few files: bench_gdn's JSONs stay in /tmp unless JSON_DIR says
+JSON_DIR=${JSON_DIR:-/tmp}
 SHAPES=${SHAPES:-16,1024,12,64;4,4096,16,128;1,32768,16,128}
 names=(main ${VARIANTS:-})
 bin() { [[ $1 == main ]] && echo .devbin || echo ".devbin/$1"; }
@@ -31,7 +33,7 @@ for round in $(seq "${ROUNDS:-2}"); do
     for v in "${names[@]}"; do
       echo "== round $round, $v, options: $a"
       # shellcheck disable=SC2086
-      "$(bin "$v")/bench_gdn" --shapes "$SHAPES" --no-ceilings $a --json "$OUT/gdn_${v}_r$round.json" 2>&1 |
+      "$(bin "$v")/bench_gdn" --shapes "$SHAPES" --no-ceilings $a --json "$JSON_DIR/gdn_${v}_r$round.json" 2>&1 |
         grep -E "^B[0-9]+_T[0-9]+_H[0-9]+_D[0-9]+ +[0-9]" | head -6
     done
   done

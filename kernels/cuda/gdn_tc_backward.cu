@@ -299,13 +299,23 @@ __device__ __forceinline__ void store_qk_grad(const TcArgs& a, const TcChunk& ck
 
 // The l2norm's backward on this warp's 16 rows x 8 NT columns of dy (acc, the gradient with
 // respect to y = s x r, whose bf16 rows are Y in shared memory): dx = s r dy - (r / s) y (y . dy),
-// r = rnorm[row] (GdnCudaBackwardParams::q_rnorm). The row dots add the column parts' partial
-// sums (dots: kParts x 64 floats) in a fixed order; the warps of a row block (warp % 4) meet at
-// a warp-pair barrier.
+// r[h] = rnorm of row m0 + lane / 4 + 8 h (GdnCudaBackwardParams::q_rnorm; rnorm_rows loads them
+// when the kernel starts, so that their latency is not on the way). The row dots add the column
+// parts' partial sums (dots: kParts x 64 floats) in a fixed order; the warps of a row block
+// (warp % 4) meet at a warp-pair barrier.
+// This thread's two rows' rnorm for l2norm_grad_rows (zero past the sequence's end or without one).
+__device__ __forceinline__ void rnorm_rows(float (&r)[2], const TcArgs& a, const TcChunk& ck, const float* rnorm,
+                                           int m0, int lane) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = m0 + (lane >> 2) + 8 * h;
+    r[h] = rnorm && i < ck.n ? rnorm[(ck.r0 + i) * a.Hk + ck.kh] : 0.f;
+  }
+}
+
 template <int kParts, int NT>
 __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const uint16_t* Y, int ld, int m0, int n0,
-                                                 const TcArgs& a, const TcChunk& ck, const float* rnorm, float s,
-                                                 float* dots, int warp, int lane) {
+                                                 const float (&r)[2], float s, float* dots, int warp, int lane) {
   row_dot(acc, Y, ld, m0, dots + (warp / 4) * kC, lane, n0);
   if constexpr (kParts == 2) named_barrier(1 + (warp & 3), 64);
   else __syncwarp();
@@ -315,7 +325,7 @@ __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const u
     float dot = dots[i];
 #pragma unroll
     for (int p = 1; p < kParts; ++p) dot += dots[p * kC + i];
-    const float r = i < ck.n ? rnorm[(ck.r0 + i) * a.Hk + ck.kh] : 0.f, sr = s * r, rs = r / s;
+    const float sr = s * r[h], rs = r[h] / s;
 #pragma unroll
     for (int ni = 0; ni < NT; ++ni) {
       const float2 y = lds_bf16x2(Y + i * ld + n0 + acc_col(ni, 2 * h, lane));
@@ -355,6 +365,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
   load_tile<D, D, kThreads>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
   load_tile<kC, D, kThreads>(sdVn, kLd, a.dVn + base, D, kC, true);
   cp_async_commit();
+  float q_r[2];
+  rnorm_rows(q_r, a, ck, a.q_rnorm, m0, lane);
   cp_async_wait<2>();
   __syncthreads();
 
@@ -389,8 +401,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
       for (int e = 0; e < 4; ++e) P[0][ni][e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
     warp_mma<1, NT2, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, n2, lane);
     if (a.q_rnorm)
-      l2norm_grad_rows<kParts>(P, sQ, kLd, m0, n2, a, ck, a.q_rnorm, a.q_scale,
-                               reinterpret_cast<float*>(sm + L.nd), warp, lane);
+      l2norm_grad_rows<kParts>(P, sQ, kLd, m0, n2, q_r, a.q_scale, reinterpret_cast<float*>(sm + L.nd), warp, lane);
     store_qk_grad<D>(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane, n2);
   }
   cp_async_wait<0>();
@@ -461,9 +472,13 @@ template <int D>
 struct GradWyLayout {
   static constexpr int kLd = D + 8, kParts = kGradWarps<D> / 4;
   // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done (Z1 stays in registers); of E only
-  // its row sums (er) and per-row-block column sums (ec) are kept. zr, s, sv, er: one per part.
+  // its row sums (er) and per-row-block column sums (ec) are kept. zr, s, sv, er: one per part. At
+  // head dim 64 grad_qk's dk_part arrives by cp.async with the tiles (fp32, 8-float groups swizzled
+  // by row: conflict-free fragment reads); at 128 that would cost the second CTA per SM, so it is
+  // read from global memory where it is added.
+  static constexpr bool kDkpSmem = D == 64;
   size_t K = 0, V = 0, dW = 0, dU = 0, Tb = 0, dT = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0, er = 0, ec = 0,
-         nd = 0, bytes = 0;
+         nd = 0, dkp = 0, bytes = 0;
   __host__ __device__ constexpr GradWyLayout() {
     SmemPlan p;
     K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), dW = p.take(kC * kLd * 2), dU = p.take(kC * kLd * 2);
@@ -471,6 +486,7 @@ struct GradWyLayout {
     G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kParts * kC * 4), sv = p.take(kParts * kC * 4);
     zr = p.take(kParts * kC * 4), dG = p.take(kC * 4), er = p.take(kParts * kC * 4), ec = p.take(4 * kC * 4);
     nd = p.take(kParts * kC * 4);
+    if (kDkpSmem) dkp = p.take(kC * D * 4);
     bytes = p.bytes;
   }
 };
@@ -501,8 +517,19 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
   load_tile<kC, kC, kThreads>(sTb, kLdC, a.Tb + ck.ch * kC * kC, kC, kC, true);  // T from prep
   load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
+  float* sdkp = reinterpret_cast<float*>(sm + L.dkp);
+  auto dkp_at = [](int i, int x) { return i * D + (x ^ (8 * (i & 7))); };  // kDkpSmem: the swizzle
+  if constexpr (L.kDkpSmem)
+    for (int idx = threadIdx.x; idx < kC * D / 4; idx += kThreads) {
+      const int i = idx / (D / 4), x = idx % (D / 4) * 4;
+      cp_async_16(sdkp + dkp_at(i, x), a.dk_part + base + i * D + x, 16);
+    }
+  cp_async_commit();  // (empty at head dim 128)
   if (threadIdx.x < kC) sB[threadIdx.x] = threadIdx.x < ck.n ? a.beta[(ck.r0 + threadIdx.x) * a.Hv + ck.h] : 0.f;
-  cp_async_wait<0>();
+  const float dG_part = threadIdx.x < kC ? a.dG_part[ck.ch * kC + threadIdx.x] : 0.f;
+  float k_r[2];
+  rnorm_rows(k_r, a, ck, a.k_rnorm, m0, lane);
+  cp_async_wait<1>();
   __syncthreads();
 
   // KKG = strict_lower(K K^T o Gam), this warp's columns, stays in registers (the dA products below
@@ -585,7 +612,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
     if ((lane & 3) == 0) zr[m0 + (lane >> 2)] = zpart[0], zr[m0 + (lane >> 2) + 8] = zpart[1];
     row_col_sums(acc, m0, ser + part * kC, sec + (warp % 4) * kC + n1, lane);
   }
-  __syncthreads();  // sPs, E complete
+  cp_async_wait<0>();
+  __syncthreads();  // sPs, E complete; dk_part has landed
   {  // dk = dk_part + diag(beta e^G) T^T dW + Ps K
     float acc[1][NT2][4];
     zero_acc(acc);
@@ -604,13 +632,13 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
         const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
-        const float2 p = *reinterpret_cast<const float2*>(a.dk_part + base + i * D + x);
+        const float* dkp = L.kDkpSmem ? sdkp + dkp_at(i, x) : a.dk_part + base + i * D + x;
+        const float2 p = *reinterpret_cast<const float2*>(dkp);
         acc[0][ni][e] += p.x;
         acc[0][ni][e + 1] += p.y;
       }
     if (a.k_rnorm)
-      l2norm_grad_rows<kParts>(acc, sK, kLd, m0, n2, a, ck, a.k_rnorm, a.k_scale,
-                               reinterpret_cast<float*>(sm + L.nd), warp, lane);
+      l2norm_grad_rows<kParts>(acc, sK, kLd, m0, n2, k_r, a.k_scale, reinterpret_cast<float*>(sm + L.nd), warp, lane);
     store_qk_grad<D>(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane, n2);
   }
   {  // dv = diag(beta) T^T dU
@@ -635,7 +663,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
     const float eg = __expf(sG[i]), s_i = parts(ss);
     if (i < ck.n) a.dbeta[(ck.r0 + i) * a.Hv + ck.h] = parts(szr) + eg * s_i + parts(ssv);
     const float es = parts(ser) - (((sec[i] + sec[kC + i]) + sec[2 * kC + i]) + sec[3 * kC + i]);
-    sdG[i] = a.dG_part[ck.ch * kC + i] + es + sB[i] * eg * s_i;
+    sdG[i] = dG_part + es + sB[i] * eg * s_i;
   }
   __syncthreads();
   if (warp == 0) {  // dg = reverse_cumsum(dG): pairs per lane, then a suffix shuffle scan
