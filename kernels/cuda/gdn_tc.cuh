@@ -131,6 +131,13 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
+// Sum over the warp, fixed butterfly order (every lane gets the sum).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // For a warp's 16 x 8NT accumulator tile X (rows m0..m0+15): its row sums into rows[m0 + r] and
 // its column sums over these 16 rows into cols[j], j relative to the tile (the caller points cols
 // into a [4 row blocks][64] partial array and adds the four in order). Fixed shuffle orders: deterministic. Replaces a 16 KB fp32 copy of X

@@ -455,11 +455,15 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     auto parts = [&](const float* v, int r) { return kParts == 1 ? v[r] : v[r] + v[kC + r]; };
     const float xs = parts(sxr, i) - (((sxc[i] + sxc[kC + i]) + sxc[2 * kC + i]) + sxc[3 * kC + i]);
     float dG = __expf(sG[i]) * parts(spq, i) - __expf(gl - sG[i]) * parts(srk, i) + xs;
-    if (i == kC - 1) {  // the G_n terms: e^{G_n} <dS', S> + sum_i D_i (R.K)_i
+    // The last row's G_n terms, e^{G_n} <dS', S> + sum_r D_r (R.K)_r, summed by its warp in a fixed
+    // order (one thread's serial loops over 128 + 64 terms sat at every CTA's end).
+    if (i >= kC - 32) {
       float dot = 0.f, rk = 0.f;
-      for (int t = 0; t < kThreads; ++t) dot += red[t];
-      for (int r = 0; r < kC; ++r) rk += __expf(gl - sG[r]) * parts(srk, r);
-      dG += __expf(gl) * dot + rk;
+      for (int t = lane; t < kThreads; t += 32) dot += red[t];
+      for (int r = lane; r < kC; r += 32) rk += __expf(gl - sG[r]) * parts(srk, r);
+      dot = warp_sum(dot);
+      rk = warp_sum(rk);
+      if (i == kC - 1) dG += __expf(gl) * dot + rk;
     }
     a.dG_part[ck.ch * kC + i] = dG;
   }
