@@ -478,7 +478,7 @@ struct TcArgs {
   uint16_t* dS = nullptr;        // [ch][D][D]     gradient of the state leaving the chunk
   uint16_t* dVn = nullptr;       // [ch][64][D]    dV'
   uint16_t* dW = nullptr;        // [ch][64][D]    -dV' S^T
-  float* dk_part = nullptr;      // [ch][64][D]    (V' dS^T) o D + (dM o Gam)^T Q
+  uint16_t* dk_part = nullptr;   // [ch][64][D]    (V' dS^T) o D + (dM o Gam)^T Q (bf16)
   float* dG_part = nullptr;      // [ch][64]
   float *dq_vh = nullptr, *dk_vh = nullptr;  // [B*T][Hv][D] fp32, only when Hv > Hk
 };

@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
         const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
-        *reinterpret_cast<float2*>(a.dk_part + base + i * D + x) = make_float2(R[0][ni][e], R[0][ni][e + 1]);
+        st_bf16x2(a.dk_part + base + i * D + x, R[0][ni][e], R[0][ni][e + 1], true);
       }
   }
   {  // dW = -dV' S^T
@@ -476,11 +476,9 @@ template <int D>
 struct GradWyLayout {
   static constexpr int kLd = D + 8, kParts = kGradWarps<D> / 4;
   // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done (Z1 stays in registers); of E only
-  // its row sums (er) and per-row-block column sums (ec) are kept. zr, s, sv, er: one per part. At
-  // head dim 64 grad_qk's dk_part arrives by cp.async with the tiles (fp32, 8-float groups swizzled
-  // by row: conflict-free fragment reads); at 128 that would cost the second CTA per SM, so it is
-  // read from global memory where it is added.
-  static constexpr bool kDkpSmem = D == 64;
+  // its row sums (er) and per-row-block column sums (ec) are kept. zr, s, sv, er: one per part.
+  // grad_qk's dk_part (bf16) arrives by cp.async with the tiles, its 16-byte pieces swizzled by row
+  // (conflict-free fragment reads).
   size_t K = 0, V = 0, dW = 0, dU = 0, Tb = 0, dT = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0, er = 0, ec = 0,
          nd = 0, dkp = 0, bytes = 0;
   __host__ __device__ constexpr GradWyLayout() {
@@ -490,7 +488,7 @@ struct GradWyLayout {
     G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kParts * kC * 4), sv = p.take(kParts * kC * 4);
     zr = p.take(kParts * kC * 4), dG = p.take(kC * 4), er = p.take(kParts * kC * 4), ec = p.take(4 * kC * 4);
     nd = p.take(kParts * kC * 4);
-    if (kDkpSmem) dkp = p.take(kC * D * 4);
+    dkp = p.take(kC * D * 2);
     bytes = p.bytes;
   }
 };
@@ -521,14 +519,13 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
   load_tile<kC, kC, kThreads>(sTb, kLdC, a.Tb + ck.ch * kC * kC, kC, kC, true);  // T from prep
   load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
-  float* sdkp = reinterpret_cast<float*>(sm + L.dkp);
-  auto dkp_at = [](int i, int x) { return i * D + (x ^ (8 * (i & 7))); };  // kDkpSmem: the swizzle
-  if constexpr (L.kDkpSmem)
-    for (int idx = threadIdx.x; idx < kC * D / 4; idx += kThreads) {
-      const int i = idx / (D / 4), x = idx % (D / 4) * 4;
-      cp_async_16(sdkp + dkp_at(i, x), a.dk_part + base + i * D + x, 16);
-    }
-  cp_async_commit();  // (empty at head dim 128)
+  uint16_t* sdkp = reinterpret_cast<uint16_t*>(sm + L.dkp);
+  auto dkp_at = [](int i, int x) { return i * D + (x ^ (8 * (i & 7))); };  // the swizzle
+  for (int idx = threadIdx.x; idx < kC * D / 8; idx += kThreads) {
+    const int i = idx / (D / 8), x = idx % (D / 8) * 8;
+    cp_async_16(sdkp + dkp_at(i, x), a.dk_part + base + i * D + x, 16);
+  }
+  cp_async_commit();
   if (threadIdx.x < kC) sB[threadIdx.x] = threadIdx.x < ck.n ? a.beta[(ck.r0 + threadIdx.x) * a.Hv + ck.h] : 0.f;
   const float dG_part = threadIdx.x < kC ? a.dG_part[ck.ch * kC + threadIdx.x] : 0.f;
   float k_r[2];
@@ -636,8 +633,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
         const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
-        const float* dkp = L.kDkpSmem ? sdkp + dkp_at(i, x) : a.dk_part + base + i * D + x;
-        const float2 p = *reinterpret_cast<const float2*>(dkp);
+        const float2 p = lds_bf16x2(sdkp + dkp_at(i, x));
         acc[0][ni][e] += p.x;
         acc[0][ni][e + 1] += p.y;
       }

@@ -61,7 +61,7 @@ int64_t tc_backward_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   take(a.dS, nch * D * D * 2, base, off);
   take(a.dVn, rows * D * 2, base, off);
   take(a.dW, rows * D * 2, base, off);
-  take(a.dk_part, rows * D * 4, base, off);
+  take(a.dk_part, rows * D * 2, base, off);
   take(a.dG_part, rows * 4, base, off);
   if (d.Hv > d.Hk) {
     take(a.dq_vh, d.B * d.T * d.Hv * D * 4, base, off);
