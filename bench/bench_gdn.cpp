@@ -51,10 +51,13 @@ std::vector<Shape4> parse_shapes(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ';')) {
     Shape4 sh{};
-    DT_CHECK(std::sscanf(item.c_str(), "%ld,%ld,%ld,%ld", &sh.B, &sh.T, &sh.H, &sh.D) == 4,
-             "bench_gdn: --shapes item '{}' is not B,T,H,D (e.g. 16,1024,12,64)", item);
+    int used = 0;
+    const bool ok = std::sscanf(item.c_str(), "%ld,%ld,%ld,%ld%n", &sh.B, &sh.T, &sh.H, &sh.D, &used) == 4 &&
+                    used == static_cast<int>(item.size()) && sh.B > 0 && sh.T > 0 && sh.H > 0 && sh.D > 0;
+    DT_CHECK(ok, "--shapes item '{}' is not B,T,H,D, four positive integers (e.g. 16,1024,12,64)", item);
     out.push_back(sh);
   }
+  DT_CHECK(!out.empty(), "--shapes is empty (give B,T,H,D;..., e.g. 16,1024,12,64)");
   return out;
 }
 
@@ -253,8 +256,8 @@ int main(int argc, char** argv) {
   bool no_ceilings = false, recompute = false, profile = false;
   int wgmma = -1;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
-  app.add_option("--iters", iters, "timed runs per measurement (median)");
-  app.add_option("--warmup", warmup, "untimed runs first");
+  app.add_option("--iters", iters, "timed runs per measurement (median)")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
   app.add_option("--json", json_out, "write the results here");
   app.add_option("--fla-json", fla_json, "fla_kernels.json from bench/bench_gdn_peers.py, same device");
   app.add_option("--impl", impl, "tc: tensor-core kernels (default), simt: the plain fp32 ones")
@@ -275,6 +278,7 @@ int main(int argc, char** argv) {
   return 1;
 #else
   try {
+    const std::vector<Shape4> shape_list = parse_shapes(shapes);  // before the device: bad input fails anywhere
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
       std::fprintf(stderr, "bench_gdn: no CUDA device\n");
@@ -307,7 +311,7 @@ int main(int argc, char** argv) {
                   "; state_cols " + std::to_string(state_cols) + "; state_stages " + std::to_string(state_stages) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
                   (wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", wgmma));
-    for (const Shape4& s : parse_shapes(shapes)) {
+    for (const Shape4& s : shape_list) {
       const Result r =
           bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
                       state_stages, recompute, profile, wgmma);
