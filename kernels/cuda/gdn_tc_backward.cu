@@ -297,12 +297,6 @@ __device__ __forceinline__ void store_qk_grad(const TcArgs& a, const TcChunk& ck
     }
 }
 
-// The l2norm's backward on this warp's 16 rows x 8 NT columns of dy (acc, the gradient with
-// respect to y = s x r, whose bf16 rows are Y in shared memory): dx = s r dy - (r / s) y (y . dy),
-// r[h] = rnorm of row m0 + lane / 4 + 8 h (GdnCudaBackwardParams::q_rnorm; rnorm_rows loads them
-// when the kernel starts, so that their latency is not on the way). The row dots add the column
-// parts' partial sums (dots: kParts x 64 floats) in a fixed order; the warps of a row block
-// (warp % 4) meet at a warp-pair barrier.
 // This thread's two rows' rnorm for l2norm_grad_rows (zero past the sequence's end or without one).
 __device__ __forceinline__ void rnorm_rows(float (&r)[2], const TcArgs& a, const TcChunk& ck, const float* rnorm,
                                            int m0, int lane) {
@@ -313,6 +307,12 @@ __device__ __forceinline__ void rnorm_rows(float (&r)[2], const TcArgs& a, const
   }
 }
 
+// The l2norm's backward on this warp's 16 rows x 8 NT columns of dy (acc, the gradient with
+// respect to y = s x r, whose bf16 rows are Y in shared memory): dx = s r dy - (r / s) y (y . dy),
+// r[h] = rnorm of row m0 + lane / 4 + 8 h (GdnCudaBackwardParams::q_rnorm; rnorm_rows loads them
+// when the kernel starts, so that their latency is not on the way). The row dots add the column
+// parts' partial sums (dots: kParts x 64 floats) in a fixed order; the warps of a row block
+// (warp % 4) meet at a warp-pair barrier.
 template <int kParts, int NT>
 __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const uint16_t* Y, int ld, int m0, int n0,
                                                  const float (&r)[2], float s, float* dots, int warp, int lane) {
