@@ -38,10 +38,7 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   echo "test_gpu rc=$rc"
   [[ $rc -ne 0 ]] && status=1
   grep -E "^\[  PASSED|^\[  FAILED|Failure" -A3 /tmp/test_gpu.log | head -30
-  # the largest relative RMS error per tensor over the GDN cases
-  grep -E "relative RMS" /tmp/test_gpu.log |
-    awk '{for (i = 1; i <= NF; i++) if ($i == "RMS" && $(i + 1) + 0 > m[$4]) m[$4] = $(i + 1) + 0}
-         END {for (k in m) printf "%s %.2e  ", k, m[k]; print ""}'
+  awk -f scripts/max_errors.awk /tmp/test_gpu.log
 fi
 FLA_JSON=()
 if [[ -n "${FLA:-}" ]]; then

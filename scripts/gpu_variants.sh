@@ -25,6 +25,7 @@ if [[ -n "${TESTS:-}" ]]; then
     timeout 300 "$(bin "$v")/test_gpu" --gtest_filter="$TESTS" > "/tmp/test_$v.log" 2>&1
     echo "== tests $v rc=$? $(grep -cE '^\[       OK' "/tmp/test_$v.log") ok"
     grep -E "^\[  FAILED|Failure" -A3 "/tmp/test_$v.log" | head -12
+    awk -f scripts/max_errors.awk "/tmp/test_$v.log"
   done
 fi
 IFS=';' read -ra sets <<< "${ARGS:- }"
