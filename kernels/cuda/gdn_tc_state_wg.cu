@@ -119,8 +119,9 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
   if (threadIdx.x < 128) {  // producer: chunk c's tiles into stage c % kStages
     Ring::produce(a.NC, [&](int64_t c, int s) {
       unsigned char* st = sm + s * L.stage;
-      const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
-      const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
+      const TcChunk ck = tc_chunk(a, c, h, b);
+      const int64_t ch = ck.ch, r0 = ck.r0;
+      const int n = ck.n;
       load_tile_at<kC, D, 128>(KMajorAt<kG>{st + L.W}, a.W + ch * kC * D, D, kC, true);
       load_tile_at<kC, D, 128>(MnMajorAt<kG>{st + L.K}, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
       load_tile_f32<kC, 64, 128>(reinterpret_cast<float*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D);
@@ -252,8 +253,9 @@ __global__ void __launch_bounds__(256) gdn_tc_state_backward_wg_kernel(TcArgs a)
   if (threadIdx.x < 128) {  // producer: the j-th chunk visited (c = NC - 1 - j) into stage j % kStages
     Ring::produce(a.NC, [&](int64_t j, int s) {
       unsigned char* st = sm + s * L.stage;
-      const int64_t c = a.NC - 1 - j, ch = bh * a.NC + c, r0 = b * a.T + c * kC;
-      const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
+      const TcChunk ck = tc_chunk(a, a.NC - 1 - j, h, b);  // the j-th chunk visited
+      const int64_t c = ck.c, ch = ck.ch, r0 = ck.r0;
+      const int n = ck.n;
       load_tile_at<kC, D, 128>(KMajorAt<kG>{st + L.K}, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
       load_tile_at<kC, D, 128>(MnMajorAt<kG>{st + L.Q}, a.q + r0 * a.ld_q + kh * D, a.ld_q, n, a.vec_in);
       load_tile_at<kC, D, 128>(MnMajorAt<kG>{st + L.W}, a.W + ch * kC * D, D, kC, true);
