@@ -110,6 +110,35 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const uint16_t
   }
 }
 
+// warp_mma for two B operands that share A (say the high and low bf16 parts of one matrix):
+// acc0 += A B0, acc1 += A B1, A's fragments loaded once a k-step; two independent chains.
+template <int MT, int NT, int K, bool kTransA, bool kKN>
+__device__ __forceinline__ void warp_mma_pair(float (&acc0)[MT][NT][4], float (&acc1)[MT][NT][4], const uint16_t* A,
+                                              int lda, int m0, const uint16_t* B0, const uint16_t* B1, int ldb, int n0,
+                                              int lane) {
+  static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles come in pairs, K in steps of 16");
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t a[MT][4], b0[NT / 2][2][2], b1[NT / 2][2][2];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) load_a<kTransA>(a[mi], A, lda, m0 + 16 * mi, k0, lane);
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2) {
+      load_b2<kKN>(b0[nj / 2], B0, ldb, k0, n0 + 8 * nj, lane);
+      load_b2<kKN>(b1[nj / 2], B1, ldb, k0, n0 + 8 * nj, lane);
+    }
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2)
+#pragma unroll
+      for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          mma_bf16_16816(acc0[mi][nj + q], a[mi], b0[nj / 2][q]);
+          mma_bf16_16816(acc1[mi][nj + q], a[mi], b1[nj / 2][q]);
+        }
+  }
+}
+
 template <int MT, int NT>
 __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
 #pragma unroll

@@ -193,35 +193,46 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
     if (c - (kStages - 1) >= 0) prefetch(c - (kStages - 1), static_cast<int>((j + kStages - 1) % kStages));
     cp_async_commit();
-    store_tile_cta<D, BV, kThreads>(a.dS + ch * D * D + y0, D, sdS, kLdV);
     const float gl = sG[kC - 1];
     {  // dV' = dvl + D o (K dS'); with two parts, this warp's half of k, then the halves swapped
+      // This thread's rows' decays and dvl first: their loads are not waited for after the product.
+      float dec[2];
+      float2 l[NT][2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = m0 + acc_row(0, 2 * h, lane);
+        dec[h] = __expf(gl - sG[i]);
+#pragma unroll
+        for (int ni = 0; ni < NT; ++ni)
+          if (ni / kKeep == part) l[ni][h] = lds_bf16x2(sdvl + i * kLdV + acc_col(ni, 2 * h, lane));
+      }
       float P[1][NT][4];
       zero_acc(P);
       warp_mma<1, NT, kK, false, true>(P, sK + part * kK, kLd, m0, sdS + part * kK * kLdV, kLdV, 0, lane);
+      // dS' entering chunk c out, and dS <- e^{G_n} dS' + Q^T dOg, while that product runs (neither
+      // waits for it; sdS is next written after the barrier below)
+      store_tile_cta<D, BV, kThreads>(a.dS + ch * D * D + y0, D, sdS, kLdV);
+      const float eg = __expf(gl);
+#pragma unroll
+      for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dS[mi][ni][e] *= eg;
+      warp_mma<MT, NT, kC, true, true>(dS, sQ, kLd, xw, sdOg, kLdV, 0, lane);
       if constexpr (kParts == 2) swap_k_halves(P, sxch, warp, lane);
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
         if (ni / kKeep == part)
 #pragma unroll
-          for (int e = 0; e < 4; e += 2) {
-            const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
-            const float dec = __expf(gl - sG[i]);
-            const float2 l = lds_bf16x2(sdvl + i * kLdV + y);
-            const float v0 = l.x + dec * P[0][ni][e], v1 = l.y + dec * P[0][ni][e + 1];
+          for (int h = 0; h < 2; ++h) {
+            const int e = 2 * h, i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+            const float v0 = l[ni][h].x + dec[h] * P[0][ni][e], v1 = l[ni][h].y + dec[h] * P[0][ni][e + 1];
             st_bf16x2(a.dVn + (ch * kC + i) * D + y0 + y, v0, v1, true);
             st_bf16x2(sdVn + i * kLdV + y, -v0, -v1, true);
           }
     }
     __syncthreads();  // sdVn complete
-    const float eg = __expf(gl);
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dS[mi][ni][e] *= eg;
-    warp_mma<MT, NT, kC, true, true>(dS, sQ, kLd, xw, sdOg, kLdV, 0, lane);
     warp_mma<MT, NT, kC, true, true>(dS, sW, kLd, xw, sdVn, kLdV, 0, lane);
   }
   if (a.dS0) {

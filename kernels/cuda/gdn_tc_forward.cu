@@ -245,14 +245,26 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
     if (c + kStages - 1 < a.NC) prefetch(c + kStages - 1, static_cast<int>((c + kStages - 1) % kStages));
     cp_async_commit();
-    store_tile_cta<D, BV, kThreads>(a.S + ch * D * D + y0, D, sS, kLdV);
     const float gl = sG[kC - 1];
     {  // V' = U - W S (saved); Vd = D o V' (D_i = exp(G_n - G_i)) for the state update
+      // This thread's rows' decays and U first: their loads are not waited for after the products.
+      float dec[2];
+      float2 u[NT][2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = m0 + acc_row(0, 2 * h, lane);
+        dec[h] = __expf(gl - sG[i]);
+#pragma unroll
+        for (int ni = 0; ni < NT; ++ni)
+          if (ni / kKeep == part) u[ni][h] = *reinterpret_cast<const float2*>(sU + i * kLdU + acc_col(ni, 2 * h, lane));
+      }
       float P[1][NT][4], P_lo[1][NT][4];
       zero_acc(P);
       zero_acc(P_lo);
-      warp_mma<1, NT, kK, false, true>(P, sW + part * kK, kLd, m0, sS + part * kK * kLdV, kLdV, 0, lane);
-      warp_mma<1, NT, kK, false, true>(P_lo, sW + part * kK, kLd, m0, sS_lo + part * kK * kLdV, kLdV, 0, lane);
+      warp_mma_pair<1, NT, kK, false, true>(P, P_lo, sW + part * kK, kLd, m0, sS + part * kK * kLdV,
+                                            sS_lo + part * kK * kLdV, kLdV, 0, lane);
+      // S entering chunk c out while the products run (sS is next written after the barrier below)
+      store_tile_cta<D, BV, kThreads>(a.S + ch * D * D + y0, D, sS, kLdV);
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
@@ -262,14 +274,12 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
       for (int ni = 0; ni < NT; ++ni)
         if (ni / kKeep == part)
 #pragma unroll
-          for (int e = 0; e < 4; e += 2) {
-            const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
-            const float2 u = *reinterpret_cast<const float2*>(sU + i * kLdU + y);
-            const float v0 = u.x - P[0][ni][e], v1 = u.y - P[0][ni][e + 1];
+          for (int h = 0; h < 2; ++h) {
+            const int e = 2 * h, i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
+            const float v0 = u[ni][h].x - P[0][ni][e], v1 = u[ni][h].y - P[0][ni][e + 1];
             const int64_t at = (ch * kC + i) * D + y0 + y;
             st_bf16x2(a.Vn + at, v0, v1, true);
-            const float dec = __expf(gl - sG[i]);
-            sts_bf16x2_split(sVd + i * kLdV + y, sVd_lo + i * kLdV + y, v0 * dec, v1 * dec);
+            sts_bf16x2_split(sVd + i * kLdV + y, sVd_lo + i * kLdV + y, v0 * dec[h], v1 * dec[h]);
           }
     }
     __syncthreads();  // sVd complete; every warp is done reading sS
@@ -283,8 +293,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
       for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) S[mi][ni][e] *= eg;
-    warp_mma<MT, NT, kC, true, true>(S, sK, kLd, xw, sVd, kLdV, 0, lane);
-    warp_mma<MT, NT, kC, true, true>(S_lo, sK, kLd, xw, sVd_lo, kLdV, 0, lane);
+    warp_mma_pair<MT, NT, kC, true, true>(S, S_lo, sK, kLd, xw, sVd, sVd_lo, kLdV, 0, lane);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
