@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(256) gdn_tc_state_backward_wg_kernel(TcArgs a)
     Ring::produce(a.NC, [&](int64_t j, int s) {
       unsigned char* st = sm + s * L.stage;
       const TcChunk ck = tc_chunk(a, a.NC - 1 - j, h, b);  // the j-th chunk visited
-      const int64_t c = ck.c, ch = ck.ch, r0 = ck.r0;
+      const int64_t ch = ck.ch, r0 = ck.r0;
       const int n = ck.n;
       load_tile_at<kC, D, 128>(KMajorAt<kG>{st + L.K}, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
       load_tile_at<kC, D, 128>(MnMajorAt<kG>{st + L.Q}, a.q + r0 * a.ld_q + kh * D, a.ld_q, n, a.vec_in);
