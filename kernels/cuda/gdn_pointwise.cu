@@ -183,8 +183,10 @@ void gdn_gates_backward_cuda(const GdnCudaGatesParams& p, void* stream) {
   if (p.rows == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   // The split depends on the sizes only, so the summation order (and the bits) are fixed.
+  // One element a thread where that takes at most 2048 CTAs (the loop is latency: at 64 rows a CTA,
+  // 124M's 16384 rows x 12 heads took 8.5 us on the H200), more rows a CTA beyond.
   const int threads = static_cast<int>(std::max<int64_t>(1, 256 / p.H) * p.H);
-  const int64_t rows_per_block = std::max<int64_t>(64, (p.rows + 1023) / 1024);
+  const int64_t rows_per_block = std::max<int64_t>(threads / p.H, (p.rows + 2047) / 2048);
   const int blocks = static_cast<int>((p.rows + rows_per_block - 1) / rows_per_block);
   void* partial = nullptr;
   DT_GDN_CUDA_CHECK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.H * 2 * sizeof(float), s), op);

@@ -149,6 +149,16 @@ __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
 }
 
+template <int MT, int NT>
+__device__ __forceinline__ void scale_acc(float (&acc)[MT][NT][4], float s) {
+#pragma unroll
+  for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] *= s;
+}
+
 // Row and column of accumulator element e of tile (mi, ni), relative to the warp tile's origin.
 __device__ __forceinline__ int acc_row(int mi, int e, int lane) { return 16 * mi + (lane >> 2) + 8 * (e >> 1); }
 __device__ __forceinline__ int acc_col(int ni, int e, int lane) { return 8 * ni + 2 * (lane & 3) + (e & 1); }
@@ -223,6 +233,21 @@ __device__ __forceinline__ void swap_k_halves(float (&P)[1][NT][4], float* xch, 
         const float q = xch[((other * kKeep + ni % kKeep) * 4 + e) * 32 + lane];
         P[0][ni][e] = part == 0 ? P[0][ni][e] + q : q + P[0][ni][e];
       }
+}
+// The state passes' epilogue inputs, read before their product so that the loads are off its path:
+// this thread's two accumulator rows' decays dec[h] = e^{G_n - G_i} (gl = G_n) and, for the n-tiles
+// its part keeps (ni / kKeep == part), x[ni][h] = at(i, column) for the accumulator pair of row h.
+template <int NT, int kKeep, class At>
+__device__ __forceinline__ void state_epilogue_inputs(float (&dec)[2], float2 (&x)[NT][2], const float* sG, float gl,
+                                                      int m0, int part, int lane, At at) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = m0 + acc_row(0, 2 * h, lane);
+    dec[h] = __expf(gl - sG[i]);
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+      if (ni / kKeep == part) x[ni][h] = at(i, acc_col(ni, 2 * h, lane));
+  }
 }
 // Shared memory swap_k_halves takes for BV columns (0 with 4 warps).
 template <int D, int BV>

@@ -195,30 +195,17 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
     cp_async_commit();
     const float gl = sG[kC - 1];
     {  // dV' = dvl + D o (K dS'); with two parts, this warp's half of k, then the halves swapped
-      // This thread's rows' decays and dvl first: their loads are not waited for after the product.
       float dec[2];
       float2 l[NT][2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = m0 + acc_row(0, 2 * h, lane);
-        dec[h] = __expf(gl - sG[i]);
-#pragma unroll
-        for (int ni = 0; ni < NT; ++ni)
-          if (ni / kKeep == part) l[ni][h] = lds_bf16x2(sdvl + i * kLdV + acc_col(ni, 2 * h, lane));
-      }
+      state_epilogue_inputs<NT, kKeep>(dec, l, sG, gl, m0, part, lane,
+                                       [&](int i, int y) { return lds_bf16x2(sdvl + i * kLdV + y); });
       float P[1][NT][4];
       zero_acc(P);
       warp_mma<1, NT, kK, false, true>(P, sK + part * kK, kLd, m0, sdS + part * kK * kLdV, kLdV, 0, lane);
       // dS' entering chunk c out, and dS <- e^{G_n} dS' + Q^T dOg, while that product runs (neither
       // waits for it; sdS is next written after the barrier below)
       store_tile_cta<D, BV, kThreads>(a.dS + ch * D * D + y0, D, sdS, kLdV);
-      const float eg = __expf(gl);
-#pragma unroll
-      for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dS[mi][ni][e] *= eg;
+      scale_acc(dS, __expf(gl));
       warp_mma<MT, NT, kC, true, true>(dS, sQ, kLd, xw, sdOg, kLdV, 0, lane);
       if constexpr (kParts == 2) swap_k_halves(P, sxch, warp, lane);
 #pragma unroll

@@ -247,17 +247,11 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     cp_async_commit();
     const float gl = sG[kC - 1];
     {  // V' = U - W S (saved); Vd = D o V' (D_i = exp(G_n - G_i)) for the state update
-      // This thread's rows' decays and U first: their loads are not waited for after the products.
       float dec[2];
       float2 u[NT][2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = m0 + acc_row(0, 2 * h, lane);
-        dec[h] = __expf(gl - sG[i]);
-#pragma unroll
-        for (int ni = 0; ni < NT; ++ni)
-          if (ni / kKeep == part) u[ni][h] = *reinterpret_cast<const float2*>(sU + i * kLdU + acc_col(ni, 2 * h, lane));
-      }
+      state_epilogue_inputs<NT, kKeep>(dec, u, sG, gl, m0, part, lane, [&](int i, int y) {
+        return *reinterpret_cast<const float2*>(sU + i * kLdU + y);
+      });
       float P[1][NT][4], P_lo[1][NT][4];
       zero_acc(P);
       zero_acc(P_lo);
@@ -284,15 +278,9 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     }
     __syncthreads();  // sVd complete; every warp is done reading sS
     // S' = e^{G_n} S + K^T Vd
-    const float eg = __expf(gl);
     float S_lo[MT][NT][4];
     zero_acc(S_lo);
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) S[mi][ni][e] *= eg;
+    scale_acc(S, __expf(gl));
     warp_mma_pair<MT, NT, kC, true, true>(S, S_lo, sK, kLd, xw, sVd, sVd_lo, kLdV, 0, lane);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -769,50 +770,53 @@ TEST(GdnCudaL2Norm, TakenInTheChunkForwardAndBackward) {
   }
 }
 
+// The second size takes the backward's CTAs past one element a thread (more than 2048 x 21 rows).
 TEST(GdnCudaGates, ForwardBackwardMatchReference) {
   SKIP_WITHOUT_GPU();
-  const int64_t B = 3, T = 101, H = 4, n = B * T * H;
-  std::mt19937_64 rng(9);
-  std::normal_distribution<double> nd;
-  std::vector<float> a(n), b(n), dg(n), dbeta(n), A_log(H), dt_bias(H), dA_log0(H, 0.5f), ddt0(H, -0.25f);
-  for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(3 * nd(rng)), b[i] = static_cast<float>(3 * nd(rng)),
-                                  dg[i] = static_cast<float>(nd(rng)), dbeta[i] = static_cast<float>(nd(rng));
-  a[0] = 40.f, a[1] = -40.f, b[2] = 60.f, b[3] = -60.f;  // saturated softplus and sigmoid
-  for (int64_t h = 0; h < H; ++h) A_log[h] = static_cast<float>(0.5 * nd(rng)), dt_bias[h] = static_cast<float>(nd(rng));
-  std::vector<double> ad = to_double(a), bd = to_double(b), dgd = to_double(dg), dbd = to_double(dbeta),
-                      Ad = to_double(A_log), dtd = to_double(dt_bias), g_ref(n), beta_ref(n), da_ref(n), db_ref(n),
-                      dA_ref = to_double(dA_log0), ddt_ref = to_double(ddt0);
-  const Shape s{B, T, H}, hs{H};
-  Context cpu;
-  gdn_gates_forward(cpu, host_f64(g_ref, s), host_f64(beta_ref, s), host_f64(ad, s), host_f64(bd, s),
-                    host_f64(Ad, hs), host_f64(dtd, hs));
-  gdn_gates_backward(cpu, host_f64(da_ref, s), host_f64(db_ref, s), host_f64(dA_ref, hs), host_f64(ddt_ref, hs),
-                     host_f64(dgd, s), host_f64(dbd, s), host_f64(ad, s), host_f64(bd, s), host_f64(Ad, hs),
-                     host_f64(dtd, hs));
+  for (const auto& [B, T, H] : {std::array<int64_t, 3>{3, 101, 4}, std::array<int64_t, 3>{4, 12289, 12}}) {
+    const int64_t n = B * T * H;
+    std::mt19937_64 rng(9 + H);
+    std::normal_distribution<double> nd;
+    std::vector<float> a(n), b(n), dg(n), dbeta(n), A_log(H), dt_bias(H), dA_log0(H, 0.5f), ddt0(H, -0.25f);
+    for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(3 * nd(rng)), b[i] = static_cast<float>(3 * nd(rng)),
+                                    dg[i] = static_cast<float>(nd(rng)), dbeta[i] = static_cast<float>(nd(rng));
+    a[0] = 40.f, a[1] = -40.f, b[2] = 60.f, b[3] = -60.f;  // saturated softplus and sigmoid
+    for (int64_t h = 0; h < H; ++h) A_log[h] = static_cast<float>(0.5 * nd(rng)), dt_bias[h] = static_cast<float>(nd(rng));
+    std::vector<double> ad = to_double(a), bd = to_double(b), dgd = to_double(dg), dbd = to_double(dbeta),
+                        Ad = to_double(A_log), dtd = to_double(dt_bias), g_ref(n), beta_ref(n), da_ref(n), db_ref(n),
+                        dA_ref = to_double(dA_log0), ddt_ref = to_double(ddt0);
+    const Shape s{B, T, H}, hs{H};
+    Context cpu;
+    gdn_gates_forward(cpu, host_f64(g_ref, s), host_f64(beta_ref, s), host_f64(ad, s), host_f64(bd, s),
+                      host_f64(Ad, hs), host_f64(dtd, hs));
+    gdn_gates_backward(cpu, host_f64(da_ref, s), host_f64(db_ref, s), host_f64(dA_ref, hs), host_f64(ddt_ref, hs),
+                       host_f64(dgd, s), host_f64(dbd, s), host_f64(ad, s), host_f64(bd, s), host_f64(Ad, hs),
+                       host_f64(dtd, hs));
 
-  Context ctx;
-  ctx.device = Device::kCUDA;
-  auto dev = [&](const std::vector<float>& h) {
-    auto p = std::make_unique<DevBuf>(h.size() * 4);
-    upload(*p, h);
-    return p;
-  };
-  auto A = dev(a), Bb = dev(b), DG = dev(dg), DB = dev(dbeta), AL = dev(A_log), DT = dev(dt_bias), DAL = dev(dA_log0),
-       DDT = dev(ddt0);
-  DevBuf G(n * 4), BE(n * 4), DA(n * 4), DBo(n * 4);
-  auto t = [&](void* p, const Shape& sh) { return Tensor(p, DType::kF32, Device::kCUDA, sh); };
-  for (void* p : {G.p, BE.p, DA.p, DBo.p}) fill_cuda(t(p, s), std::numeric_limits<double>::quiet_NaN(), nullptr);
-  gdn_gates_forward(ctx, t(G.p, s), t(BE.p, s), t(A->p, s), t(Bb->p, s), t(AL->p, hs), t(DT->p, hs));
-  gdn_gates_backward(ctx, t(DA.p, s), t(DBo.p, s), t(DAL->p, hs), t(DDT->p, hs), t(DG->p, s), t(DB->p, s), t(A->p, s),
-                     t(Bb->p, s), t(AL->p, hs), t(DT->p, hs));
-  Case c;  // for the messages only
-  c.B = B, c.T = T, c.Hv = H;
-  expect_close("gates g", c, download<float>(G, n), g_ref, 1e-5);
-  expect_close("gates beta", c, download<float>(BE, n), beta_ref, 1e-5);
-  expect_close("gates da", c, download<float>(DA, n), da_ref, 1e-5);
-  expect_close("gates db", c, download<float>(DBo, n), db_ref, 1e-5);
-  expect_close("gates dA_log (accumulated onto 0.5)", c, download<float>(*DAL, H), dA_ref, 1e-4);
-  expect_close("gates ddt_bias (accumulated onto -0.25)", c, download<float>(*DDT, H), ddt_ref, 1e-4);
+    Context ctx;
+    ctx.device = Device::kCUDA;
+    auto dev = [&](const std::vector<float>& h) {
+      auto p = std::make_unique<DevBuf>(h.size() * 4);
+      upload(*p, h);
+      return p;
+    };
+    auto A = dev(a), Bb = dev(b), DG = dev(dg), DB = dev(dbeta), AL = dev(A_log), DT = dev(dt_bias), DAL = dev(dA_log0),
+         DDT = dev(ddt0);
+    DevBuf G(n * 4), BE(n * 4), DA(n * 4), DBo(n * 4);
+    auto t = [&](void* p, const Shape& sh) { return Tensor(p, DType::kF32, Device::kCUDA, sh); };
+    for (void* p : {G.p, BE.p, DA.p, DBo.p}) fill_cuda(t(p, s), std::numeric_limits<double>::quiet_NaN(), nullptr);
+    gdn_gates_forward(ctx, t(G.p, s), t(BE.p, s), t(A->p, s), t(Bb->p, s), t(AL->p, hs), t(DT->p, hs));
+    gdn_gates_backward(ctx, t(DA.p, s), t(DBo.p, s), t(DAL->p, hs), t(DDT->p, hs), t(DG->p, s), t(DB->p, s), t(A->p, s),
+                       t(Bb->p, s), t(AL->p, hs), t(DT->p, hs));
+    Case c;  // for the messages only
+    c.B = B, c.T = T, c.Hv = H;
+    expect_close("gates g", c, download<float>(G, n), g_ref, 1e-5);
+    expect_close("gates beta", c, download<float>(BE, n), beta_ref, 1e-5);
+    expect_close("gates da", c, download<float>(DA, n), da_ref, 1e-5);
+    expect_close("gates db", c, download<float>(DBo, n), db_ref, 1e-5);
+    expect_close("gates dA_log (accumulated onto 0.5)", c, download<float>(*DAL, H), dA_ref, 1e-4);
+    expect_close("gates ddt_bias (accumulated onto -0.25)", c, download<float>(*DDT, H), ddt_ref, 1e-4);
+  }
 }
 
 // ---- gated RMSNorm of the output (bf16 o, z, y; fp32 w, dw) ----
