@@ -173,13 +173,13 @@ struct StateFwdLayout {
   static constexpr int kLd = D + 8, kLdV = BV + 8, kLdU = BV + 4;
   // stage 0 offsets; stage s is stage 0 + s * stage
   size_t W = 0, K = 0, U = 0, G = 0, stage = 0;
-  size_t S = 0, S_lo = 0, Vd = 0, Vd_lo = 0, xch = 0, bytes = 0;
+  size_t S = 0, Vd = 0, xch = 0, bytes = 0;
   __host__ __device__ constexpr StateFwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), U = p.take(kC * kLdU * 4), G = p.take(kC * 4);
     stage = p.bytes;
     p.take(stage * (kStages - 1));
-    S = p.take(D * kLdV * 2), S_lo = p.take(D * kLdV * 2), Vd = p.take(kC * kLdV * 2), Vd_lo = p.take(kC * kLdV * 2);
+    S = p.take(D * kLdV * 2), Vd = p.take(kC * kLdV * 2);
     xch = p.take(kSwapBytes<D, BV>);
     bytes = p.bytes;
   }
@@ -193,8 +193,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
   constexpr int kK = D / kParts, kKeep = NT / kParts;  // k per part of W S; n-tiles each part finishes
   static_assert(MT >= 1 && NT % kParts == 0, "tile split");
   unsigned char* sm = dynamic_smem();
-  uint16_t *sS = reinterpret_cast<uint16_t*>(sm + L.S), *sS_lo = reinterpret_cast<uint16_t*>(sm + L.S_lo);
-  uint16_t *sVd = reinterpret_cast<uint16_t*>(sm + L.Vd), *sVd_lo = reinterpret_cast<uint16_t*>(sm + L.Vd_lo);
+  uint16_t* sS = reinterpret_cast<uint16_t*>(sm + L.S);
+  uint16_t* sVd = reinterpret_cast<uint16_t*>(sm + L.Vd);
   float* sxch = reinterpret_cast<float*>(sm + L.xch);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4, m0 = 16 * (warp % 4);
   const int y0 = blockIdx.x * BV, xw = warp * (D / kWarps);
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
           const int at = (xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane);
-          sts_bf16x2_split(sS + at, sS_lo + at, S[mi][ni][e], S[mi][ni][e + 1]);
+          *reinterpret_cast<uint32_t*>(sS + at) = bf16x2_bits(S[mi][ni][e], S[mi][ni][e + 1]);
         }
     cp_async_wait<kStages - 2>();  // chunk c's group done; chunks c + 1 .. c + kStages - 2 may fly
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
@@ -252,17 +252,11 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
       state_epilogue_inputs<NT, kKeep>(dec, u, sG, gl, m0, part, lane, [&](int i, int y) {
         return *reinterpret_cast<const float2*>(sU + i * kLdU + y);
       });
-      float P[1][NT][4], P_lo[1][NT][4];
+      float P[1][NT][4];
       zero_acc(P);
-      zero_acc(P_lo);
-      warp_mma_pair<1, NT, kK, false, true>(P, P_lo, sW + part * kK, kLd, m0, sS + part * kK * kLdV,
-                                            sS_lo + part * kK * kLdV, kLdV, 0, lane);
+      warp_mma<1, NT, kK, false, true>(P, sW + part * kK, kLd, m0, sS + part * kK * kLdV, kLdV, 0, lane);
       // S entering chunk c out while the products run (sS is next written after the barrier below)
       store_tile_cta<D, BV, kThreads>(a.S + ch * D * D + y0, D, sS, kLdV);
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) P[0][ni][e] += P_lo[0][ni][e];
       if constexpr (kParts == 2) swap_k_halves(P, sxch, warp, lane);
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
@@ -273,21 +267,13 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
             const float v0 = u[ni][h].x - P[0][ni][e], v1 = u[ni][h].y - P[0][ni][e + 1];
             const int64_t at = (ch * kC + i) * D + y0 + y;
             st_bf16x2(a.Vn + at, v0, v1, true);
-            sts_bf16x2_split(sVd + i * kLdV + y, sVd_lo + i * kLdV + y, v0 * dec[h], v1 * dec[h]);
+            *reinterpret_cast<uint32_t*>(sVd + i * kLdV + y) = bf16x2_bits(v0 * dec[h], v1 * dec[h]);
           }
     }
     __syncthreads();  // sVd complete; every warp is done reading sS
     // S' = e^{G_n} S + K^T Vd
-    float S_lo[MT][NT][4];
-    zero_acc(S_lo);
     scale_acc(S, __expf(gl));
-    warp_mma_pair<MT, NT, kC, true, true>(S, S_lo, sK, kLd, xw, sVd, sVd_lo, kLdV, 0, lane);
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) S[mi][ni][e] += S_lo[mi][ni][e];
+    warp_mma<MT, NT, kC, true, true>(S, sK, kLd, xw, sVd, kLdV, 0, lane);
   }
   if (a.S_out) {
 #pragma unroll
