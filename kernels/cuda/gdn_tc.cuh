@@ -523,7 +523,7 @@ struct TcArgs {
   // workspace
   float* G = nullptr;            // [ch][64]       cumsum of g in the chunk
   uint16_t* W = nullptr;         // [ch][64][D]    T diag(beta) (K o e^G), bf16
-  float* U = nullptr;            // [ch][64][D]    T diag(beta) V, fp32
+  uint16_t* U = nullptr;         // [ch][64][D]    T diag(beta) V, bf16
   uint16_t* Tb = nullptr;        // [ch][64][64]   T = (I + A)^-1, bf16 (prep writes it, grad_wy reads it)
   uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16
   uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16

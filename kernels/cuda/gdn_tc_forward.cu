@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
         const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
-        *reinterpret_cast<float2*>(a.U + base + i * D + x) = make_float2(acc[0][ni][e], acc[0][ni][e + 1]);
+        st_bf16x2(a.U + base + i * D + x, acc[0][ni][e], acc[0][ni][e + 1], true);
       }
   }
 }
@@ -170,13 +170,13 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 // kStages chunks' tiles in a ring (cp.async): chunk c's copies are issued kStages - 1 chunks ahead.
 template <int D, int BV, int kStages>
 struct StateFwdLayout {
-  static constexpr int kLd = D + 8, kLdV = BV + 8, kLdU = BV + 4;
+  static constexpr int kLd = D + 8, kLdV = BV + 8, kLdU = BV + 8;
   // stage 0 offsets; stage s is stage 0 + s * stage
   size_t W = 0, K = 0, U = 0, G = 0, stage = 0;
   size_t S = 0, Vd = 0, xch = 0, bytes = 0;
   __host__ __device__ constexpr StateFwdLayout() {
     SmemPlan p;
-    W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), U = p.take(kC * kLdU * 4), G = p.take(kC * 4);
+    W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), U = p.take(kC * kLdU * 2), G = p.take(kC * 4);
     stage = p.bytes;
     p.take(stage * (kStages - 1));
     S = p.take(D * kLdV * 2), Vd = p.take(kC * kLdV * 2);
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ch * kC * D, D, kC, true);
     load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n,
                                a.vec_in);
-    load_tile_f32<kC, BV, kThreads>(reinterpret_cast<float*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D);
+    load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D, kC, true);
     load_tile_f32<1, kC, kThreads>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
   };
 
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     const unsigned char* st = sm + (c % kStages) * L.stage;
     const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
-    const float* sU = reinterpret_cast<const float*>(st + L.U);
+    const uint16_t* sU = reinterpret_cast<const uint16_t*>(st + L.U);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
 #pragma unroll
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
       float dec[2];
       float2 u[NT][2];
       state_epilogue_inputs<NT, kKeep>(dec, u, sG, gl, m0, part, lane, [&](int i, int y) {
-        return *reinterpret_cast<const float2*>(sU + i * kLdU + y);
+        return lds_bf16x2(sU + i * kLdU + y);
       });
       float P[1][NT][4];
       zero_acc(P);

@@ -45,7 +45,7 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   int64_t off = 0;
   take(a.G, rows * 4, base, off);
   take(a.W, rows * D * 2, base, off);
-  take(a.U, rows * D * 4, base, off);
+  take(a.U, rows * D * 2, base, off);
   take(a.S, nch * D * D * 2, base, off);
   take(a.Vn, rows * D * 2, base, off);
   take(a.Tb, rows * kC * 2, base, off);

@@ -24,12 +24,12 @@ namespace {
 template <int D, int kStages>
 struct StateWgLayout {
   static constexpr uint32_t kGroup = (D / 8) * 128;  // bytes between 8-row (K-major) or 8-k (MN-major) groups
-  static constexpr int kLdU = 64 + 4, kLdO = 64 + 8;  // U (fp32) rows; staged S and V' (bf16) rows
+  static constexpr int kLdU = 64 + 8, kLdO = 64 + 8;  // U rows; staged S and V' rows (all bf16)
   // stage 0 offsets (stage s is stage 0 + s * stage), then two buffers each of staged S and V'
   size_t W = 0, K = 0, U = 0, G = 0, stage = 0, S = 0, V = 0, bytes = 0;
   __host__ __device__ constexpr StateWgLayout() {
     SmemPlan p;
-    W = p.take(kC * D * 2), K = p.take(kC * D * 2), U = p.take(kC * kLdU * 4), G = p.take(kC * 4);
+    W = p.take(kC * D * 2), K = p.take(kC * D * 2), U = p.take(kC * kLdU * 2), G = p.take(kC * 4);
     stage = p.bytes;
     p.take(stage * (kStages - 1));
     S = p.take(2 * D * kLdO * 2), V = p.take(2 * kC * kLdO * 2);
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
       const int n = ck.n;
       load_tile_at<kC, D, 128>(KMajorAt<kG>{st + L.W}, a.W + ch * kC * D, D, kC, true);
       load_tile_at<kC, D, 128>(MnMajorAt<kG>{st + L.K}, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
-      load_tile_f32<kC, 64, 128>(reinterpret_cast<float*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D);
+      load_tile<kC, 64, 128>(reinterpret_cast<uint16_t*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D, kC, true);
       load_tile_f32<1, kC, 128>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
     });
     return;
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
   for (int64_t c = 0; c < a.NC; ++c) {
     const int s = static_cast<int>(c % kStages);
     const unsigned char* st = sm + s * L.stage;
-    const float* sU = reinterpret_cast<const float*>(st + L.U);
+    const uint16_t* sU = reinterpret_cast<const uint16_t*>(st + L.U);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
     uint16_t* sSc = sSo + (c & 1) * D * kLdO;
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) V[4 * j + e] = sU[(8 * j + 2 * t + e % 2) * kLdU + 16 * warp + g + 8 * (e / 2)];
+      for (int e = 0; e < 4; ++e) V[4 * j + e] = bf16_val(sU[(8 * j + 2 * t + e % 2) * kLdU + 16 * warp + g + 8 * (e / 2)]);
     const unsigned char* sW = st + L.W;
     wgmma_fence();
 #pragma unroll
