@@ -6,8 +6,8 @@
 // barriers full / empty per stage), and a consumer that runs the chain. The consumer keeps the
 // state transposed, S^T (64 x D, fp32), as wgmma accumulators, so that both products of a chunk
 // take their A operand straight from registers and the chain passes nothing through shared memory:
-//   V'^T = U^T - S^T W^T        A = S^T (high + low bf16 parts, negated)   B = W  (K-major: W[i][d], d along k)
-//   S^T <- e^{G_n} S^T + Vd^T K   A = Vd^T (high + low)            B = K  (MN-major: K[i][d], d along n)
+//   V'^T = U^T - S^T W^T        A = S^T (bf16, negated)   B = W  (K-major: W[i][d], d along k)
+//   S^T <- e^{G_n} S^T + Vd^T K   A = Vd^T (bf16)           B = K  (MN-major: K[i][d], d along n)
 // with Vd = D o V' (D_i = exp(G_n - G_i)). The mma.sync version loads every B fragment once per
 // warp (4-8 times per CTA), passes S and D o V' through shared memory between the products, with
 // three barriers a chunk, and issues its own copies. The saved S (entering chunk c) and V' go out
@@ -142,17 +142,12 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
     const int64_t ch = bh * a.NC + c;
     uint16_t* sSc = sSo + (c & 1) * D * kLdO;
     uint16_t* sVc = sVo + (c & 1) * kC * kLdO;
-    // S^T as high + low A fragments (negated by the products); the high part (S as saved), transposed, to sSc
-    uint32_t ah[D / 16][4], al[D / 16][4];
+    // S^T as bf16 A fragments (negated by the products); also S as saved, transposed, to sSc
+    uint32_t ah[D / 16][4];
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        uint32_t hi, lo;
-        bf16x2_split(S[4 * j + e], S[4 * j + e + 1], hi, lo);
-        ah[j / 2][ra_reg(j, e)] = hi;
-        al[j / 2][ra_reg(j, e)] = lo;
-      }
+      for (int e = 0; e < 4; e += 2) ah[j / 2][ra_reg(j, e)] = bf16x2_bits(S[4 * j + e], S[4 * j + e + 1]);
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) stage_transposed(sSc, kLdO, k, ah[k], warp, lane);
     Ring::acquire(c);  // chunk c's tiles landed; every consumer thread has staged S
@@ -168,7 +163,6 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
     for (int k = 0; k < D / 16; ++k) {
       const uint64_t wd = wgmma_desc_k(sW + wgmma_kmajor_offset(0, 16 * k, 128, kG), 128, kG);
       wgmma_bf16_ra<64, 0, true>(V, ah[k], wd, 1);
-      wgmma_bf16_ra<64, 0, true>(V, al[k], wd, 1);
     }
     wgmma_commit();
     // meanwhile: S entering chunk c and V' of chunk c - 1 out
@@ -176,9 +170,9 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
     if (c > 0) store_tile<kC, 64>(a.Vn + (ch - 1) * kC * D + y0, D, sVo + ((c - 1) & 1) * kC * kLdO, kLdO, tid, 128);
     wgmma_wait<0>();
     wgmma_fence_operand(V);
-    // V' (bf16, transposed to sVc) and Vd = D o V' as high + low A fragments
+    // V' (bf16, transposed to sVc) and Vd = D o V' as bf16 A fragments
     const float gl = sG[kC - 1];
-    uint32_t vs[4][4], bh_[4][4], bl_[4][4];
+    uint32_t vs[4][4], vd[4][4];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float d0 = __expf(gl - sG[8 * j + 2 * t]), d1 = __expf(gl - sG[8 * j + 2 * t + 1]);
@@ -186,7 +180,7 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
       for (int e = 0; e < 4; e += 2) {
         const float v0 = V[4 * j + e], v1 = V[4 * j + e + 1];
         vs[j / 2][ra_reg(j, e)] = bf16x2_bits(v0, v1);
-        bf16x2_split(v0 * d0, v1 * d1, bh_[j / 2][ra_reg(j, e)], bl_[j / 2][ra_reg(j, e)]);
+        vd[j / 2][ra_reg(j, e)] = bf16x2_bits(v0 * d0, v1 * d1);
       }
     }
 #pragma unroll
@@ -200,8 +194,7 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const uint64_t kd = wgmma_desc_mn(sK + wgmma_mnmajor_offset(0, 16 * k, kG, 128), kG, 128);
-      wgmma_bf16_ra<D, 1>(S, bh_[k], kd, 1);
-      wgmma_bf16_ra<D, 1>(S, bl_[k], kd, 1);
+      wgmma_bf16_ra<D, 1>(S, vd[k], kd, 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
