@@ -26,7 +26,7 @@ struct GdnCudaDims {
   int chunk = 64;  // 1..64 (64 in training; smaller ones help debugging)
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
   // Tensor-core kernels: columns of the state per CTA in the sequential state passes, 0 = picked
-  // by the sizes (16 or 32 for dv = 128, 32 for dv = 64; 64 also allowed for both); and the chunks'
+  // by the sizes (16 or 64 for dv = 128, 64 for dv = 64; 32 also allowed for both); and the chunks'
   // tiles in flight there, 0 = 2 (double buffering; 3 at dv = 128, where few CTAs run per SM and
   // the next chunk's loads do not hide behind one chunk's work; the backward at 64 columns keeps
   // 2). Benchmarks sweep both.

@@ -178,12 +178,13 @@ void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
     a.state_cols = d.state_cols;
     return;
   }
-  // Measured on the H200 (bench/NOTES.md, v1 and v4): dv = 64 at B16 T1024 H12, 32 columns 1.43 ms
-  // forward + backward against 1.50 ms with 64; dv = 128: long sequences (16 heads), 16 columns
-  // 5.70 ms against 6.84 with 32 and 9.19 with 64; mid (64 heads) 64 columns 2.43 ms against 2.62
-  // with 32.
+  // Measured on the H200 (bench/NOTES.md, v1, v4 and v10): dv = 64 at B16 T1024 H12, 64 columns
+  // 0.593 ms forward + backward against 0.608 with 32 since the forward pass's S and D o V' are
+  // plain bf16 (v10; 1.50 against 1.43 in v1); dv = 128: long sequences (16 heads), 16 columns
+  // 5.70 ms against 6.84 with 32 and 9.19 with 64 (v4; v10: 3.73 against 4.20 with 32); mid (64
+  // heads) 64 columns 2.43 ms against 2.62 with 32.
   if (d.dk == 64) {
-    a.state_cols = 32;
+    a.state_cols = 64;
     return;
   }
   int dev = 0, sms = 132;
