@@ -30,7 +30,6 @@ inline constexpr int kLdC = kC + 8;    // bf16 64 x 64 matrices
 // ---- bf16 helpers (raw uint16_t bits) ----
 __device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 __device__ __forceinline__ float bf16_val(uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
-__device__ __forceinline__ float bf16_round(float x) { return bf16_val(bf16_bits(x)); }
 // x = hi + lo to about 16 significant bits: hi = bf16(x), lo = bf16(x - hi). A product with an
 // exact bf16 operand (q, k, v) then costs two mma instead of one and loses nothing to rounding.
 __device__ __forceinline__ void bf16_split(float x, uint16_t& hi, uint16_t& lo) {
@@ -49,20 +48,9 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
   return static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
 #endif
 }
-// bf16_split of a pair, as bf16x2 words (a in the low half): the same bits as two bf16_split calls.
-__device__ __forceinline__ void bf16x2_split(float a, float b, uint32_t& hi, uint32_t& lo) {
-  hi = bf16x2_bits(a, b);
-  lo = bf16x2_bits(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xffff0000u));
-}
 __device__ __forceinline__ float2 lds_bf16x2(const uint16_t* p) {
   const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
   return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-}
-// bf16_split of a pair: high parts to hi[0..1], low parts to lo[0..1], one 32-bit store each.
-__device__ __forceinline__ void sts_bf16x2_split(uint16_t* hi, uint16_t* lo, float a, float b) {
-  const float ha = bf16_round(a), hb = bf16_round(b);
-  *reinterpret_cast<uint32_t*>(hi) = bf16x2_bits(ha, hb);
-  *reinterpret_cast<uint32_t*>(lo) = bf16x2_bits(a - ha, b - hb);
 }
 
 // ---- warp-level matmul on shared-memory tiles ----
@@ -107,35 +95,6 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const uint16_t
         mma_bf16_16816(acc[mi][nj], a[mi], b[nj / 2][0]);
         mma_bf16_16816(acc[mi][nj + 1], a[mi], b[nj / 2][1]);
       }
-  }
-}
-
-// warp_mma for two B operands that share A (say the high and low bf16 parts of one matrix):
-// acc0 += A B0, acc1 += A B1, A's fragments loaded once a k-step; two independent chains.
-template <int MT, int NT, int K, bool kTransA, bool kKN>
-__device__ __forceinline__ void warp_mma_pair(float (&acc0)[MT][NT][4], float (&acc1)[MT][NT][4], const uint16_t* A,
-                                              int lda, int m0, const uint16_t* B0, const uint16_t* B1, int ldb, int n0,
-                                              int lane) {
-  static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles come in pairs, K in steps of 16");
-#pragma unroll
-  for (int k0 = 0; k0 < K; k0 += 16) {
-    uint32_t a[MT][4], b0[NT / 2][2][2], b1[NT / 2][2][2];
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi) load_a<kTransA>(a[mi], A, lda, m0 + 16 * mi, k0, lane);
-#pragma unroll
-    for (int nj = 0; nj < NT; nj += 2) {
-      load_b2<kKN>(b0[nj / 2], B0, ldb, k0, n0 + 8 * nj, lane);
-      load_b2<kKN>(b1[nj / 2], B1, ldb, k0, n0 + 8 * nj, lane);
-    }
-#pragma unroll
-    for (int nj = 0; nj < NT; nj += 2)
-#pragma unroll
-      for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          mma_bf16_16816(acc0[mi][nj + q], a[mi], b0[nj / 2][q]);
-          mma_bf16_16816(acc1[mi][nj + q], a[mi], b1[nj / 2][q]);
-        }
   }
 }
 
