@@ -37,11 +37,6 @@ struct GdnCudaDims {
   // kernel (slower than mma.sync so far; kept for the record and its tests), 2 the forward state
   // pass (also the backward's recomputation of it), 4 the reverse state pass; 0 none.
   int wgmma = -1;
-  // The forward's output O = (Q o e^G) S + M V' computed inside the state pass (v10), so that S and V'
-  // are not read back by a separate output kernel: head dim 64, mma.sync state pass (wgmma bits 1 and
-  // 2 off) with every column of the state in one CTA (state_cols 64, the default there). Not yet
-  // timed on a GPU: off unless asked for (bench_gdn --fuse-output).
-  bool fuse_output = false;
 };
 
 struct GdnCudaForwardParams {

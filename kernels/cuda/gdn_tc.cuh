@@ -710,9 +710,6 @@ void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_state_forward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op);   // gdn_tc_state_wg.cu
 void tc_state_backward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op);  // gdn_tc_state_wg.cu
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);
-// The forward state pass with the output computed in it (GdnCudaDims::fuse_output; head dim 64,
-// 64 columns, 2 stages): replaces tc_state_forward + tc_output in the forward.
-void tc_state_forward_fused(const TcArgs& a, cudaStream_t s, const char* op);
 void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op);       // dvl = M^T dO
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op); // dS per chunk, dV', dS0
 void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op);        // dq, dk_part, dW, dG_part

@@ -161,86 +161,39 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The output's last steps for one warp's rows m0 .. m0 + 15 and columns n0 .. n0 + 8 NT of V'
-// (Vp, bf16 [i][y]): O (= Q S so far) o e^G + M V', M as high + low A fragments
-// (causal_decay_fragments); then the rows i < n to o (row r0 + i, column col0 + the column).
-template <int NT>
-__device__ __forceinline__ void output_rows_finish(float (&O)[1][NT][4], const uint32_t (&mh)[kC / 16][4],
-                                                   const uint32_t (&ml)[kC / 16][4], const uint16_t* Vp, int ldv,
-                                                   int n0, const float* sG, int m0, int lane) {
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float eg = __expf(sG[m0 + acc_row(0, e, lane)]);
-#pragma unroll
-    for (int ni = 0; ni < NT; ++ni) O[0][ni][e] *= eg;
-  }
-#pragma unroll
-  for (int ks = 0; ks < kC / 16; ++ks)
-#pragma unroll
-    for (int nj = 0; nj < NT; nj += 2) {
-      uint32_t b[2][2];
-      load_b2<true>(b, Vp, ldv, 16 * ks, n0 + 8 * nj, lane);
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        mma_bf16_16816(O[0][nj + u], mh[ks], b[u]);
-        mma_bf16_16816(O[0][nj + u], ml[ks], b[u]);
-      }
-    }
-}
-template <int NT>
-__device__ __forceinline__ void store_output_rows(const TcArgs& a, const float (&O)[1][NT][4], int64_t r0, int n,
-                                                  int64_t col0, int m0, int lane) {
-#pragma unroll
-  for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-    for (int e = 0; e < 4; e += 2) {
-      const int i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
-      if (i < n) st_bf16x2(a.o + (r0 + i) * a.ld_o + col0 + y, O[0][ni][e], O[0][ni][e + 1], a.vec_out);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // State pass: grid (D / BV, Hv, B); columns [y0, y0 + BV) of S, kStateWarps(D) warps. Warp w holds
 // rows [w D / warps, + D / warps) of the S tile as fp32 accumulators, and rows [16 (w % 4), + 16) of
 // every 64-row product; with 8 warps (D = 128) the 64-row product W S is split over k between
 // warps w and w + 4 (swap_k_halves) and each finishes V' for BV / 2 of the columns. Saves S
 // entering each chunk and V' (bf16, as the products here use them).
 // kStages chunks' tiles in a ring (cp.async): chunk c's copies are issued kStages - 1 chunks ahead.
-// kFuseO (GdnCudaDims::fuse_output; 4 warps only): also O's columns [y0, y0 + BV) for every chunk, as
-// the output kernel forms them, from the chunk's Q tile (in the ring), the entering S (sS) and V'
-// (sVn): O = Q S issued with W S, then after S' the rows of M = lower(Q K^T o Gam) and O += M V'.
-// The chain gains those products; the output kernel's loads of Q, K, S and V' go.
-template <int D, int BV, int kStages, bool kFuseO = false>
+template <int D, int BV, int kStages>
 struct StateFwdLayout {
   static constexpr int kLd = D + 8, kLdV = BV + 8, kLdU = BV + 8;
   // stage 0 offsets; stage s is stage 0 + s * stage
-  size_t W = 0, K = 0, Q = 0, U = 0, G = 0, stage = 0;
-  size_t S = 0, Vd = 0, Vn = 0, xch = 0, bytes = 0;
+  size_t W = 0, K = 0, U = 0, G = 0, stage = 0;
+  size_t S = 0, Vd = 0, xch = 0, bytes = 0;
   __host__ __device__ constexpr StateFwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), U = p.take(kC * kLdU * 2), G = p.take(kC * 4);
-    if (kFuseO) Q = p.take(kC * kLd * 2);
     stage = p.bytes;
     p.take(stage * (kStages - 1));
     S = p.take(D * kLdV * 2), Vd = p.take(kC * kLdV * 2);
-    if (kFuseO) Vn = p.take(kC * kLdV * 2);
     xch = p.take(kSwapBytes<D, BV>);
     bytes = p.bytes;
   }
 };
 
-template <int D, int BV, int kStages, bool kFuseO = false>
+template <int D, int BV, int kStages>
 __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kernel(TcArgs a) {
-  constexpr StateFwdLayout<D, BV, kStages, kFuseO> L{};
+  constexpr StateFwdLayout<D, BV, kStages> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdU = L.kLdU, NT = BV / 8;
   constexpr int kWarps = kStateWarps<D>, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
   constexpr int kK = D / kParts, kKeep = NT / kParts;  // k per part of W S; n-tiles each part finishes
   static_assert(MT >= 1 && NT % kParts == 0, "tile split");
-  static_assert(!kFuseO || kParts == 1, "the fused output takes 4 warps, one 16-row block of O each");
   unsigned char* sm = dynamic_smem();
   uint16_t* sS = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t* sVd = reinterpret_cast<uint16_t*>(sm + L.Vd);
-  uint16_t* sVn = reinterpret_cast<uint16_t*>(sm + L.Vn);
   float* sxch = reinterpret_cast<float*>(sm + L.xch);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4, m0 = 16 * (warp % 4);
   const int y0 = blockIdx.x * BV, xw = warp * (D / kWarps);
@@ -255,9 +208,6 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
                                a.vec_in);
     load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D, kC, true);
     load_tile_f32<1, kC, kThreads>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
-    if constexpr (kFuseO)
-      load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + r0 * a.ld_q + kh * D, a.ld_q, n,
-                                 a.vec_in);
   };
 
   float S[MT][NT][4];
@@ -280,8 +230,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
     const uint16_t* sU = reinterpret_cast<const uint16_t*>(st + L.U);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
-    uint16_t* sQ = reinterpret_cast<uint16_t*>(sm + (c % kStages) * L.stage + L.Q);  // kFuseO only
-    const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
+    const int64_t ch = bh * a.NC + c;
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
@@ -295,16 +244,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
     if (c + kStages - 1 < a.NC) prefetch(c + kStages - 1, static_cast<int>((c + kStages - 1) % kStages));
     cp_async_commit();
-    if constexpr (kFuseO) {
-      if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r), as the output kernel does
-        const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-        l2norm_tile_rows<D, kThreads>(sQ, kLd, n, a.q_scale, a.q_hat + r0 * a.ld_hat + kh * D, a.ld_hat,
-                                      a.q_r + r0 * a.Hk + kh, a.Hk, a.vec_hat);
-        __syncthreads();
-      }
-    }
     const float gl = sG[kC - 1];
-    float O[1][NT][4];  // kFuseO: this warp's rows m0 .. m0 + 15 of O
     {  // V' = U - W S (saved); Vd = D o V' (D_i = exp(G_n - G_i)) for the state update
       float dec[2];
       float2 u[NT][2];
@@ -314,10 +254,6 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
       float P[1][NT][4];
       zero_acc(P);
       warp_mma<1, NT, kK, false, true>(P, sW + part * kK, kLd, m0, sS + part * kK * kLdV, kLdV, 0, lane);
-      if constexpr (kFuseO) {  // Q S, from the same S tile
-        zero_acc(O);
-        warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS, kLdV, 0, lane);
-      }
       // S entering chunk c out while the products run (sS is next written after the barrier below)
       store_tile_cta<D, BV, kThreads>(a.S + ch * D * D + y0, D, sS, kLdV);
       if constexpr (kParts == 2) swap_k_halves(P, sxch, warp, lane);
@@ -331,25 +267,12 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
             const int64_t at = (ch * kC + i) * D + y0 + y;
             st_bf16x2(a.Vn + at, v0, v1, true);
             *reinterpret_cast<uint32_t*>(sVd + i * kLdV + y) = bf16x2_bits(v0 * dec[h], v1 * dec[h]);
-            if constexpr (kFuseO) *reinterpret_cast<uint32_t*>(sVn + i * kLdV + y) = bf16x2_bits(v0, v1);
           }
     }
-    __syncthreads();  // sVd (and sVn) complete; every warp is done reading sS
+    __syncthreads();  // sVd complete; every warp is done reading sS
     // S' = e^{G_n} S + K^T Vd
     scale_acc(S, __expf(gl));
     warp_mma<MT, NT, kC, true, true>(S, sK, kLd, xw, sVd, kLdV, 0, lane);
-    if constexpr (kFuseO) {  // O = (Q S) o e^G + M V', as gdn_tc_output_kernel; S' is not waited for
-      uint32_t mh[kC / 16][4], ml[kC / 16][4];
-      {
-        float acc[1][8][4];
-        zero_acc(acc);
-        warp_mma<1, 8, D, false, false>(acc, sQ, kLd, m0, sK, kLd, 0, lane);
-        causal_decay_fragments(mh, ml, [&](int j, int e) { return acc[0][j][e]; }, sG, m0, lane);
-      }
-      output_rows_finish<NT>(O, mh, ml, sVn, kLdV, 0, sG, m0, lane);
-      const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-      store_output_rows<NT>(a, O, r0, n, h * D + y0, m0, lane);
-    }
   }
   if (a.S_out) {
 #pragma unroll
@@ -423,8 +346,32 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   float O[1][NT][4];
   zero_acc(O);
   warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS, kLdO, n0, lane);
-  output_rows_finish<NT>(O, mh, ml, sVp, kLdO, n0, sG, m0, lane);
-  store_output_rows<NT>(a, O, ck.r0, ck.n, ck.h * D + y0 + n0, m0, lane);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float eg = __expf(sG[m0 + acc_row(0, e, lane)]);
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni) O[0][ni][e] *= eg;
+  }
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks)
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2) {
+      uint32_t b[2][2];
+      load_b2<true>(b, sVp, kLdO, 16 * ks, n0 + 8 * nj, lane);
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        mma_bf16_16816(O[0][nj + u], mh[ks], b[u]);
+        mma_bf16_16816(O[0][nj + u], ml[ks], b[u]);
+      }
+    }
+#pragma unroll
+  for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int i = m0 + acc_row(0, e, lane), y = n0 + acc_col(ni, e, lane);
+      if (i < ck.n)
+        st_bf16x2(a.o + (ck.r0 + i) * a.ld_o + ck.h * D + y0 + y, O[0][ni][e], O[0][ni][e + 1], a.vec_out);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -530,12 +477,12 @@ void prep_d(const TcArgs& a, cudaStream_t s, const char* op) {
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
-template <int D, int BV, int kStages = 2, bool kFuseO = false>
+template <int D, int BV, int kStages = 2>
 void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr StateFwdLayout<D, BV, kStages, kFuseO> L{};
-  tc_set_smem(gdn_tc_state_forward_kernel<D, BV, kStages, kFuseO>, L.bytes, op);
+  constexpr StateFwdLayout<D, BV, kStages> L{};
+  tc_set_smem(gdn_tc_state_forward_kernel<D, BV, kStages>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_forward_kernel<D, BV, kStages, kFuseO><<<grid, kStateWarps<D> * 32, L.bytes, s>>>(a);
+  gdn_tc_state_forward_kernel<D, BV, kStages><<<grid, kStateWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -576,10 +523,6 @@ void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   else if (a.state_cols == 16) s3 ? state_forward_d<128, 16, 3>(a, s, op) : state_forward_d<128, 16>(a, s, op);
   else if (a.state_cols == 32) s3 ? state_forward_d<128, 32, 3>(a, s, op) : state_forward_d<128, 32>(a, s, op);
   else s3 ? state_forward_d<128, 64, 3>(a, s, op) : state_forward_d<128, 64>(a, s, op);
-}
-
-void tc_state_forward_fused(const TcArgs& a, cudaStream_t s, const char* op) {
-  state_forward_d<64, 64, 2, true>(a, s, op);
 }
 
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op) {

@@ -219,16 +219,6 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   check_l2norm_params(p, op);
   const bool tc = use_tensor_cores(p.dims, op);
-  if (p.dims.fuse_output) {
-    DT_CHECK(tc, "{}: fuse_output needs the tensor-core kernels (head dims 64 or 128, impl kAuto or kTensorCore); "
-             "got head dims {} / {}", op, p.dims.dk, p.dims.dv);
-    TcArgs probe = tc_inputs(p.dims, nullptr, nullptr, nullptr, 0, 0, 0, nullptr, nullptr, nullptr);
-    DT_CHECK(p.dims.dk == 64 && probe.state_cols == 64 && probe.state_stages == 2 && (probe.wgmma & 3) == 0,
-             "{}: fuse_output needs head dim 64 (got {}), 64 state columns (got {}), 2 stages (got {}) and the "
-             "mma.sync forward (wgmma bits 1 and 2 off, got {}); leave state_cols, state_stages and wgmma at their "
-             "defaults or turn fuse_output off",
-             op, p.dims.dk, probe.state_cols, probe.state_stages, probe.wgmma);
-  }
   if (p.q_hat && (!tc || p.dims.Hv != p.dims.Hk)) {
     const GdnCudaForwardParams c = l2norms_first(p, s);
     return tc ? gdn_chunk_forward_cuda(c, stream) : chunk_forward_simt(c, s);
@@ -258,12 +248,8 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
     a.vec_in = a.vec_in && aligned(a.k_hat, a.ld_hat, 16);
     a.k = a.k_hat, a.ld_k = a.ld_hat, a.k_hat = nullptr;
   }
-  if (d.fuse_output) {
-    tc_state_forward_fused(a, s, op);
-  } else {
-    tc_state_forward(a, D, s, op);
-    tc_output(a, D, s, op);
-  }
+  tc_state_forward(a, D, s, op);
+  tc_output(a, D, s, op);
   if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
 }
 

@@ -54,7 +54,6 @@ struct Case {
   bool with_S0 = true, with_dS_out = true;
   enum class Gates { kNormal, kNearZero, kVeryNegative, kBetaEdges } gates = Gates::kNormal;
   bool strided = false;  // q, k, v as column slices of one [B, T, C] buffer
-  bool fuse_output = false;  // GdnCudaDims::fuse_output (through the launchers)
   uint64_t seed = 1;
 
   int64_t dv() const { return Dv ? Dv : D; }
@@ -64,8 +63,7 @@ struct Case {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hk=" + std::to_string(Hk) +
            " Hv=" + std::to_string(Hv) + " D=" + std::to_string(D) + (Dv ? " Dv=" + std::to_string(Dv) : "") +
            " gates=" + gate_names[static_cast<int>(gates)] +
-           (with_S0 ? " S0" : "") + (with_dS_out ? " dS_out" : "") + (strided ? " strided" : "") +
-           (fuse_output ? " fuse_output" : "");
+           (with_S0 ? " S0" : "") + (with_dS_out ? " dS_out" : "") + (strided ? " strided" : "");
   }
 };
 
@@ -180,7 +178,7 @@ std::vector<T> download(const DevBuf& d, size_t n) {
 }
 
 // The launchers of kernels/gdn_cuda.h with an explicit implementation (the ops pick kAuto).
-void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma, bool fuse_output, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
                    const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr) {
@@ -190,7 +188,6 @@ void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = impl, d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma;
-  d.fuse_output = fuse_output;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -216,7 +213,7 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaGraph_t graph;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  run_launchers(impl, 0, 0, 0, false, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, s);
+  run_launchers(impl, 0, 0, 0, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, s);
   CUDA_OK(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -279,7 +276,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
 
   if (graph) {
     run_launchers_in_graph(impl, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
-  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && !c.fuse_output) {
+  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -291,7 +288,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
     gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64, saved);
     device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
-    run_launchers(impl, state_cols, state_stages, wgmma, c.fuse_output, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o,
+    run_launchers(impl, state_cols, state_stages, wgmma, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o,
                   dS_out);
   }
 
@@ -368,27 +365,6 @@ void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_
   EXPECT_EQ(0, std::memcmp(a.dbeta.data(), b.dbeta.data(), a.dbeta.size() * 4)) << "dbeta differs between two runs";
   EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4)) << "S_out differs between two runs";
   EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4)) << "dS0 differs between two runs";
-}
-
-// GdnCudaDims::fuse_output (head dim 64): the output computed in the forward state pass. Against the
-// reference as every case, and against the output kernel bit for bit (the same sums in the same
-// order): one row, a partial chunk, the 2-stage ring wrapping, GQA, strided rows, gates << 0.
-TEST(GdnCuda, FusedOutputMatchesOutputKernel) {
-  SKIP_WITHOUT_GPU();
-  for (auto [B, T, Hv, strided, gates] :
-       {std::tuple{1, 1, 1, false, Case::Gates::kNormal}, std::tuple{2, 150, 2, false, Case::Gates::kNormal},
-        std::tuple{2, 65, 2, true, Case::Gates::kNormal}, std::tuple{1, 130, 2, false, Case::Gates::kVeryNegative},
-        std::tuple{3, 1024, 4, false, Case::Gates::kNormal}}) {
-    Case c;
-    c.B = B, c.T = T, c.Hk = 1, c.Hv = Hv, c.D = 64, c.strided = strided, c.gates = gates, c.fuse_output = true;
-    c.seed = 70 + T + Hv;
-    check_case(c);
-    const Inputs in = make_inputs(c);
-    Case plain = c;
-    plain.fuse_output = false;
-    const GpuRun a = run_gpu(c, in), b = run_gpu(plain, in, GdnCudaImpl::kTensorCore);
-    EXPECT_EQ(a.o_bits, b.o_bits) << "the fused output differs from the output kernel's [" << c.name() << "]";
-  }
 }
 
 class GdnCudaLengths : public ::testing::TestWithParam<int64_t> {};
@@ -705,9 +681,6 @@ TEST(GdnCudaL2Norm, TakenInTheChunkForwardAndBackward) {
     c.B = B, c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.seed = 40 + T;
     runs.push_back({c, impl});
   }
-  Case fused;  // Q's l2norm in the forward state pass (GdnCudaDims::fuse_output)
-  fused.B = 2, fused.T = 150, fused.Hk = fused.Hv = 2, fused.D = 64, fused.seed = 77, fused.fuse_output = true;
-  runs.push_back({fused, GdnCudaImpl::kAuto});
   for (const Run& run : runs) {
     const Case& c = run.c;
     SCOPED_TRACE(c.name() + (run.impl == GdnCudaImpl::kSimt ? " (simt kernels)" : ""));
@@ -760,7 +733,6 @@ TEST(GdnCudaL2Norm, TakenInTheChunkForwardAndBackward) {
       fill_cuda(Tensor(od.p, DType::kBF16, Device::kCUDA, vsh), std::numeric_limits<double>::quiet_NaN(), nullptr);
       GdnCudaDims d;
       d.B = B, d.T = T, d.Hk = Hk, d.Hv = Hv, d.dk = d.dv = D, d.chunk = 64, d.impl = run.impl;
-      d.fuse_output = c.fuse_output;
       GdnCudaForwardParams f;
       f.dims = d, f.q = static_cast<uint16_t*>(xqd.p), f.k = static_cast<uint16_t*>(xkd.p);
       f.q_hat = static_cast<uint16_t*>(qd.p), f.k_hat = static_cast<uint16_t*>(kd.p), f.ld_hat = Hk * D;
