@@ -8,7 +8,8 @@
 # Env: VARIANTS (names under .devbin/), ARGS ("opts;opts": each option set runs every variant),
 #      SHAPES (bench_gdn's), NCU ("B,T,H,D ..."), NCU_ARGS (ncu's option set; default: ARGS'
 #      first), ROUNDS (default 2), TESTS (gtest filter: runs each
-#      variant's test_gpu when it has one), JSON_DIR (bench_gdn's JSON files; default /tmp).
+#      variant's test_gpu when it has one), JSON_DIR (bench_gdn's JSON files; default /tmp),
+#      TRAIN=1 (bench_train, hybrid 124M, for each variant that has one: main's is .devbin/bench_train).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=$PWD/.devbin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -49,3 +50,10 @@ for sh in ${NCU:-}; do
     python3 scripts/ncu_summary.py /tmp/ncu.csv | head -12
   done
 done
+if [[ -n "${TRAIN:-}" ]]; then
+  for v in "${names[@]}"; do
+    [[ -x $(bin "$v")/bench_train ]] || continue
+    echo "== train $v"
+    timeout 120 "$(bin "$v")/bench_train" --config configs/hybrid_124m.yaml --steps 20 --warmup 5 2>&1 | tail -3
+  done
+fi

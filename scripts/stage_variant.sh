@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds a kernel variant for scripts/gpu_variants.sh: the working tree plus the changes of REF (a branch
+# or commit) against HEAD, built in BUILD_DIR (default build-gdncu, configured as scripts/gpu_quick.sh says),
+# copied to .devbin/NAME/, then the working tree's files put back and rebuilt (so that BUILD_DIR and
+# .devbin/ hold HEAD's binaries again). Only the changed files recompile: seconds, not a full build.
+#   scripts/stage_variant.sh NAME REF [BUILD_DIR]     e.g. scripts/stage_variant.sh nolo v10-no-lo
+# The working tree must be clean (its files are overwritten and restored from HEAD).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+name=${1:?"usage: stage_variant.sh NAME REF [BUILD_DIR]"}
+ref=${2:?"usage: stage_variant.sh NAME REF [BUILD_DIR]"}
+build=${3:-build-gdncu}
+[[ -d $build ]] || { echo "stage_variant: no build directory $build (see scripts/gpu_quick.sh)" >&2; exit 2; }
+git rev-parse --verify --quiet "$ref^{commit}" > /dev/null || { echo "stage_variant: unknown ref $ref" >&2; exit 2; }
+if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
+  echo "stage_variant: the working tree has uncommitted changes; commit or stash them first" >&2
+  exit 2
+fi
+mapfile -t files < <(git diff --name-only HEAD "$ref")
+[[ ${#files[@]} -gt 0 ]] || { echo "stage_variant: $ref does not differ from HEAD" >&2; exit 2; }
+restore() { git checkout HEAD -- "${files[@]}" 2> /dev/null || true; }
+trap restore EXIT
+git diff HEAD "$ref" | git apply
+targets=(test_gpu bench_gdn)
+[[ -x .devbin/bench_train ]] && targets+=(bench_train)
+cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" > "/tmp/stage_$name.log" 2>&1 ||
+  { echo "stage_variant: build of $name failed:" >&2; tail -30 "/tmp/stage_$name.log" >&2; exit 1; }
+mkdir -p ".devbin/$name"
+cp "$build/tests/test_gpu" "$build/bench/bench_gdn" ".devbin/$name/"
+[[ " ${targets[*]} " == *" bench_train "* ]] && cp "$build/bench/bench_train" ".devbin/$name/"
+restore
+trap - EXIT
+cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" > "/tmp/stage_head.log" 2>&1 ||
+  { echo "stage_variant: rebuilding HEAD failed (see /tmp/stage_head.log)" >&2; exit 1; }
+echo "staged .devbin/$name ($ref: ${files[*]}); $build holds HEAD's build again"
