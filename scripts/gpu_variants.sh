@@ -3,7 +3,8 @@
 # (.devbin/NAME/bench_gdn, built here from another commit or a patch), same shapes, same options,
 # interleaved so that the card's state is shared; then ncu's per-kernel times for each.
 #
-# Here: build each variant's bench_gdn and copy it to .devbin/NAME/ (and test_gpu there to check it).
+# Here: build each variant's bench_gdn and copy it to .devbin/NAME/ (and test_gpu there to check it):
+#   scripts/stage_variant.sh NAME BRANCH does that for a branch or commit.
 # Then: run(carry=[".devbin"], command="export OUT; VARIANTS='a b' bash scripts/gpu_variants.sh")
 # Env: VARIANTS (names under .devbin/), ARGS ("opts;opts": each option set runs every variant),
 #      SHAPES (bench_gdn's), NCU ("B,T,H,D ..."), NCU_ARGS (ncu's option set; default: ARGS'
