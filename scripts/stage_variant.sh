@@ -22,12 +22,13 @@ restore() { git checkout HEAD -- "${files[@]}" 2> /dev/null || true; }
 trap restore EXIT
 git diff HEAD "$ref" | git apply
 targets=(test_gpu bench_gdn)
-[[ -x .devbin/bench_train ]] && targets+=(bench_train)
+train=false  # bench_train too when HEAD's is staged (TRAIN=1 in gpu_variants.sh)
+[[ -x .devbin/bench_train ]] && train=true && targets+=(bench_train)
 cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" > "/tmp/stage_$name.log" 2>&1 ||
   { echo "stage_variant: build of $name failed:" >&2; tail -30 "/tmp/stage_$name.log" >&2; exit 1; }
 mkdir -p ".devbin/$name"
 cp "$build/tests/test_gpu" "$build/bench/bench_gdn" ".devbin/$name/"
-[[ " ${targets[*]} " == *" bench_train "* ]] && cp "$build/bench/bench_train" ".devbin/$name/"
+$train && cp "$build/bench/bench_train" ".devbin/$name/"
 restore
 trap - EXIT
 cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" > "/tmp/stage_head.log" 2>&1 ||
