@@ -37,10 +37,6 @@ struct GdnCudaDims {
   // kernel (slower than mma.sync so far; kept for the record and its tests), 2 the forward state
   // pass (also the backward's recomputation of it), 4 the reverse state pass; 0 none.
   int wgmma = -1;
-  // The chunk kernels' L2 prefetch (prep, output, dv_local, grad_qk, grad_wy; bench/NOTES.md v11):
-  // each CTA fetches into L2 the tiles of the CTA that starts l2_prefetch waves of resident CTAs
-  // after it, so that DRAM works while the CTAs multiply. -1: the default (1), 0: none, 1..4.
-  int l2_prefetch = -1;
 };
 
 struct GdnCudaForwardParams {

@@ -460,8 +460,6 @@ struct TcArgs {
   int state_cols = 0;    // columns of S per CTA of the state passes (tc_state_config)
   int state_stages = 2;  // chunks' tiles in flight in the state passes (tc_state_config)
   int wgmma = 0;         // GdnCudaDims::wgmma
-  int l2_waves = 0;      // GdnCudaDims::l2_prefetch: how many waves ahead the chunk kernels prefetch (0: none)
-  int64_t l2_ahead = 0;  // per launch (tc_ahead): l2_waves x the kernel's resident CTAs
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
   int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
   bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned
@@ -510,39 +508,6 @@ __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t 
   x.r0 = b * a.T + c * kC;
   x.n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
   return x;
-}
-
-// ---- the next wave's tiles into L2 ----
-// The chunk kernels (grid (NC, Hv, B)) load a chunk's tiles, then multiply: with one or a few CTAs
-// per SM, DRAM idles while they multiply. Blocks start in grid order as resident ones finish, so
-// the CTA a.l2_ahead places after this one (the resident CTAs times l2_waves, set per launch by
-// tc_ahead) starts about when this one ends: each CTA, once its own copies are issued, prefetches
-// that CTA's tiles into L2 (same bits: only where the bytes come from changes).
-
-// The chunk of the CTA a.l2_ahead places after this one in grid order; false if there is none.
-__device__ __forceinline__ bool tc_chunk_ahead(const TcArgs& a, TcChunk& ck) {
-  if (a.l2_ahead <= 0) return false;
-  const int64_t at = blockIdx.x + a.NC * (blockIdx.y + a.Hv * static_cast<int64_t>(blockIdx.z)) + a.l2_ahead;
-  if (at >= a.NC * a.Hv * a.B) return false;
-  ck = tc_chunk(a, at % a.NC, (at / a.NC) % a.Hv, at / (a.NC * a.Hv));
-  return true;
-}
-
-// rows x cols bf16 rows ld elements apart into L2, a row per thread (16-byte aligned rows only:
-// vec as load_tile's; cols a multiple of 8).
-template <int NTHREADS>
-__device__ __forceinline__ void prefetch_rows_l2(const uint16_t* g, int64_t ld, int rows, int cols, bool vec) {
-  if (!vec) return;
-  for (int r = threadIdx.x; r < rows; r += NTHREADS) prefetch_l2(g + r * ld, static_cast<uint32_t>(cols * 2));
-}
-
-// `bytes` contiguous bytes (16-byte aligned, a multiple of 16: the workspace's blocks) into L2, in
-// pieces of 4 KB, a piece per thread.
-template <int NTHREADS>
-__device__ __forceinline__ void prefetch_span_l2(const void* g, int64_t bytes) {
-  constexpr int64_t kPiece = 4096;
-  for (int64_t o = threadIdx.x * kPiece; o < bytes; o += NTHREADS * kPiece)
-    prefetch_l2(static_cast<const unsigned char*>(g) + o, static_cast<uint32_t>(bytes - o < kPiece ? bytes - o : kPiece));
 }
 
 // ---- per-chunk steps ----
@@ -725,19 +690,6 @@ struct SmemPlan {
 // order by gdn_chunk_forward_cuda / gdn_chunk_backward_cuda (gdn_tc_launch.cu). D is 64 or 128.
 inline dim3 tc_chunk_grid(const TcArgs& a) {
   return dim3(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-}
-// a with l2_ahead set for a launch of `kernel` (threads, smem bytes a CTA): l2_waves x the CTAs
-// resident at once on the device.
-template <class Kernel>
-TcArgs tc_ahead(const TcArgs& a, Kernel kernel, int threads, size_t smem, const char* op) {
-  TcArgs b = a;
-  if (a.l2_waves <= 0) return b;
-  int dev = 0, sms = 0, per_sm = 0;
-  DT_GDN_CUDA_CHECK(cudaGetDevice(&dev), op);
-  DT_GDN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), op);
-  DT_GDN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), op);
-  b.l2_ahead = static_cast<int64_t>(a.l2_waves) * sms * per_sm;
-  return b;
 }
 // Columns of S per CTA of the state passes and the chunks in flight there (TcArgs::state_cols,
 // state_stages), from GdnCudaDims::state_cols / state_stages or the sizes: every CTA of a head

@@ -58,12 +58,6 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
   load_tile<kC, D, kThreads>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
   load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
-  if (TcChunk nx; tc_chunk_ahead(a, nx)) {  // the next wave's tiles into L2
-    prefetch_rows_l2<kThreads>(a.q + nx.r0 * a.ld_q + nx.kh * D, a.ld_q, nx.n, D, a.vec_in);
-    prefetch_rows_l2<kThreads>(a.k + nx.r0 * a.ld_k + nx.kh * D, a.ld_k, nx.n, D, a.vec_in);
-    prefetch_rows_l2<kThreads>(a.d_o + nx.r0 * a.ld_do + nx.h * D, a.ld_do, nx.n, D, a.vec_in);
-    prefetch_span_l2<kThreads>(a.G + nx.ch * kC, kC * 4);
-  }
   cp_async_wait<0>();
   __syncthreads();
   {  // M^T = upper(K Q^T o Gam^T), this warp's rows j and columns [n1, n1 + 8 NT1)
@@ -369,17 +363,6 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
   load_tile<D, D, kThreads>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
   load_tile<kC, D, kThreads>(sdVn, kLd, a.dVn + base, D, kC, true);
   cp_async_commit();
-  if (TcChunk nx; tc_chunk_ahead(a, nx)) {  // the next wave's tiles into L2
-    const int64_t nb = nx.ch * kC * D;
-    prefetch_rows_l2<kThreads>(a.q + nx.r0 * a.ld_q + nx.kh * D, a.ld_q, nx.n, D, a.vec_in);
-    prefetch_rows_l2<kThreads>(a.k + nx.r0 * a.ld_k + nx.kh * D, a.ld_k, nx.n, D, a.vec_in);
-    prefetch_rows_l2<kThreads>(a.d_o + nx.r0 * a.ld_do + nx.h * D, a.ld_do, nx.n, D, a.vec_in);
-    prefetch_span_l2<kThreads>(a.Vn + nb, kC * D * 2);
-    prefetch_span_l2<kThreads>(a.G + nx.ch * kC, kC * 4);
-    prefetch_span_l2<kThreads>(a.S + nx.ch * D * D, D * D * 2);
-    prefetch_span_l2<kThreads>(a.dS + nx.ch * D * D, D * D * 2);
-    prefetch_span_l2<kThreads>(a.dVn + nb, kC * D * 2);
-  }
   float q_r[2];
   rnorm_rows(q_r, a, ck, a.q_rnorm, m0, lane);
   cp_async_wait<2>();
@@ -541,16 +524,6 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
     cp_async_16(sdkp + dkp_at(i, x), a.dk_part + base + i * D + x, 16);
   }
   cp_async_commit();
-  if (TcChunk nx; tc_chunk_ahead(a, nx)) {  // the next wave's tiles into L2
-    const int64_t nb = nx.ch * kC * D;
-    prefetch_rows_l2<kThreads>(a.k + nx.r0 * a.ld_k + nx.kh * D, a.ld_k, nx.n, D, a.vec_in);
-    prefetch_rows_l2<kThreads>(a.v + nx.r0 * a.ld_v + nx.h * D, a.ld_v, nx.n, D, a.vec_in);
-    prefetch_span_l2<kThreads>(a.dW + nb, kC * D * 2);
-    prefetch_span_l2<kThreads>(a.dVn + nb, kC * D * 2);
-    prefetch_span_l2<kThreads>(a.Tb + nx.ch * kC * kC, kC * kC * 2);
-    prefetch_span_l2<kThreads>(a.G + nx.ch * kC, kC * 4);
-    prefetch_span_l2<kThreads>(a.dk_part + nb, kC * D * 2);
-  }
   if (threadIdx.x < kC) sB[threadIdx.x] = threadIdx.x < ck.n ? a.beta[(ck.r0 + threadIdx.x) * a.Hv + ck.h] : 0.f;
   const float dG_part = threadIdx.x < kC ? a.dG_part[ck.ch * kC + threadIdx.x] : 0.f;
   float k_r[2];
@@ -724,7 +697,7 @@ template <int D>
 void dv_local_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr DvLocalLayout<D> L{};
   tc_set_smem(gdn_tc_dv_local_kernel<D>, L.bytes, op);
-  gdn_tc_dv_local_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(tc_ahead(a, gdn_tc_dv_local_kernel<D>, kGradWarps<D> * 32, L.bytes, op));
+  gdn_tc_dv_local_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -741,7 +714,7 @@ template <int D>
 void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradQkLayout<D> L{};
   tc_set_smem(gdn_tc_grad_qk_kernel<D>, L.bytes, op);
-  gdn_tc_grad_qk_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(tc_ahead(a, gdn_tc_grad_qk_kernel<D>, kGradWarps<D> * 32, L.bytes, op));
+  gdn_tc_grad_qk_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -749,7 +722,7 @@ template <int D>
 void grad_wy_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradWyLayout<D> L{};
   tc_set_smem(gdn_tc_grad_wy_kernel<D>, L.bytes, op);
-  gdn_tc_grad_wy_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(tc_ahead(a, gdn_tc_grad_wy_kernel<D>, kGradWarps<D> * 32, L.bytes, op));
+  gdn_tc_grad_wy_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 

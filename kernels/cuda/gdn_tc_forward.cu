@@ -97,10 +97,6 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
   load_tile<kC, D>(sV, kLd, a.v + ck.r0 * a.ld_v + ck.h * D, a.ld_v, ck.n, a.vec_in);
   cp_async_commit();
-  if (TcChunk nx; tc_chunk_ahead(a, nx)) {  // the next wave's K and V rows into L2
-    prefetch_rows_l2<kTcThreads>(a.k + nx.r0 * a.ld_k + nx.kh * D, a.ld_k, nx.n, D, a.vec_in);
-    prefetch_rows_l2<kTcThreads>(a.v + nx.r0 * a.ld_v + nx.h * D, a.ld_v, nx.n, D, a.vec_in);
-  }
   if (warp == 0) {
     chunk_gates(a, ck, sG, sB, lane);
     __syncwarp();
@@ -296,16 +292,6 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
 //   M = lower(Q K^T o Gam)    O = (Q o e^G) S + M V'
 // M as high + low bf16 parts (M V' as two products); S and V' as saved, bf16 (v4: S's low part is
 // no longer saved, as fla saves its states in bf16: o's max GPU-test error 2.36e-3 -> 2.65e-3).
-// The output kernels' tiles of chunk nx into L2 (tc_chunk_ahead): Q and K rows, S, V' and G.
-template <int D, int kThreads>
-__device__ __forceinline__ void prefetch_output_l2(const TcArgs& a, const TcChunk& nx) {
-  prefetch_rows_l2<kThreads>(a.q + nx.r0 * a.ld_q + nx.kh * D, a.ld_q, nx.n, D, a.vec_in);
-  prefetch_rows_l2<kThreads>(a.k + nx.r0 * a.ld_k + nx.kh * D, a.ld_k, nx.n, D, a.vec_in);
-  prefetch_span_l2<kThreads>(a.S + nx.ch * D * D, D * D * 2);
-  prefetch_span_l2<kThreads>(a.Vn + nx.ch * kC * D, kC * D * 2);
-  prefetch_span_l2<kThreads>(a.G + nx.ch * kC, kC * 4);
-}
-
 template <int D, int BO>
 struct OutputLayout {
   static constexpr int kLd = D + 8, kLdO = BO + 8;
@@ -341,7 +327,6 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   load_tile<kC, BO, kThreads>(sVp, kLdO, a.Vn + ck.ch * kC * D + y0, D, kC, true);
   load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
-  if (TcChunk nx; kTiles == 1 && tc_chunk_ahead(a, nx)) prefetch_output_l2<D, kThreads>(a, nx);
   cp_async_wait<0>();
   __syncthreads();
   if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r; one CTA per chunk)
@@ -426,7 +411,6 @@ __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a
   cp_async_commit();
   load_tile_at<kC, D, kThreads>(MnMajorAt<kG>{sVp}, a.Vn + ck.ch * kC * D, D, kC, true);
   cp_async_commit();
-  if (TcChunk nx; tc_chunk_ahead(a, nx)) prefetch_output_l2<D, kThreads>(a, nx);
   cp_async_wait<2>();
   fence_proxy_async();
   __syncthreads();
@@ -489,8 +473,7 @@ template <int D>
 void prep_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr PrepLayout<D> L{};
   tc_set_smem(gdn_tc_prep_kernel<D>, L.bytes, op);
-  gdn_tc_prep_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(
-      tc_ahead(a, gdn_tc_prep_kernel<D>, kTcThreads, L.bytes, op));
+  gdn_tc_prep_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -511,8 +494,7 @@ void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
     constexpr OutputWgLayout<D> W{};
     tc_set_smem(gdn_tc_output_wg_kernel<D>, W.bytes, op);
     const dim3 grid(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-    gdn_tc_output_wg_kernel<D><<<grid, D / 64 * 128, W.bytes, s>>>(
-        tc_ahead(a, gdn_tc_output_wg_kernel<D>, D / 64 * 128, W.bytes, op));
+    gdn_tc_output_wg_kernel<D><<<grid, D / 64 * 128, W.bytes, s>>>(a);
     DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
     return;
   }
@@ -521,8 +503,7 @@ void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr OutputLayout<D, BO> L{};
   tc_set_smem(gdn_tc_output_kernel<D, BO, kWarps>, L.bytes, op);
   const dim3 grid(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B * (D / BO)));
-  gdn_tc_output_kernel<D, BO, kWarps><<<grid, kWarps * 32, L.bytes, s>>>(
-      tc_ahead(a, gdn_tc_output_kernel<D, BO, kWarps>, kWarps * 32, L.bytes, op));
+  gdn_tc_output_kernel<D, BO, kWarps><<<grid, kWarps * 32, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 

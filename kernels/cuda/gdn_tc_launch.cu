@@ -88,9 +88,6 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   // (4, 4096, 16) 257 -> 180 us. With few heads (1, 32768, 16) its 32 CTAs take 1.50 ms against
   // 0.79 for the mma.sync pass at 16 columns (128 CTAs); at head dim 64 (16, 1024, 12) 63 against 61.
   a.wgmma = d.wgmma >= 0 ? d.wgmma : (d.dk == 128 && d.state_cols == 0 && d.state_stages == 0 && a.state_cols == 64 ? 2 : 0);
-  DT_CHECK(d.l2_prefetch >= -1 && d.l2_prefetch <= 4,
-           "gdn_chunk: l2_prefetch must be -1 (the default), 0 (none) or 1..4 (waves ahead), got {}", d.l2_prefetch);
-  a.l2_waves = d.l2_prefetch < 0 ? 1 : d.l2_prefetch;
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);

@@ -181,14 +181,13 @@ std::vector<T> download(const DevBuf& d, size_t n) {
 void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
-                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr, int l2_prefetch = -1) {
+                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr) {
   auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.data); };
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data); };
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = impl, d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma;
-  d.l2_prefetch = l2_prefetch;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -229,7 +228,7 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
 // backward reads them instead of recomputing (layers/gdn.cpp does this in training).
 // graph: the launchers run captured in a CUDA graph (run_launchers_in_graph).
 GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
-               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = -1, int l2_prefetch = -1) {
+               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = -1) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -277,7 +276,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
 
   if (graph) {
     run_launchers_in_graph(impl, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
-  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && l2_prefetch == -1) {
+  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -290,7 +289,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
     device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
     run_launchers(impl, state_cols, state_stages, wgmma, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o,
-                  dS_out, nullptr, l2_prefetch);
+                  dS_out);
   }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
@@ -502,36 +501,6 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
     SCOPED_TRACE(impl == GdnCudaImpl::kSimt ? "simt kernels" : "tensor-core kernels");
     const GpuRun a = run_gpu(c, in, impl), b = run_gpu(c, in, impl, 0, 0, false, /*graph=*/true);
     expect_same_bits(a, b);
-  }
-}
-
-// The chunk kernels' L2 prefetch of the next wave's tiles (GdnCudaDims::l2_prefetch) only changes
-// where bytes come from: none, one wave ahead (the default) and three give the same bits, with
-// grids of several waves at both head dims (D 128: 1 CTA per SM for the backward's, 512 CTAs;
-// D 64 with the wgmma output kernel, whose prefetch is its own: 2064 CTAs). Out of range is refused.
-TEST(GdnCuda, L2PrefetchGivesTheSameBits) {
-  SKIP_WITHOUT_GPU();
-  Case cases[2];
-  cases[0].T = 4000, cases[0].B = 2, cases[0].Hk = 2, cases[0].Hv = 4, cases[0].D = 128, cases[0].seed = 85;
-  cases[1].T = 8200, cases[1].B = 4, cases[1].Hk = 4, cases[1].Hv = 4, cases[1].D = 64, cases[1].seed = 86;
-  for (int i = 0; i < 2; ++i) {
-    const Case& c = cases[i];
-    SCOPED_TRACE(c.name());
-    const Inputs in = make_inputs(c);
-    const int wgmma = i == 0 ? -1 : 1;
-    const GpuRun none = run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, wgmma, 0);
-    for (int waves : {1, 3}) {
-      SCOPED_TRACE("l2_prefetch " + std::to_string(waves));
-      expect_same_bits(none, run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, wgmma, waves));
-    }
-  }
-  Case c;
-  const Inputs in = make_inputs(c);
-  try {
-    run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 5);
-    FAIL() << "l2_prefetch 5 accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("l2_prefetch must be -1"), std::string::npos) << e.what();
   }
 }
 

@@ -8,7 +8,6 @@
 #include <deque>
 #include <limits>
 #include <mutex>
-#include <unordered_set>
 #include <thread>
 
 namespace emu {
@@ -35,14 +34,6 @@ static std::vector<unsigned char> g_smem;
 static std::array<std::unique_ptr<std::barrier<>>, 16> g_named;  // bar.sync ids, made at first use
 static std::mutex g_named_mutex;
 
-// L2 prefetches (prefetch_l2) and the cp.async sources of the grid being run: at its end every
-// prefetched 16-byte piece must be one that a CTA of the grid copied (the prefetch names the tiles
-// a later CTA loads).
-static std::mutex g_l2_mutex;
-static std::vector<std::pair<const unsigned char*, uint32_t>> g_prefetched;
-static std::unordered_set<const void*> g_copied;
-int g_sms = 132;
-
 static Warp& warp() { return *g_warps[tl_threadIdx.x / 32]; }
 static int lane() { return tl_threadIdx.x % 32; }
 
@@ -60,8 +51,6 @@ float shfl_xor(float v, int m) { return exchange(v, lane() ^ m); }
 float shfl_up(float v, int d) { return exchange(v, lane() - d >= 0 ? lane() - d : lane()); }
 float shfl_down(float v, int d) { return exchange(v, lane() + d < 32 ? lane() + d : lane()); }
 unsigned char* dyn_smem() { return g_smem.data(); }
-
-static void check_prefetches();
 
 void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body) {
   const unsigned nt = block.x * block.y * block.z;
@@ -94,19 +83,6 @@ void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& b
           });
         for (auto& th : ts) th.join();
       }
-  check_prefetches();
-}
-
-static void check_prefetches() {
-  for (const auto& [p, n] : g_prefetched)
-    for (uint32_t o = 0; o < n; o += 16)
-      if (!g_copied.count(p + o)) {
-        std::fprintf(stderr, "emu: L2 prefetch of %p (%u bytes) that no CTA of the grid copies (at +%u)\n",
-                     static_cast<const void*>(p), n, o);
-        std::abort();
-      }
-  g_prefetched.clear();
-  g_copied.clear();
 }
 
 void* alloc(size_t n) {
@@ -218,23 +194,10 @@ struct Copy { void* dst; unsigned char data[16]; };
 static thread_local std::vector<Copy> tl_open;
 static thread_local std::deque<std::vector<Copy>> tl_groups;
 
-void prefetch_l2(const void* p, uint32_t bytes) {
-  if (reinterpret_cast<uintptr_t>(p) % 16 || bytes % 16 || bytes == 0) {
-    std::fprintf(stderr, "emu: misaligned L2 prefetch %p, %u bytes\n", p, bytes);
-    std::abort();
-  }
-  std::lock_guard<std::mutex> lock(emu::g_l2_mutex);
-  emu::g_prefetched.emplace_back(static_cast<const unsigned char*>(p), bytes);
-}
-
 void cp_async_16(void* smem, const void* gmem, int src_bytes) {
   if ((reinterpret_cast<uintptr_t>(smem) % 16) || (reinterpret_cast<uintptr_t>(gmem) % 16)) {
     std::fprintf(stderr, "emu: misaligned cp.async %p <- %p\n", smem, gmem);
     std::abort();
-  }
-  if (src_bytes == 16) {
-    std::lock_guard<std::mutex> lock(emu::g_l2_mutex);
-    emu::g_copied.insert(gmem);
   }
   Copy c;
   c.dst = smem;

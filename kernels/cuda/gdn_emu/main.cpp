@@ -17,10 +17,6 @@
 #include "kernels/gdn_cuda.h"
 #include "kernels/cuda/gdn_wgmma_check.h"
 
-namespace emu {
-extern int g_sms;  // the multiprocessor count the emulated runtime reports (emu.cpp)
-}
-
 using namespace dt;
 
 static uint16_t f2b(float f) {
@@ -32,8 +28,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0;
-              int sms = 0; };  // sms: the emulated multiprocessors (0: 132); few bring the L2 prefetches' targets into small grids
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -54,7 +49,6 @@ static void report(const char* what, const std::vector<float>& got, const std::v
 
 static void run_case(const Case& c, GdnCudaImpl impl) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.Dv ? c.Dv : c.D, rows = B * T;
-  emu::g_sms = c.sms ? c.sms : 132;
   std::mt19937_64 rng(c.seed);
   std::normal_distribution<double> nd;
   auto unit = [&](double scale) {
@@ -146,8 +140,8 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   }
   auto fl = [](const std::vector<uint16_t>& b) { std::vector<float> f(b.size()); for (size_t i = 0; i < b.size(); ++i) f[i] = b2f(b[i]); return f; };
   const char* name = impl == GdnCudaImpl::kSimt ? "simt" : impl == GdnCudaImpl::kAuto ? "auto" : "tc  ";
-  std::printf("%s B=%ld T=%ld Hk=%ld Hv=%ld dk=%ld dv=%ld gates=%d S0=%d dS=%d strided=%d sms=%d\n", name, (long)B,
-              (long)T, (long)Hk, (long)Hv, (long)D, (long)Dv, c.gates, c.S0, c.dS, c.strided, emu::g_sms);
+  std::printf("%s B=%ld T=%ld Hk=%ld Hv=%ld dk=%ld dv=%ld gates=%d S0=%d dS=%d strided=%d\n", name, (long)B, (long)T,
+              (long)Hk, (long)Hv, (long)D, (long)Dv, c.gates, c.S0, c.dS, c.strided);
   report("o", fl(ob), o_r, 5e-3);
   report("S_out", So, So_r, 5e-3);
   report("dq", fl(dqb), dq_r, 1e-2);
@@ -448,7 +442,6 @@ int main(int argc, char** argv) {
     for (auto [T, Hk, Hv, D, l2, wg] : {std::tuple{130, 1, 2, 64, false, 1}, {200, 1, 2, 64, false, 6}, {200, 1, 1, 128, false, 6},
                                         {1, 1, 1, 64, false, 6}, {130, 2, 2, 128, true, 7}}) {
       Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.l2 = l2, c.wgmma = wg, c.seed = 300 + T + D + wg;
-      c.sms = wg & 1 ? 2 : 0;  // the wgmma output kernel's L2 prefetches too
       run_case(c, GdnCudaImpl::kTensorCore);
     }
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
@@ -471,9 +464,6 @@ int main(int argc, char** argv) {
     add(1, 1, 1, 2, 64);
     add(1, 65, 2, 2, 128); cases.back().l2 = true;
     Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11, s.l2 = true; cases.push_back(s);
-    // the L2 prefetches of the next wave's tiles, with 2 emulated SMs (their targets checked by the runtime)
-    add(2, 130, 1, 2, 64); cases.back().sms = 2, cases.back().l2 = true;
-    add(1, 130, 1, 1, 128); cases.back().sms = 2, cases.back().cols = 16;
     l2norm_rejects();
   }
   else if (which == "lengths") { for (int64_t T : {1, 15, 63, 64, 65, 300}) add(2, T, 1, 2, 64); }

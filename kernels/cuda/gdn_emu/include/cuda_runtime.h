@@ -63,7 +63,6 @@ void launch(void (*k)(P...), dim3 g, dim3 b, size_t smem, cudaStream_t, A&&... a
   std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
   run_grid(g, b, smem, [&] { std::apply(k, params); });
 }
-extern int g_sms;  // the multiprocessor count the runtime reports (132 unless a case sets it)
 void* alloc(size_t n);
 void release(void* p);
 }  // namespace emu
@@ -91,11 +90,7 @@ cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int v) {
   return cudaSuccess;
 }
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
-inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = emu::g_sms; return cudaSuccess; }
-// One CTA per emulated SM (emu::g_sms: 132, as the H200, unless a case sets fewer to bring
-// the L2 prefetches' targets into its small grids).
-template <class F>
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, F, int, size_t) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 132; return cudaSuccess; }
 inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) { *p = nullptr; return cudaSuccess; }
 inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
 enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone, cudaStreamCaptureStatusActive };

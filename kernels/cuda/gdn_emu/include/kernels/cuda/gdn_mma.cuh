@@ -9,7 +9,6 @@ void ldsm_x4(uint32_t (&r)[4], const void* p);
 void ldsm_x4_trans(uint32_t (&r)[4], const void* p);
 void stsm_x4_trans(void* p, const uint32_t (&r)[4]);
 void cp_async_16(void* smem, const void* gmem, int src_bytes);
-void prefetch_l2(const void* p, uint32_t bytes);  // checks alignment and that the range is allocated
 void cp_async_commit();
 void cp_async_wait_n(int n);
 void named_barrier(int id, int n_threads);
