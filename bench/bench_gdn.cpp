@@ -119,7 +119,7 @@ struct Result {
 
 // profile: one pass of each timing launched directly, none from a graph or after an L2 flush (for ncu).
 Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, int state_stages,
-                   bool recompute, bool profile, int wgmma) {
+                   bool recompute, bool profile, int wgmma, int overlap) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -166,7 +166,7 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
 
   dt::GdnCudaDims d;
   d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64, d.impl = impl;
-  d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma;
+  d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma, d.overlap = overlap;
   dt::GdnCudaForwardParams fp;
   fp.dims = d, fp.q = q, fp.k = k, fp.v = v, fp.ld_q = fp.ld_k = fp.ld_v = fp.ld_o = s.H * s.D;
   fp.g = gd, fp.beta = bd, fp.o = o;
@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
   std::string impl = "tc";
   int state_cols = 0, state_stages = 0;
   bool no_ceilings = false, recompute = false, profile = false;
-  int wgmma = -1;
+  int wgmma = -1, overlap = -1;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
@@ -271,6 +271,9 @@ int main(int argc, char** argv) {
                  "wgmma kernels: -1 by the sizes (default), else bits: 1 the forward's output kernel, 2 the forward "
                  "state pass, 4 the reverse one (v7)")
       ->check(CLI::Range(-1, 7));
+  app.add_option("--overlap", overlap,
+                 "the forward's output kernel chasing its state pass: -1 by the kernels (default), 0 off, 1 on")
+      ->check(CLI::Range(-1, 1));
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
 #ifndef DELTATRON_HAVE_CUDA
@@ -310,11 +313,12 @@ int main(int argc, char** argv) {
                   "chunk 64; kernels: " + impl +
                   "; state_cols " + std::to_string(state_cols) + "; state_stages " + std::to_string(state_stages) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
-                  (wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", wgmma));
+                  (wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", wgmma)) +
+                  (overlap < 0 ? "" : fmt::format("; overlap {}", overlap));
     for (const Shape4& s : shape_list) {
       const Result r =
           bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
-                      state_stages, recompute, profile, wgmma);
+                      state_stages, recompute, profile, wgmma, overlap);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       // fla's fastest sample over the peer script's processes (bench_gdn_peers.py keeps the minimum)
       double fla_f = NAN, fla_fb = NAN, fla_f_cold = NAN, fla_fb_cold = NAN;

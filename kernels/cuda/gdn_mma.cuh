@@ -61,6 +61,28 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int sr
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(src_bytes)
                : "memory");
 }
+// Programmatic dependent launch (sm_90): the next kernel of the stream, when launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization, may start once every CTA of this one has
+// called grid_launch_dependents (or exited); grid_dependency_wait waits until the kernel before
+// this one has completed and its writes are visible. Both are no-ops without such a launch.
+__device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+// A counter between CTAs: flag_add publishes, at GPU scope, everything this thread's CTA wrote
+// before a barrier the thread passed (a release fence, then the add); flag_wait_at_least spins
+// (acquire loads) until the counter reaches n. Call each from one thread, next to a barrier.
+__device__ __forceinline__ void flag_add(int* p, int v) {
+  asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void flag_wait_at_least(const int* p, int n) {
+  for (;;) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    if (v >= n) return;
+    __nanosleep(64);
+  }
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>

@@ -460,6 +460,10 @@ struct TcArgs {
   int state_cols = 0;    // columns of S per CTA of the state passes (tc_state_config)
   int state_stages = 2;  // chunks' tiles in flight in the state passes (tc_state_config)
   int wgmma = 0;         // GdnCudaDims::wgmma
+  // The output kernel chasing the forward state pass (GdnCudaDims::overlap): ready[ch] counts the
+  // state pass's CTAs (ready_count per head) that have written chunk ch's S and V'. null: no chase.
+  int* ready = nullptr;
+  int ready_count = 0;
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
   int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
   bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned
@@ -508,6 +512,19 @@ __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t 
   x.r0 = b * a.T + c * kC;
   x.n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
   return x;
+}
+
+// ---- the output kernel chasing the forward state pass (TcArgs::ready) ----
+// The state pass's CTAs count chunk ch in ready[ch] once its S and V' columns are written (by its
+// `leader` thread, after a barrier that every writing thread passed); the output kernel's CTA
+// for chunk ch waits for all of them (ready_count) before it loads them.
+__device__ __forceinline__ void chunk_ready_signal(const TcArgs& a, int64_t ch, bool leader) {
+  if (a.ready && leader) flag_add(a.ready + ch, 1);
+}
+__device__ __forceinline__ void chunk_ready_wait(const TcArgs& a, int64_t ch) {
+  if (!a.ready) return;
+  if (threadIdx.x == 0) flag_wait_at_least(a.ready + ch, a.ready_count);
+  __syncthreads();
 }
 
 // ---- per-chunk steps ----

@@ -198,6 +198,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4, m0 = 16 * (warp % 4);
   const int y0 = blockIdx.x * BV, xw = warp * (D / kWarps);
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
+  grid_launch_dependents();  // the chasing output kernel may start once every CTA here runs
 
   auto prefetch = [&](int64_t c, int s) {
     unsigned char* st = sm + s * L.stage;
@@ -242,6 +243,9 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
         }
     cp_async_wait<kStages - 2>();  // chunk c's group done; chunks c + 1 .. c + kStages - 2 may fly
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
+    // chunk c - 1's S and V' were written before the barrier after its V' (a chunk late, so that
+    // the release fence finds them long done rather than waiting on them)
+    if (c > 0) chunk_ready_signal(a, ch - 1, threadIdx.x == 0);
     if (c + kStages - 1 < a.NC) prefetch(c + kStages - 1, static_cast<int>((c + kStages - 1) % kStages));
     cp_async_commit();
     const float gl = sG[kC - 1];
@@ -274,6 +278,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     scale_acc(S, __expf(gl));
     warp_mma<MT, NT, kC, true, true>(S, sK, kLd, xw, sVd, kLdV, 0, lane);
   }
+  chunk_ready_signal(a, bh * a.NC + a.NC - 1, threadIdx.x == 0);  // its V' was written before the last barrier
   if (a.S_out) {
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
@@ -288,7 +293,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
 }
 
 // ---------------------------------------------------------------------------------------------
-// Output: grid (NC, Hv, B * D / BO); columns [y0, y0 + BO) of O for one chunk:
+// Output: a 1-D grid over the chunks, chunk-major; all columns of O (BO = D) for one chunk:
 //   M = lower(Q K^T o Gam)    O = (Q o e^G) S + M V'
 // M as high + low bf16 parts (M V' as two products); S and V' as saved, bf16 (v4: S's low part is
 // no longer saved, as fla saves its states in bf16: o's max GPU-test error 2.36e-3 -> 2.65e-3).
@@ -317,15 +322,19 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   uint16_t* sS = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t* sVp = reinterpret_cast<uint16_t*>(sm + L.Vp);
   float* sG = reinterpret_cast<float*>(sm + L.G);
-  constexpr int kTiles = D / BO;
-  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z / kTiles);
-  const int y0 = static_cast<int>(blockIdx.z % kTiles) * BO;
+  // 1-D grid, chunk-major (chunk c of every sequence and head, then c + 1: the order in which the
+  // state pass finishes them when this kernel chases it)
+  const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
+  const TcChunk ck = tc_chunk(a, blockIdx.x / bhs, bh % a.Hv, bh / a.Hv);
+  constexpr int y0 = 0;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), n0 = (warp / 4) * NT * 8;
   load_tile<kC, D, kThreads>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
   load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
+  cp_async_commit();
+  chunk_ready_wait(a, ck.ch);  // S and V' of this chunk written (when chasing the state pass)
   load_tile<D, BO, kThreads>(sS, kLdO, a.S + ck.ch * D * D + y0, D, D, true);
   load_tile<kC, BO, kThreads>(sVp, kLdO, a.Vn + ck.ch * kC * D + y0, D, kC, true);
-  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -372,6 +381,8 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
       if (i < ck.n)
         st_bf16x2(a.o + (ck.r0 + i) * a.ld_o + ck.h * D + y0 + y, O[0][ni][e], O[0][ni][e + 1], a.vec_out);
     }
+  // When chasing, the last chunks' CTAs end only after the state pass has (S_out): so does this kernel
+  if (a.ready && ck.c == a.NC - 1) grid_dependency_wait();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -499,11 +510,23 @@ void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
     return;
   }
   // D = 128: one CTA of 8 warps per chunk (v4; was two CTAs of 64 columns, 4 warps each).
-  constexpr int BO = D == 128 ? 128 : 64, kWarps = D == 128 ? 8 : 4;
+  constexpr int BO = D, kWarps = D == 128 ? 8 : 4;
   constexpr OutputLayout<D, BO> L{};
-  tc_set_smem(gdn_tc_output_kernel<D, BO, kWarps>, L.bytes, op);
-  const dim3 grid(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B * (D / BO)));
-  gdn_tc_output_kernel<D, BO, kWarps><<<grid, kWarps * 32, L.bytes, s>>>(a);
+  auto kernel = gdn_tc_output_kernel<D, BO, kWarps>;
+  tc_set_smem(kernel, L.bytes, op);
+  const int64_t n_chunks = a.NC * a.Hv * a.B;
+  DT_CHECK(n_chunks < (int64_t{1} << 31), "{}: {} chunks are more than one grid takes", op, n_chunks);
+  const dim3 grid(static_cast<unsigned>(n_chunks));
+  if (!a.ready) {
+    kernel<<<grid, kWarps * 32, L.bytes, s>>>(a);
+  } else {  // chasing the state pass: started as soon as all of its CTAs run (programmatic dependent launch)
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    // {gridDim, blockDim, dynamicSmemBytes, stream, attrs, numAttrs}
+    const cudaLaunchConfig_t cfg = {grid, dim3(kWarps * 32), L.bytes, s, attr, 1};
+    DT_GDN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a), op);
+  }
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 

@@ -49,6 +49,7 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   take(a.S, nch * D * D * 2, base, off);
   take(a.Vn, rows * D * 2, base, off);
   take(a.Tb, rows * kC * 2, base, off);
+  take(a.ready, nch * 4, base, off);
   return off;
 }
 
@@ -88,6 +89,8 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   // (4, 4096, 16) 257 -> 180 us. With few heads (1, 32768, 16) its 32 CTAs take 1.50 ms against
   // 0.79 for the mma.sync pass at 16 columns (128 CTAs); at head dim 64 (16, 1024, 12) 63 against 61.
   a.wgmma = d.wgmma >= 0 ? d.wgmma : (d.dk == 128 && d.state_cols == 0 && d.state_stages == 0 && a.state_cols == 64 ? 2 : 0);
+  DT_CHECK(d.overlap >= -1 && d.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
+           d.overlap);
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);
@@ -248,6 +251,19 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
     a.vec_in = a.vec_in && aligned(a.k_hat, a.ld_hat, 16);
     a.k = a.k_hat, a.ld_k = a.ld_hat, a.k_hat = nullptr;
   }
+  // The output kernel chases the state pass (the mma.sync output kernel only): per chunk, a count of
+  // the state pass's CTAs of the head that have written its S and V', zeroed first. By default
+  // (H200, bench/NOTES.md v11) not beside the mma.sync state pass at head dim 128, whose one CTA
+  // per SM it slows more than it gains (long sequences, few heads: forward 1.39 -> 1.49 ms); at
+  // head dim 64 the forward gains 4% (0.213 -> 0.205 ms at B16 T1024 H12), and beside the wgmma
+  // pass (head dim 128, many heads) 0.5%.
+  int* ready = a.ready;
+  a.ready = nullptr;
+  const bool chase = d.overlap == 1 || (d.overlap == -1 && (D == 64 || (a.wgmma & 2)));
+  if (chase && !(a.wgmma & 1)) {
+    a.ready = ready, a.ready_count = (a.wgmma & 2) ? D / 64 : D / a.state_cols;
+    DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.ready, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
+  }
   tc_state_forward(a, D, s, op);
   tc_output(a, D, s, op);
   if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
@@ -279,6 +295,7 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   if (p.saved) tc_saved_layout(a, d, static_cast<char*>(const_cast<void*>(p.saved)));
   else tc_saved_layout(a, d, temp);
   tc_backward_layout(a, d, temp + saved_bytes);
+  a.ready = nullptr;  // no output kernel chases the state pass rerun here
   if (!p.saved) {  // the forward's G, W, U, S and V' again
     tc_prep(a, D, s, op);
     tc_state_forward(a, D, s, op);

@@ -114,6 +114,7 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
   uint16_t* sVo = reinterpret_cast<uint16_t*>(sm + L.V);
   const int y0 = blockIdx.x * 64;
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
+  grid_launch_dependents();  // the chasing output kernel may start once every CTA here runs
 
   using Ring = WgRing<kStages>;
   if (threadIdx.x < 128) {  // producer: chunk c's tiles into stage c % kStages
@@ -151,6 +152,8 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) stage_transposed(sSc, kLdO, k, ah[k], warp, lane);
     Ring::acquire(c);  // chunk c's tiles landed; every consumer thread has staged S
+    // chunk c - 2 is out: its S left in chunk c - 2, its V' in chunk c - 1, both before this barrier
+    if (c >= 2) chunk_ready_signal(a, ch - 2, tid == 0);
     // V'^T = U^T - S^T W^T
     float V[32];
 #pragma unroll
@@ -202,7 +205,12 @@ __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_
     Ring::release(c, a.NC);
   }
   named_barrier(Ring::kConsumers, 128);  // the last chunk's V' staged
+  if (a.NC >= 2) chunk_ready_signal(a, bh * a.NC + a.NC - 2, tid == 0);
   store_tile<kC, 64>(a.Vn + (bh * a.NC + a.NC - 1) * kC * D + y0, D, sVo + ((a.NC - 1) & 1) * kC * kLdO, kLdO, tid, 128);
+  if (a.ready) {
+    named_barrier(Ring::kConsumers, 128);  // every consumer thread's part of the last V' written
+    chunk_ready_signal(a, bh * a.NC + a.NC - 1, tid == 0);
+  }
   store_state_t<D>(S, a.S_out, bh, y0, warp, lane);
 }
 

@@ -181,13 +181,14 @@ std::vector<T> download(const DevBuf& d, size_t n) {
 void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
-                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr) {
+                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr, int overlap = -1) {
   auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.data); };
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data); };
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = impl, d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma;
+  d.overlap = overlap;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -228,7 +229,7 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
 // backward reads them instead of recomputing (layers/gdn.cpp does this in training).
 // graph: the launchers run captured in a CUDA graph (run_launchers_in_graph).
 GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
-               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = -1) {
+               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = -1, int overlap = -1) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -276,7 +277,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
 
   if (graph) {
     run_launchers_in_graph(impl, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
-  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1) {
+  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && overlap == -1) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -289,7 +290,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
     device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
     run_launchers(impl, state_cols, state_stages, wgmma, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o,
-                  dS_out);
+                  dS_out, nullptr, overlap);
   }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
@@ -501,6 +502,46 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
     SCOPED_TRACE(impl == GdnCudaImpl::kSimt ? "simt kernels" : "tensor-core kernels");
     const GpuRun a = run_gpu(c, in, impl), b = run_gpu(c, in, impl, 0, 0, false, /*graph=*/true);
     expect_same_bits(a, b);
+  }
+}
+
+// The forward's output kernel chasing the state pass (GdnCudaDims::overlap) gives the bits of the
+// two run one after the other: head dims 64 and 128, the mma.sync state pass at 16 and 64 columns
+// and the wgmma one, many chunks and heads (more CTAs than fit beside the state pass's), a partial
+// last chunk, one chunk; also captured in a CUDA graph. Out of range is refused.
+TEST(GdnCuda, OutputChasingTheStatePassGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  struct Run { Case c; int cols, wgmma; };
+  Run runs[5];
+  runs[0].c.T = 4000, runs[0].c.B = 2, runs[0].c.Hk = 2, runs[0].c.Hv = 4, runs[0].c.D = 128, runs[0].cols = 16,
+  runs[0].wgmma = 0;
+  runs[1].c = runs[0].c, runs[1].cols = 64, runs[1].wgmma = 2;
+  runs[2].c.T = 1500, runs[2].c.B = 16, runs[2].c.Hk = 6, runs[2].c.Hv = 6, runs[2].c.D = 64, runs[2].cols = 64,
+  runs[2].wgmma = 0;
+  runs[3].c = runs[0].c, runs[3].cols = 64, runs[3].wgmma = 0;
+  runs[4].c.T = 40, runs[4].c.B = 3, runs[4].c.Hk = 1, runs[4].c.Hv = 2, runs[4].c.D = 64, runs[4].cols = 32,
+  runs[4].wgmma = 2;
+  uint64_t seed = 87;
+  for (Run& r : runs) {
+    r.c.seed = seed++;
+    SCOPED_TRACE(r.c.name() + " state_cols " + std::to_string(r.cols) + " wgmma " + std::to_string(r.wgmma));
+    const Inputs in = make_inputs(r.c);
+    const GpuRun off = run_gpu(r.c, in, GdnCudaImpl::kTensorCore, r.cols, 0, false, false, r.wgmma, 0);
+    expect_same_bits(off, run_gpu(r.c, in, GdnCudaImpl::kTensorCore, r.cols, 0, false, false, r.wgmma, 1));
+  }
+  {  // the default at head dim 64 (chasing) in a CUDA graph against plain launches without it
+    Case c = runs[2].c;
+    const Inputs in = make_inputs(c);
+    expect_same_bits(run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 0),
+                     run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, /*graph=*/true));
+  }
+  Case c;
+  const Inputs in = make_inputs(c);
+  try {
+    run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 2);
+    FAIL() << "overlap 2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overlap must be -1"), std::string::npos) << e.what();
   }
 }
 

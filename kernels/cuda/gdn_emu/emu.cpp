@@ -194,6 +194,16 @@ struct Copy { void* dst; unsigned char data[16]; };
 static thread_local std::vector<Copy> tl_open;
 static thread_local std::deque<std::vector<Copy>> tl_groups;
 
+void flag_add(int* p, int v) { __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST); }
+// Emulated kernels run one after another, so a wait can only be on an earlier kernel's counts: a
+// count not reached would spin forever on the GPU too, or wait on a kernel launched later.
+void flag_wait_at_least(const int* p, int n) {
+  if (__atomic_load_n(p, __ATOMIC_SEQ_CST) < n) {
+    std::fprintf(stderr, "emu: flag %p at %d, waiting for %d\n", static_cast<const void*>(p), *p, n);
+    std::abort();
+  }
+}
+
 void cp_async_16(void* smem, const void* gmem, int src_bytes) {
   if ((reinterpret_cast<uintptr_t>(smem) % 16) || (reinterpret_cast<uintptr_t>(gmem) % 16)) {
     std::fprintf(stderr, "emu: misaligned cp.async %p <- %p\n", smem, gmem);

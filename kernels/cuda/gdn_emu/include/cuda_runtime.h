@@ -67,6 +67,22 @@ void* alloc(size_t n);
 void release(void* p);
 }  // namespace emu
 
+// cudaLaunchKernelEx: the attributes do not matter here (kernels run one after another)
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization };
+struct cudaLaunchAttributeValue { int programmaticStreamSerializationAllowed; };
+struct cudaLaunchAttribute { cudaLaunchAttributeID id; cudaLaunchAttributeValue val; };
+struct cudaLaunchConfig_t {
+  dim3 gridDim, blockDim;
+  size_t dynamicSmemBytes;
+  cudaStream_t stream;
+  cudaLaunchAttribute* attrs;
+  unsigned numAttrs;
+};
+template <class... P, class... A>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* c, void (*k)(P...), A&&... args) {
+  emu::launch(k, c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream, std::forward<A>(args)...);
+  return cudaSuccess;
+}
 #define threadIdx (emu::tl_threadIdx)
 #define blockIdx (emu::tl_blockIdx)
 #define blockDim (emu::g_blockDim)
@@ -89,6 +105,7 @@ cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int v) {
   emu::g_smem_limit = static_cast<size_t>(v);
   return cudaSuccess;
 }
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { std::memset(p, v, n); return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 132; return cudaSuccess; }
 inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) { *p = nullptr; return cudaSuccess; }
