@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
                  "state pass, 4 the reverse one (v7)")
       ->check(CLI::Range(-1, 7));
   app.add_option("--overlap", overlap,
-                 "the forward's output kernel chasing its state pass: -1 by the kernels (default), 0 off, 1 on")
+                 "the output kernel and grad_qk chasing the state passes: -1 by the kernels (default), 0 off, 1 on")
       ->check(CLI::Range(-1, 1));
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);

@@ -37,10 +37,12 @@ struct GdnCudaDims {
   // kernel (slower than mma.sync so far; kept for the record and its tests), 2 the forward state
   // pass (also the backward's recomputation of it), 4 the reverse state pass; 0 none.
   int wgmma = -1;
-  // The forward's output kernel chasing its state pass (bench/NOTES.md v11): launched while the
-  // state pass runs (programmatic dependent launch), each CTA waits for its chunk's S and V' and
-  // works beside the state pass's CTAs. -1: by the kernels (on, except beside the mma.sync state
-  // pass at head dim 128, where it measured slower), 0: off, 1: on. Not with wgmma bit 1.
+  // Kernels chasing the state passes (bench/NOTES.md v11): the forward's output kernel and the
+  // backward's grad_qk are launched while the state pass before them runs (programmatic dependent
+  // launch); each CTA waits for its chunk's states and works beside the state pass's CTAs. -1: by
+  // the kernels (the output kernel except beside the mma.sync state pass at head dim 128, where it
+  // measured slower; grad_qk at head dim 64), 0: off, 1: on. Not the wgmma output kernel (bit 1) or
+  // reverse pass (bit 4).
   int overlap = -1;
 };
 

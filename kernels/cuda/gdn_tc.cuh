@@ -708,6 +708,23 @@ struct SmemPlan {
 inline dim3 tc_chunk_grid(const TcArgs& a) {
   return dim3(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
 }
+// A kernel with a 1-D grid over the chunks (the output kernel, grad_qk); when it chases the state
+// pass before it (a.ready), by programmatic dependent launch: it may start as soon as every CTA of
+// the state pass runs.
+template <class Kernel>
+void tc_launch_chunks(Kernel kernel, const TcArgs& a, int threads, size_t smem, cudaStream_t s, const char* op) {
+  const int64_t n_chunks = a.NC * a.Hv * a.B;
+  DT_CHECK(n_chunks < (int64_t{1} << 31), "{}: {} chunks are more than one grid takes", op, n_chunks);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  // {gridDim, blockDim, dynamicSmemBytes, stream, attrs, numAttrs}: the attribute only when chasing
+  const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(n_chunks)), dim3(threads), smem, s, attr,
+                                  a.ready ? 1u : 0u};
+  DT_GDN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a), op);
+  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+}
+
 // Columns of S per CTA of the state passes and the chunks in flight there (TcArgs::state_cols,
 // state_stages), from GdnCudaDims::state_cols / state_stages or the sizes: every CTA of a head
 // reloads the chunk's W, K (and Q) tiles, so wide tiles move fewer bytes, but 16-column tiles when

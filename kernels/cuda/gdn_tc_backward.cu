@@ -140,6 +140,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4, m0 = 16 * (warp % 4);
   const int y0 = blockIdx.x * BV, xw = warp * (D / kWarps);
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
+  grid_launch_dependents();  // the chasing grad_qk may start once every CTA here runs
 
   auto prefetch = [&](int64_t c, int s) {
     unsigned char* st = sm + s * L.stage;
@@ -191,6 +192,9 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
                     dS[mi][ni][e + 1], true);
     cp_async_wait<kStages - 2>();
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
+    // chunk c + 1's dS' and dV' were written before the barrier after its dV' (a chunk late, so that
+    // the release fence finds them long done rather than waiting on them)
+    if (c + 1 < a.NC) chunk_ready_signal(a, ch + 1, threadIdx.x == 0);
     if (c - (kStages - 1) >= 0) prefetch(c - (kStages - 1), static_cast<int>((j + kStages - 1) % kStages));
     cp_async_commit();
     const float gl = sG[kC - 1];
@@ -222,6 +226,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
     __syncthreads();  // sdVn complete
     warp_mma<MT, NT, kC, true, true>(dS, sW, kLd, xw, sdVn, kLdV, 0, lane);
   }
+  chunk_ready_signal(a, bh * a.NC, threadIdx.x == 0);  // chunk 0's dV' was written before the last barrier
   if (a.dS0) {
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
@@ -333,7 +338,7 @@ __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const u
   }
 }
 
-template <int D>
+template <int D, bool kChase>
 __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcArgs a) {
   constexpr GradQkLayout<D> L{};
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
@@ -347,7 +352,16 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
   float* spq = reinterpret_cast<float*>(sm + L.pq);
   float *srk = reinterpret_cast<float*>(sm + L.rk), *sG = reinterpret_cast<float*>(sm + L.G);
   float* red = reinterpret_cast<float*>(sm + L.red);
-  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
+  // kChase (chasing the reverse state pass): a 1-D grid, reverse chunk-major (the last chunk of
+  // every sequence and head first, the order in which the state pass finishes them). Else grid
+  // (NC, Hv, B).
+  TcChunk ck;
+  if constexpr (kChase) {
+    const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
+    ck = tc_chunk(a, a.NC - 1 - blockIdx.x / bhs, bh % a.Hv, bh / a.Hv);
+  } else {
+    ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
+  }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), part = warp / 4;
   const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
   const int64_t base = ck.ch * kC * D;
@@ -360,12 +374,17 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
   cp_async_commit();
   load_tile<D, D, kThreads>(sS, kLd, a.S + ck.ch * D * D, D, D, true);
   cp_async_commit();
-  load_tile<D, D, kThreads>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
-  load_tile<kC, D, kThreads>(sdVn, kLd, a.dVn + base, D, kC, true);
-  cp_async_commit();
+  auto load_from_state_pass = [&] {  // dS', dV': the reverse state pass's
+    load_tile<D, D, kThreads>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
+    load_tile<kC, D, kThreads>(sdVn, kLd, a.dVn + base, D, kC, true);
+  };
+  if constexpr (!kChase) {
+    load_from_state_pass();  // else once the state pass has counted the chunk (below)
+    cp_async_commit();
+  }
   float q_r[2];
   rnorm_rows(q_r, a, ck, a.q_rnorm, m0, lane);
-  cp_async_wait<2>();
+  cp_async_wait<kChase ? 1 : 2>();  // Q, K, dO, V', G
   __syncthreads();
 
   {  // dMG = lower(dO V'^T) o Gam (bf16), X = dMG o (Q K^T): only its row and column sums are kept
@@ -385,8 +404,17 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
       }
     row_col_sums(qk, m0, sxr + part * kC, sxc + (warp % 4) * kC + n1, lane);
   }
-  cp_async_wait<1>();
-  __syncthreads();  // sdMG complete; S has landed
+  if constexpr (kChase) {
+    cp_async_wait<0>();
+    if (threadIdx.x == 0) flag_wait_at_least(a.ready + ck.ch, a.ready_count);
+  } else {
+    cp_async_wait<1>();
+  }
+  __syncthreads();  // sdMG complete; S has landed; (chasing) the state pass has written dS', dV'
+  if constexpr (kChase) {
+    load_from_state_pass();
+    cp_async_commit();
+  }
   const float gl = sG[kC - 1];
   {  // dq = (dO S^T) o e^G + dMG K
     float P[1][NT2][4];
@@ -465,6 +493,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     }
     a.dG_part[ck.ch * kC + i] = dG;
   }
+  // When chasing, the first chunks' CTAs end only after the state pass has (dS0): so does this kernel
+  if (kChase && ck.c == 0) grid_dependency_wait();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -713,9 +743,14 @@ void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
 template <int D>
 void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradQkLayout<D> L{};
-  tc_set_smem(gdn_tc_grad_qk_kernel<D>, L.bytes, op);
-  gdn_tc_grad_qk_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  if (a.ready) {
+    tc_set_smem(gdn_tc_grad_qk_kernel<D, true>, L.bytes, op);
+    tc_launch_chunks(gdn_tc_grad_qk_kernel<D, true>, a, kGradWarps<D> * 32, L.bytes, s, op);
+  } else {
+    tc_set_smem(gdn_tc_grad_qk_kernel<D, false>, L.bytes, op);
+    gdn_tc_grad_qk_kernel<D, false><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
+    DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  }
 }
 
 template <int D>

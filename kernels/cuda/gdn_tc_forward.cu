@@ -512,22 +512,8 @@ void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
   // D = 128: one CTA of 8 warps per chunk (v4; was two CTAs of 64 columns, 4 warps each).
   constexpr int BO = D, kWarps = D == 128 ? 8 : 4;
   constexpr OutputLayout<D, BO> L{};
-  auto kernel = gdn_tc_output_kernel<D, BO, kWarps>;
-  tc_set_smem(kernel, L.bytes, op);
-  const int64_t n_chunks = a.NC * a.Hv * a.B;
-  DT_CHECK(n_chunks < (int64_t{1} << 31), "{}: {} chunks are more than one grid takes", op, n_chunks);
-  const dim3 grid(static_cast<unsigned>(n_chunks));
-  if (!a.ready) {
-    kernel<<<grid, kWarps * 32, L.bytes, s>>>(a);
-  } else {  // chasing the state pass: started as soon as all of its CTAs run (programmatic dependent launch)
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    // {gridDim, blockDim, dynamicSmemBytes, stream, attrs, numAttrs}
-    const cudaLaunchConfig_t cfg = {grid, dim3(kWarps * 32), L.bytes, s, attr, 1};
-    DT_GDN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a), op);
-  }
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  tc_set_smem(gdn_tc_output_kernel<D, BO, kWarps>, L.bytes, op);
+  tc_launch_chunks(gdn_tc_output_kernel<D, BO, kWarps>, a, kWarps * 32, L.bytes, s, op);
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ int64_t tc_backward_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   take(a.dW, rows * D * 2, base, off);
   take(a.dk_part, rows * D * 2, base, off);
   take(a.dG_part, rows * 4, base, off);
+  take(a.ready, nch * 4, base, off);  // grad_qk chasing the reverse state pass
   if (d.Hv > d.Hk) {
     take(a.dq_vh, d.B * d.T * d.Hv * D * 4, base, off);
     take(a.dk_vh, d.B * d.T * d.Hv * D * 4, base, off);
@@ -295,14 +296,25 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   if (p.saved) tc_saved_layout(a, d, static_cast<char*>(const_cast<void*>(p.saved)));
   else tc_saved_layout(a, d, temp);
   tc_backward_layout(a, d, temp + saved_bytes);
+  int* ready = a.ready;
   a.ready = nullptr;  // no output kernel chases the state pass rerun here
   if (!p.saved) {  // the forward's G, W, U, S and V' again
     tc_prep(a, D, s, op);
     tc_state_forward(a, D, s, op);
   }
   tc_dv_local(a, D, s, op);
+  // grad_qk chases the reverse state pass (the mma.sync one): per chunk, a count of the state pass's
+  // CTAs of the head that have written its dS' and dV', zeroed first. By default at head dim 64
+  // (H200, bench/NOTES.md v11).
+  if (d.overlap == 1 || (d.overlap == -1 && D == 64)) {
+    if (!(a.wgmma & 4)) {
+      a.ready = ready, a.ready_count = D / a.state_cols;
+      DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.ready, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
+    }
+  }
   tc_state_backward(a, D, s, op);
   tc_grad_qk(a, D, s, op);
+  a.ready = nullptr;
   tc_grad_wy(a, D, s, op);
   if (d.Hv > d.Hk) tc_sum_heads(a, D, s, op);
   DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);

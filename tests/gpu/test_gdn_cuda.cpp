@@ -505,11 +505,12 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
   }
 }
 
-// The forward's output kernel chasing the state pass (GdnCudaDims::overlap) gives the bits of the
-// two run one after the other: head dims 64 and 128, the mma.sync state pass at 16 and 64 columns
-// and the wgmma one, many chunks and heads (more CTAs than fit beside the state pass's), a partial
-// last chunk, one chunk; also captured in a CUDA graph. Out of range is refused.
-TEST(GdnCuda, OutputChasingTheStatePassGivesTheSameBits) {
+// The forward's output kernel and the backward's grad_qk chasing the state passes
+// (GdnCudaDims::overlap) give the bits of the kernels run one after the other: head dims 64 and
+// 128, the mma.sync state passes at 16, 32 and 64 columns and the wgmma forward one, many chunks
+// and heads (more CTAs than fit beside the state passes'), a partial last chunk, one chunk; also
+// captured in a CUDA graph. Out of range is refused.
+TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
   SKIP_WITHOUT_GPU();
   struct Run { Case c; int cols, wgmma; };
   Run runs[5];
