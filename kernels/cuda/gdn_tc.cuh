@@ -460,8 +460,9 @@ struct TcArgs {
   int state_cols = 0;    // columns of S per CTA of the state passes (tc_state_config)
   int state_stages = 2;  // chunks' tiles in flight in the state passes (tc_state_config)
   int wgmma = 0;         // GdnCudaDims::wgmma
-  // The output kernel chasing the forward state pass (GdnCudaDims::overlap): ready[ch] counts the
-  // state pass's CTAs (ready_count per head) that have written chunk ch's S and V'. null: no chase.
+  // A kernel chasing the state pass before it (GdnCudaDims::overlap: the forward's output kernel,
+  // the backward's grad_qk): ready[ch] counts the state pass's CTAs (ready_count per head) that have
+  // written chunk ch's states (S and V'; dS' and dV'). null: no chase.
   int* ready = nullptr;
   int ready_count = 0;
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
@@ -514,10 +515,10 @@ __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t 
   return x;
 }
 
-// ---- the output kernel chasing the forward state pass (TcArgs::ready) ----
-// The state pass's CTAs count chunk ch in ready[ch] once its S and V' columns are written (by its
-// `leader` thread, after a barrier that every writing thread passed); the output kernel's CTA
-// for chunk ch waits for all of them (ready_count) before it loads them.
+// ---- a kernel chasing a state pass (TcArgs::ready) ----
+// The state pass's CTAs count chunk ch in ready[ch] once its columns are written (by its `leader`
+// thread, after a barrier that every writing thread passed); the chasing kernel's CTA for chunk ch
+// waits for all of them (ready_count) before it loads them.
 __device__ __forceinline__ void chunk_ready_signal(const TcArgs& a, int64_t ch, bool leader) {
   if (a.ready && leader) flag_add(a.ready + ch, 1);
 }

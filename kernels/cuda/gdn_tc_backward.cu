@@ -13,7 +13,9 @@
 //              dKb = T^T dW, dVb = T^T dV';  dk = dk_part + (P' + P'^T) K + diag(beta e^G) dKb,
 //              dv = diag(beta) dVb, dbeta, dG, and dg = reverse_cumsum(dG)
 //   sum_heads  when Hv > Hk: dq, dk summed over the value heads of each key head, fixed order.
-// No atomics: same inputs, same bits.
+// grad_qk chases the reverse state pass at head dim 64 by default (TcArgs::ready, GdnCudaDims::
+// overlap: started while the state pass runs, each CTA waiting for its chunk's dS' and dV').
+// No atomics in the sums: same inputs, same bits (the chase's counts only say when a chunk is ready).
 #include "kernels/cuda/gdn_tc.cuh"
 
 namespace dt {

@@ -11,7 +11,9 @@
 //           accumulators); per chunk V' = U - W S and S' = e^{G_n} S + K^T (D o V'), saving the
 //           entering S and V' (both bf16) per chunk; the next chunks' tiles are prefetched (cp.async)
 //           meanwhile.
-//   output  (chunk, h, b x column tile) in parallel: M = lower(Q K^T o Gam), O = (Q o e^G) S + M V'.
+//   output  (chunk x h x b, chunk-major) in parallel: M = lower(Q K^T o Gam), O = (Q o e^G) S + M V';
+//           by default it chases the state pass (TcArgs::ready, GdnCudaDims::overlap: started while
+//           the state pass runs, each CTA waiting for its chunk's S and V').
 // The sequential pass does only the state chain; everything it does not need runs in the
 // parallel kernels (v1 computed O inside the state pass: 142 KB of shared memory, one CTA per SM,
 // several waves of the sequential loop at the 124M shape). The saved S and V' also serve the
@@ -22,7 +24,7 @@
 // does, and U is saved in bf16 (v10: the split doubled the products on the chain; with both, the
 // GPU tests' largest errors went S_out 7.9e-4 -> 3.1e-3, o 3.31e-3 -> 3.43e-3). The output kernel takes V' (v3) and S (v4)
 // as saved, in plain bf16 (bench/NOTES.md).
-// No atomics: same inputs, same bits.
+// No atomics in the sums: same inputs, same bits (the chase's counts only say when a chunk is ready).
 #include "kernels/cuda/gdn_tc.cuh"
 
 namespace dt {
