@@ -118,6 +118,13 @@ char* tc_alloc(int64_t bytes, cudaStream_t s, const char* op) {
   return static_cast<char*>(base);
 }
 
+// The per-chunk counts a chasing kernel waits on (TcArgs::ready, counting CTAs of `per_head` a
+// head), zeroed on the stream.
+void start_counts(TcArgs& a, int* counts, int per_head, cudaStream_t s, const char* op) {
+  a.ready = counts, a.ready_count = per_head;
+  DT_GDN_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
+}
+
 void check_saved(const void* saved, const char* op) {
   DT_CHECK(reinterpret_cast<uintptr_t>(saved) % 256 == 0, "{}: the saved buffer must be 256-byte aligned", op);
 }
@@ -261,10 +268,7 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   int* ready = a.ready;
   a.ready = nullptr;
   const bool chase = d.overlap == 1 || (d.overlap == -1 && (D == 64 || (a.wgmma & 2)));
-  if (chase && !(a.wgmma & 1)) {
-    a.ready = ready, a.ready_count = (a.wgmma & 2) ? D / 64 : D / a.state_cols;
-    DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.ready, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
-  }
+  if (chase && !(a.wgmma & 1)) start_counts(a, ready, (a.wgmma & 2) ? D / 64 : D / a.state_cols, s, op);
   tc_state_forward(a, D, s, op);
   tc_output(a, D, s, op);
   if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
@@ -306,12 +310,7 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   // grad_qk chases the reverse state pass (the mma.sync one): per chunk, a count of the state pass's
   // CTAs of the head that have written its dS' and dV', zeroed first. By default at head dim 64
   // (H200, bench/NOTES.md v11).
-  if (d.overlap == 1 || (d.overlap == -1 && D == 64)) {
-    if (!(a.wgmma & 4)) {
-      a.ready = ready, a.ready_count = D / a.state_cols;
-      DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.ready, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
-    }
-  }
+  if ((d.overlap == 1 || (d.overlap == -1 && D == 64)) && !(a.wgmma & 4)) start_counts(a, ready, D / a.state_cols, s, op);
   tc_state_backward(a, D, s, op);
   tc_grad_qk(a, D, s, op);
   a.ready = nullptr;

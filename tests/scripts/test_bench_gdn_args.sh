@@ -15,6 +15,8 @@ expect_refused() {  # expect_refused "message part" args...
 }
 expect_refused "--wgmma" --wgmma 8
 expect_refused "--wgmma" --wgmma -2
+expect_refused "--overlap" --overlap 2
+expect_refused "--overlap" --overlap -2
 expect_refused "--iters" --iters 0
 expect_refused "--warmup" --warmup -1
 expect_refused "--impl" --impl fast

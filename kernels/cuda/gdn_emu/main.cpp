@@ -421,16 +421,21 @@ static void wgmma() {
   };
   expect("N 48", "N must be 16, 32, 64 or 128", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 48, 16, false, nullptr); });
   expect("K 24", "K must be a multiple of 16", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 64, 24, false, nullptr); });
-  // GdnCudaDims::wgmma takes -1..7 only
-  expect("wgmma 8", "wgmma must be -1 (by the sizes) or 0..7", [] {
+  // A one-chunk tensor-core forward with one field of its dims set out of range
+  auto forward_with = [](auto&& set) {
     GdnCudaForwardParams f;
-    f.dims.B = 1, f.dims.T = 64, f.dims.Hk = f.dims.Hv = 1, f.dims.dk = f.dims.dv = 64, f.dims.wgmma = 8;
+    f.dims.B = 1, f.dims.T = 64, f.dims.Hk = f.dims.Hv = 1, f.dims.dk = f.dims.dv = 64;
     f.dims.impl = GdnCudaImpl::kTensorCore;
+    set(f.dims);
     std::vector<uint16_t> x(64 * 64);
     std::vector<float> gb(64);
     f.q = f.k = f.v = x.data(), f.ld_q = f.ld_k = f.ld_v = f.ld_o = 64, f.g = f.beta = gb.data(), f.o = x.data();
     gdn_chunk_forward_cuda(f, nullptr);
-  });
+  };
+  expect("wgmma 8", "wgmma must be -1 (by the sizes) or 0..7",
+         [&] { forward_with([](GdnCudaDims& d) { d.wgmma = 8; }); });
+  expect("overlap 2", "overlap must be -1 (the default), 0 (off) or 1 (on)",
+         [&] { forward_with([](GdnCudaDims& d) { d.overlap = 2; }); });
 }
 
 int main(int argc, char** argv) {
