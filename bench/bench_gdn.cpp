@@ -119,7 +119,7 @@ struct Result {
 
 // profile: one pass of each timing launched directly, none from a graph or after an L2 flush (for ncu).
 Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, int state_stages,
-                   bool recompute, bool profile, int wgmma, int overlap) {
+                   bool recompute, bool profile, int wgmma, int overlap, int colwarp, int colwarp_cols) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -167,6 +167,7 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   dt::GdnCudaDims d;
   d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64, d.impl = impl;
   d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma, d.overlap = overlap;
+  d.colwarp = colwarp, d.colwarp_cols = colwarp_cols;
   dt::GdnCudaForwardParams fp;
   fp.dims = d, fp.q = q, fp.k = k, fp.v = v, fp.ld_q = fp.ld_k = fp.ld_v = fp.ld_o = s.H * s.D;
   fp.g = gd, fp.beta = bd, fp.o = o;
@@ -254,7 +255,7 @@ int main(int argc, char** argv) {
   std::string impl = "tc";
   int state_cols = 0, state_stages = 0;
   bool no_ceilings = false, recompute = false, profile = false;
-  int wgmma = -1, overlap = -1;
+  int wgmma = -1, overlap = -1, colwarp = -1, colwarp_cols = 0;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
@@ -274,6 +275,11 @@ int main(int argc, char** argv) {
   app.add_option("--overlap", overlap,
                  "the output kernel and grad_qk chasing the state passes: -1 by the kernels (default), 0 off, 1 on")
       ->check(CLI::Range(-1, 1));
+  app.add_option("--colwarp", colwarp,
+                 "column-warp state passes: -1 by the sizes (default), else bits: 1 the forward, 2 the reverse (v12)")
+      ->check(CLI::Range(-1, 3));
+  app.add_option("--colwarp-cols", colwarp_cols, "column-warp state passes: columns per CTA (0: by the sizes)")
+      ->check(CLI::IsMember({0, 16, 32, 64}));
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
 #ifndef DELTATRON_HAVE_CUDA
@@ -314,11 +320,12 @@ int main(int argc, char** argv) {
                   "; state_cols " + std::to_string(state_cols) + "; state_stages " + std::to_string(state_stages) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
                   (wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", wgmma)) +
-                  (overlap < 0 ? "" : fmt::format("; overlap {}", overlap));
+                  (overlap < 0 ? "" : fmt::format("; overlap {}", overlap)) +
+                  (colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", colwarp, colwarp_cols));
     for (const Shape4& s : shape_list) {
       const Result r =
           bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
-                      state_stages, recompute, profile, wgmma, overlap);
+                      state_stages, recompute, profile, wgmma, overlap, colwarp, colwarp_cols);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       // fla's fastest sample over the peer script's processes (bench_gdn_peers.py keeps the minimum)
       double fla_f = NAN, fla_fb = NAN, fla_f_cold = NAN, fla_fb_cold = NAN;

@@ -26,7 +26,7 @@ struct GdnCudaDims {
   int chunk = 64;  // 1..64 (64 in training; smaller ones help debugging)
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
   // Tensor-core kernels: columns of the state per CTA in the sequential state passes, 0 = picked
-  // by the sizes (16 or 64 for dv = 128, 64 for dv = 64; 32 also allowed for both); and the chunks'
+  // by the sizes (16, 32 or 64 for dv = 128, 64 for dv = 64; 32 also allowed there); and the chunks'
   // tiles in flight there, 0 = 2 (double buffering; 3 at dv = 128, where few CTAs run per SM and
   // the next chunk's loads do not hide behind one chunk's work; the backward at 64 columns keeps
   // 2). Benchmarks sweep both.
@@ -40,10 +40,18 @@ struct GdnCudaDims {
   // Kernels chasing the state passes (bench/NOTES.md v11): the forward's output kernel and the
   // backward's grad_qk are launched while the state pass before them runs (programmatic dependent
   // launch); each CTA waits for its chunk's states and works beside the state pass's CTAs. -1: by
-  // the kernels (the output kernel except beside the mma.sync state pass at head dim 128, where it
-  // measured slower; grad_qk at head dim 64), 0: off, 1: on. Not the wgmma output kernel (bit 1) or
-  // reverse pass (bit 4).
+  // the kernels (both at head dim 64 and where the state pass's CTAs leave half of the SMs free;
+  // the output kernel also beside the wgmma and column-warp forward passes), 0: off, 1: on. Not the
+  // wgmma output kernel (bit 1) or reverse pass (bit 4).
   int overlap = -1;
+  // The column-warp state passes (bench/NOTES.md v12; kernels/cuda/gdn_tc_state_cw.cu): one warp
+  // per 16 columns of the state, kept transposed in its registers, and one warp copying the tiles.
+  // -1 picked by the sizes, else bits: 1 the forward state pass (also the backward's recomputation
+  // of it), 2 the reverse one; 0 none. A pass taken here is not the wgmma one (GdnCudaDims::wgmma's
+  // bit for it must be clear when both are given). colwarp_cols: columns per CTA, 16, 32 or 64;
+  // 0 picked by the sizes.
+  int colwarp = -1;
+  int colwarp_cols = 0;
 };
 
 struct GdnCudaForwardParams {

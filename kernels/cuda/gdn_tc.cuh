@@ -460,6 +460,9 @@ struct TcArgs {
   int state_cols = 0;    // columns of S per CTA of the state passes (tc_state_config)
   int state_stages = 2;  // chunks' tiles in flight in the state passes (tc_state_config)
   int wgmma = 0;         // GdnCudaDims::wgmma
+  int colwarp = 0;       // GdnCudaDims::colwarp (bits: 1 forward, 2 reverse)
+  int colwarp_cols = 0;  // columns per CTA of the column-warp passes
+  int sms = 132;         // the device's SMs (tc_state_config)
   // A kernel chasing the state pass before it (GdnCudaDims::overlap: the forward's output kernel,
   // the backward's grad_qk): ready[ch] counts the state pass's CTAs (ready_count per head) that have
   // written chunk ch's states (S and V'; dS' and dV'). null: no chase.
@@ -731,6 +734,8 @@ void tc_launch_chunks(Kernel kernel, const TcArgs& a, int threads, size_t smem, 
 // reloads the chunk's W, K (and Q) tiles, so wide tiles move fewer bytes, but 16-column tiles when
 // batch x heads cannot fill the GPU with 32-column ones. A combination without a kernel is an error.
 void tc_state_config(const GdnCudaDims& d, TcArgs& a);
+// Whether a state pass of `cols` columns a CTA leaves at least half of the SMs to a kernel chasing it.
+bool tc_chase_beside(const TcArgs& a, int D, int cols);
 
 // Raises a kernel's dynamic shared-memory limit (needed above 48 KB) before its launch.
 template <class Kernel>
@@ -744,6 +749,8 @@ void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_state_forward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op);   // gdn_tc_state_wg.cu
 void tc_state_backward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op);  // gdn_tc_state_wg.cu
+void tc_state_forward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op);   // gdn_tc_state_cw.cu
+void tc_state_backward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op);  // gdn_tc_state_cw.cu
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op);       // dvl = M^T dO
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op); // dS per chunk, dV', dS0

@@ -527,6 +527,7 @@ void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 }
 
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  if (a.colwarp & 1) return tc_state_forward_cw(a, D, s, op);
   if (a.wgmma & 2) return tc_state_forward_wg(a, D, s, op);
   // (D, columns, stages) as tc_state_config checked them.
   const bool s3 = a.state_stages == 3;

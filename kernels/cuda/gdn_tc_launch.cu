@@ -85,11 +85,26 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
            "gdn_chunk: wgmma must be -1 (by the sizes) or 0..7 (bits: 1 the output kernel, 2 the forward state pass, 4 "
            "the reverse one), got {}",
            d.wgmma);
-  // By the sizes (H200, bench/NOTES.md v7): the state pass on wgmma, 64 columns a CTA, where the
-  // mma.sync one would take 64 columns too (head dim 128, enough heads to fill the GPU): mid
-  // (4, 4096, 16) 257 -> 180 us. With few heads (1, 32768, 16) its 32 CTAs take 1.50 ms against
-  // 0.79 for the mma.sync pass at 16 columns (128 CTAs); at head dim 64 (16, 1024, 12) 63 against 61.
-  a.wgmma = d.wgmma >= 0 ? d.wgmma : (d.dk == 128 && d.state_cols == 0 && d.state_stages == 0 && a.state_cols == 64 ? 2 : 0);
+  // By the sizes (H200, bench/NOTES.md v7 and v12): where the mma.sync state passes would take 64
+  // columns (head dim 128, enough heads to fill the GPU), the forward one is the column-warp pass
+  // at 64 columns (mid (4, 4096, 16): forward 0.545 -> 0.525 ms, forward + backward 1.528 ->
+  // 1.515), which replaced the wgmma one there (v7: 257 -> 180 us against the mma.sync pass). The
+  // column-warp reverse pass is slower there (1.553), and both are elsewhere (v12).
+  const bool by_sizes = d.dk == 128 && d.state_cols == 0 && d.state_stages == 0 && a.state_cols == 64;
+  a.wgmma = d.wgmma >= 0 ? d.wgmma : 0;
+  DT_CHECK(d.colwarp >= -1 && d.colwarp <= 3,
+           "gdn_chunk: colwarp must be -1 (by the sizes) or 0..3 (bits: 1 the forward state pass, 2 the reverse one), "
+           "got {}",
+           d.colwarp);
+  DT_CHECK(d.colwarp_cols == 0 || d.colwarp_cols == 16 || d.colwarp_cols == 32 || d.colwarp_cols == 64,
+           "gdn_chunk: colwarp_cols must be 0 (by the sizes), 16, 32 or 64, got {}", d.colwarp_cols);
+  a.colwarp = d.colwarp >= 0 ? d.colwarp : (by_sizes && !(a.wgmma & 2) ? 1 : 0);
+  // A state pass is taken by one kernel: wgmma bits 2 / 4 and colwarp bits 1 / 2 name the same passes.
+  DT_CHECK(d.wgmma < 0 || d.colwarp < 0 || !((d.wgmma >> 1) & d.colwarp),
+           "gdn_chunk: wgmma {} and colwarp {} both pick the {} state pass; clear one of the two bits", d.wgmma,
+           d.colwarp, (d.wgmma >> 1) & d.colwarp & 1 ? "forward" : "reverse");
+  a.wgmma &= ~(a.colwarp << 1);
+  a.colwarp_cols = d.colwarp_cols ? d.colwarp_cols : by_sizes ? 64 : 32;
   DT_CHECK(d.overlap >= -1 && d.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
            d.overlap);
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
@@ -181,6 +196,8 @@ void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
   DT_CHECK(a.state_stages == 2 || (a.state_stages == 3 && d.dk == 128),
            "gdn_chunk: state_stages {} is not available for head dim {} (2 everywhere, 3 at head dim 128)",
            d.state_stages, d.dk);
+  int dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&a.sms, cudaDevAttrMultiProcessorCount, dev);
   if (d.state_cols != 0) {
     DT_CHECK(d.dk == 64 ? (d.state_cols == 32 || d.state_cols == 64)
                         : (d.state_cols == 16 || d.state_cols == 32 || d.state_cols == 64),
@@ -189,19 +206,23 @@ void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
     a.state_cols = d.state_cols;
     return;
   }
-  // Measured on the H200 (bench/NOTES.md, v1, v4 and v10): dv = 64 at B16 T1024 H12, 64 columns
+  // Measured on the H200 (bench/NOTES.md, v1, v4, v10 and v12): dv = 64 at B16 T1024 H12, 64 columns
   // 0.593 ms forward + backward against 0.608 with 32 since the forward pass's S and D o V' are
-  // plain bf16 (v10; 1.50 against 1.43 in v1); dv = 128: long sequences (16 heads), 16 columns
-  // 5.70 ms against 6.84 with 32 and 9.19 with 64 (v4; v10: 3.73 against 4.20 with 32); mid (64
-  // heads) 64 columns 2.43 ms against 2.62 with 32.
+  // plain bf16 (v10; 1.50 against 1.43 in v1); dv = 128: mid (64 heads) 64 columns 2.43 ms against
+  // 2.62 with 32 (v4). Few heads: the narrowest tiles whose CTAs (8 a head at 16 columns, 4 at 32)
+  // leave at least half of the SMs to the kernels chasing the state passes (tc_chase_beside; v12,
+  // both chasing): long sequences with 16 heads 3.81 -> 3.46 ms at 32 columns, where alone 16 were
+  // faster (v10: 3.73 against 4.20 with 32; v4: 9.19 with 64); with 8 heads 2.64 -> 2.26 at 16
+  // (2.59 at 32). Else 16 columns while 32 would leave SMs idle.
   if (d.dk == 64) {
     a.state_cols = 64;
     return;
   }
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  a.state_cols = d.B * d.Hv * 4 < sms ? 16 : 64;
+  const int64_t ctas32 = d.B * d.Hv * 4;
+  a.state_cols = 4 * ctas32 <= a.sms ? 16 : 2 * ctas32 <= a.sms ? 32 : ctas32 < a.sms ? 16 : 64;
 }
+
+bool tc_chase_beside(const TcArgs& a, int D, int cols) { return 2 * a.B * a.Hv * (D / cols) <= a.sms; }
 
 }  // namespace gdn_cuda
 
@@ -261,14 +282,17 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   }
   // The output kernel chases the state pass (the mma.sync output kernel only): per chunk, a count of
   // the state pass's CTAs of the head that have written its S and V', zeroed first. By default
-  // (H200, bench/NOTES.md v11) not beside the mma.sync state pass at head dim 128, whose one CTA
-  // per SM it slows more than it gains (long sequences, few heads: forward 1.39 -> 1.49 ms); at
-  // head dim 64 the forward gains 4% (0.213 -> 0.205 ms at B16 T1024 H12), and beside the wgmma
-  // pass (head dim 128, many heads) 0.5%.
+  // (H200, bench/NOTES.md v11, v12): at head dim 64 (forward 0.213 -> 0.205 ms at B16 T1024 H12);
+  // beside the wgmma and column-warp passes (head dim 128, many heads: 0.5%); and where the state
+  // pass leaves half of the SMs free (tc_chase_beside: long sequences at 32 columns, forward 1.52
+  // -> 1.31 ms). Not beside the mma.sync pass's one CTA per SM at 16 columns on every SM, which it
+  // slows more than it gains (forward 1.39 -> 1.49 ms).
   int* ready = a.ready;
   a.ready = nullptr;
-  const bool chase = d.overlap == 1 || (d.overlap == -1 && (D == 64 || (a.wgmma & 2)));
-  if (chase && !(a.wgmma & 1)) start_counts(a, ready, (a.wgmma & 2) ? D / 64 : D / a.state_cols, s, op);
+  const int cols = (a.colwarp & 1) ? a.colwarp_cols : (a.wgmma & 2) ? 64 : a.state_cols;
+  const bool chase = d.overlap == 1 || (d.overlap == -1 && (D == 64 || (a.wgmma & 2) || (a.colwarp & 1) ||
+                                                            tc_chase_beside(a, D, cols)));
+  if (chase && !(a.wgmma & 1)) start_counts(a, ready, D / cols, s, op);
   tc_state_forward(a, D, s, op);
   tc_output(a, D, s, op);
   if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
@@ -307,10 +331,13 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
     tc_state_forward(a, D, s, op);
   }
   tc_dv_local(a, D, s, op);
-  // grad_qk chases the reverse state pass (the mma.sync one): per chunk, a count of the state pass's
+  // grad_qk chases the reverse state pass (not the wgmma one): per chunk, a count of the state pass's
   // CTAs of the head that have written its dS' and dV', zeroed first. By default at head dim 64
-  // (H200, bench/NOTES.md v11).
-  if ((d.overlap == 1 || (d.overlap == -1 && D == 64)) && !(a.wgmma & 4)) start_counts(a, ready, D / a.state_cols, s, op);
+  // (H200, bench/NOTES.md v11) and where the state pass leaves half of the SMs free
+  // (tc_chase_beside; v12: long sequences at 32 columns).
+  const int cols = (a.colwarp & 2) ? a.colwarp_cols : a.state_cols;
+  if ((d.overlap == 1 || (d.overlap == -1 && (D == 64 || tc_chase_beside(a, D, cols)))) && !(a.wgmma & 4))
+    start_counts(a, ready, D / cols, s, op);
   tc_state_backward(a, D, s, op);
   tc_grad_qk(a, D, s, op);
   a.ready = nullptr;

@@ -181,14 +181,15 @@ std::vector<T> download(const DevBuf& d, size_t n) {
 void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
-                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr, int overlap = -1) {
+                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr, int overlap = -1,
+                   int colwarp = -1, int colwarp_cols = 0) {
   auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.data); };
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data); };
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = impl, d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma;
-  d.overlap = overlap;
+  d.overlap = overlap, d.colwarp = colwarp, d.colwarp_cols = colwarp_cols;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -229,7 +230,8 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
 // backward reads them instead of recomputing (layers/gdn.cpp does this in training).
 // graph: the launchers run captured in a CUDA graph (run_launchers_in_graph).
 GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
-               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = -1, int overlap = -1) {
+               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = -1, int overlap = -1,
+               int colwarp = -1, int colwarp_cols = 0) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -277,7 +279,8 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
 
   if (graph) {
     run_launchers_in_graph(impl, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
-  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && overlap == -1) {
+  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && overlap == -1 &&
+             colwarp == -1) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -290,7 +293,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
     device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
     run_launchers(impl, state_cols, state_stages, wgmma, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o,
-                  dS_out, nullptr, overlap);
+                  dS_out, nullptr, overlap, colwarp, colwarp_cols);
   }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
@@ -339,14 +342,15 @@ void expect_close(const char* tensor, const Case& c, const std::vector<float>& g
 }
 
 void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0, int state_stages = 0,
-                int wgmma = -1) {
+                int wgmma = -1, int colwarp = -1, int colwarp_cols = 0) {
   SCOPED_TRACE(c.name() + (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") +
                (state_cols ? " state_cols=" + std::to_string(state_cols) : "") +
                (state_stages ? " state_stages=" + std::to_string(state_stages) : "") +
-               (wgmma >= 0 ? " wgmma=" + std::to_string(wgmma) : ""));
+               (wgmma >= 0 ? " wgmma=" + std::to_string(wgmma) : "") +
+               (colwarp >= 0 ? " colwarp=" + std::to_string(colwarp) + "/" + std::to_string(colwarp_cols) : ""));
   const Inputs in = make_inputs(c);
   const Reference ref = run_reference(c, in);
-  const GpuRun a = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma);
+  const GpuRun a = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma, -1, colwarp, colwarp_cols);
   expect_close("o", c, a.o, ref.o, 5e-3);
   expect_close("S_out", c, a.S_out, ref.S_out, 5e-3);
   expect_close("dq", c, a.dq, ref.dq, 1e-2);
@@ -357,7 +361,7 @@ void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_
   if (c.with_S0) expect_close("dS0", c, a.dS0, ref.dS0, 1e-2);
   else expect_close("dS0 (zero S0)", c, a.dS0, ref.dS0, 1e-2);
   // Determinism: a second run gives the same bits.
-  const GpuRun b = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma);
+  const GpuRun b = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma, -1, colwarp, colwarp_cols);
   EXPECT_EQ(a.o_bits, b.o_bits) << "o differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dq_bits, b.dq_bits) << "dq differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dk_bits, b.dk_bits) << "dk differs between two runs [" << c.name() << "]";
@@ -513,7 +517,7 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
 TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
   SKIP_WITHOUT_GPU();
   struct Run { Case c; int cols, wgmma; };
-  Run runs[5];
+  Run runs[6];
   runs[0].c.T = 4000, runs[0].c.B = 2, runs[0].c.Hk = 2, runs[0].c.Hv = 4, runs[0].c.D = 128, runs[0].cols = 16,
   runs[0].wgmma = 0;
   runs[1].c = runs[0].c, runs[1].cols = 64, runs[1].wgmma = 2;
@@ -522,6 +526,7 @@ TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
   runs[3].c = runs[0].c, runs[3].cols = 64, runs[3].wgmma = 0;
   runs[4].c.T = 40, runs[4].c.B = 3, runs[4].c.Hk = 1, runs[4].c.Hv = 2, runs[4].c.D = 64, runs[4].cols = 32,
   runs[4].wgmma = 2;
+  runs[5].c = runs[0].c, runs[5].cols = 32, runs[5].wgmma = 0;  // few heads' default at head dim 128 (v12)
   uint64_t seed = 87;
   for (Run& r : runs) {
     r.c.seed = seed++;
@@ -543,6 +548,40 @@ TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
     FAIL() << "overlap 2 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("overlap must be -1"), std::string::npos) << e.what();
+  }
+}
+
+// The column-warp state passes (GdnCudaDims::colwarp; v12): forward and reverse together and each
+// alone, at 16, 32 and 64 columns a CTA, head dims 64 and 128, more chunks than the ring's stages,
+// partial chunks, one row, GQA, edge gates, against the reference and bitwise repeatable; the
+// kernels chasing them give the same bits as without; both kinds of state pass named is refused.
+TEST(GdnCuda, ColumnWarpStatePassesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  struct Run { int64_t T, B, Hk, Hv, D; int cols, colwarp, gates; };
+  const Run runs[] = {{300, 2, 1, 2, 64, 16, 3, 0},  {1024, 1, 2, 2, 64, 32, 3, 2}, {65, 2, 1, 2, 64, 64, 3, 0},
+                      {1, 3, 1, 1, 64, 32, 3, 0},    {130, 1, 1, 2, 64, 64, 1, 0},  {300, 1, 2, 2, 128, 16, 3, 0},
+                      {4096, 1, 1, 1, 128, 32, 3, 1}, {63, 2, 1, 2, 128, 64, 3, 3},  {200, 1, 1, 1, 128, 32, 2, 0}};
+  uint64_t seed = 140;
+  for (const Run& r : runs) {
+    Case c;
+    c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = r.D, c.gates = static_cast<Case::Gates>(r.gates), c.seed = seed++;
+    check_case(c, GdnCudaImpl::kTensorCore, 0, 0, -1, r.colwarp, r.cols);
+  }
+  for (int cols : {16, 64}) {  // chasing: many chunks and heads, a partial last chunk
+    Case c;
+    c.T = 3000, c.B = 3, c.Hk = 2, c.Hv = 4, c.D = cols == 16 ? 128 : 64, c.seed = seed++;
+    SCOPED_TRACE(c.name() + " colwarp 3, columns " + std::to_string(cols));
+    const Inputs in = make_inputs(c);
+    const GpuRun off = run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 0, 3, cols);
+    expect_same_bits(off, run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 1, 3, cols));
+  }
+  Case c;
+  const Inputs in = make_inputs(c);
+  try {
+    run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, /*wgmma=*/2, -1, /*colwarp=*/1, 32);
+    FAIL() << "wgmma 2 with colwarp 1 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("both pick the forward state pass"), std::string::npos) << e.what();
   }
 }
 

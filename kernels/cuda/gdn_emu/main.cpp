@@ -28,7 +28,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; int colwarp = -1, cw_cols = 0; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -97,6 +97,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   for (size_t i = 0; i < v.size(); ++i) vb[i] = f2b(v[i]), dOb[i] = f2b(dO[i]);
   GdnCudaForwardParams fp;
   fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols; fp.dims.state_stages = c.stages; fp.dims.wgmma = c.wgmma;
+  fp.dims.colwarp = c.colwarp, fp.dims.colwarp_cols = c.cw_cols;
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(&qkv[r * W], &qb[r * Hk * D], Hk * D * 2);
@@ -447,6 +448,20 @@ int main(int argc, char** argv) {
     for (auto [T, Hk, Hv, D, l2, wg] : {std::tuple{130, 1, 2, 64, false, 1}, {200, 1, 2, 64, false, 6}, {200, 1, 1, 128, false, 6},
                                         {1, 1, 1, 64, false, 6}, {130, 2, 2, 128, true, 7}}) {
       Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.l2 = l2, c.wgmma = wg, c.seed = 300 + T + D + wg;
+      run_case(c, GdnCudaImpl::kTensorCore);
+    }
+    std::printf("%s\n", failures ? "FAILURES" : "all ok");
+    return failures != 0;
+  }
+  if (which == "colwarp") {  // the column-warp state passes (colwarp 3, forward 1 and reverse 2 apart): D 64 and 128 at
+                             // 16, 32 and 64 columns a CTA, more chunks than the ring's stages, partial chunks, one
+                             // row, GQA, edge gates, no S0 / dS_out, beside the wgmma output kernel
+    for (auto [T, Hv, D, cols, cw, gates] : {std::tuple{200, 2, 64, 16, 3, 0}, {200, 1, 64, 32, 3, 2}, {130, 2, 64, 64, 1, 0},
+                                             {1, 2, 64, 32, 3, 0}, {300, 1, 128, 16, 3, 0}, {130, 1, 128, 32, 2, 3},
+                                             {65, 2, 128, 64, 3, 1}}) {
+      Case c; c.T = T, c.Hk = 1, c.Hv = Hv, c.D = D, c.colwarp = cw, c.cw_cols = cols, c.gates = gates, c.seed = 500 + T + D + cols;
+      if (T == 130) c.S0 = false, c.dS = false;
+      std::printf("colwarp %d, %d columns a CTA:\n", cw, cols);
       run_case(c, GdnCudaImpl::kTensorCore);
     }
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
