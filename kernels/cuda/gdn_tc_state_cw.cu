@@ -24,14 +24,22 @@ using namespace gdn_cuda;
 
 namespace {
 
-// This warp's A fragments (bf16) of its 16 x D accumulators X^T, k-steps of 16 along D; neg: negated.
+// This warp's A fragments (bf16) of its 16 x D accumulators X^T, k-steps of 16 along D.
 template <int D>
-__device__ __forceinline__ void acc_as_a(uint32_t (&a)[D / 16][4], const float (&x)[D / 8][4], bool neg) {
-  const uint32_t flip = neg ? 0x80008000u : 0u;
+__device__ __forceinline__ void acc_as_a(uint32_t (&a)[D / 16][4], const float (&x)[D / 8][4]) {
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; e += 2) a[j / 2][ra_reg(j, e)] = bf16x2_bits(x[j][e], x[j][e + 1]) ^ flip;
+    for (int e = 0; e < 4; e += 2) a[j / 2][ra_reg(j, e)] = bf16x2_bits(x[j][e], x[j][e + 1]);
+}
+
+// The A fragments negated (bf16 sign bits: exact), for a product that is subtracted.
+template <int K>
+__device__ __forceinline__ void negate_a(uint32_t (&a)[K][4]) {
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[k][r] ^= 0x80008000u;
 }
 
 // X^T (16 x 64: this warp's columns y0w + (0..15) of a chunk tile X [i][y] in shared memory) into
@@ -85,10 +93,6 @@ __device__ __forceinline__ void store_state_cw(const float (&x)[D / 8][4], float
       for (int e = 0; e < 4; ++e) X[state_t_at<D>(bh, j, e, y0, w, lane)] = x[j][e];
 }
 
-// Signals (TcArgs::ready) for the chunks whose saved outputs every consumer warp has stored: called
-// by consumer thread 0 after a barrier of all consumers; chunks in visit order.
-__device__ __forceinline__ void cw_signal(const TcArgs& a, int64_t ch, bool leader) { chunk_ready_signal(a, ch, leader); }
-
 // ---------------------------------------------------------------------------------------------
 // Forward: per stage W, K (64 x D, rows D + 8 apart), U (64 x 16 NW), G; then the staging tiles of
 // S (D x 16 NW) and V' (64 x 16 NW), one region of columns per warp.
@@ -130,7 +134,7 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_forward_cw_kernel(
   }
 
   const int w = threadIdx.x / 32 - 1, lane = threadIdx.x % 32, t = lane % 4, yw = 16 * w;
-  const bool leader = threadIdx.x == 32;
+  const bool leader = threadIdx.x == 32;  // the chase counts: after barriers of all consumers
   uint16_t* sSo = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t* sVo = reinterpret_cast<uint16_t*>(sm + L.V);
   float S[D / 8][4];  // S^T, this warp's 16 columns
@@ -142,19 +146,16 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_forward_cw_kernel(
     const uint16_t* sU = reinterpret_cast<const uint16_t*>(st + L.U);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
-    // -S^T as A fragments; S (entering chunk c, as saved) staged in this warp's columns
+    // S (entering chunk c, as saved) staged in this warp's columns; -S^T as A fragments
     uint32_t as[D / 16][4];
-    acc_as_a<D>(as, S, false);
+    acc_as_a<D>(as, S);
     __syncwarp();  // this warp's stores of chunk c - 1 have read the staging tiles
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) stage_transposed(sSo, kLdY, k, as[k], w, lane);
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) as[k][r] ^= 0x80008000u;
+    negate_a(as);
     Ring::acquire(c);  // chunk c's tiles landed
     // chunk c - 2's S and V' were stored before every consumer passed the barrier of chunk c - 1
-    if (c >= 2) cw_signal(a, ch - 2, leader);
+    if (c >= 2) chunk_ready_signal(a, ch - 2, leader);
     // V'^T = U^T - S^T W^T
     float V[8][4];
     tile_t_as_acc(V, sU, kLdY, yw, lane);
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_forward_cw_kernel(
   }
   if (a.ready) {
     named_barrier(Ring::kConsumers, 32 * NW);  // every consumer's stores issued
-    for (int64_t c = a.NC >= 2 ? a.NC - 2 : 0; c < a.NC; ++c) cw_signal(a, bh * a.NC + c, leader);
+    for (int64_t c = a.NC >= 2 ? a.NC - 2 : 0; c < a.NC; ++c) chunk_ready_signal(a, bh * a.NC + c, leader);
   }
   store_state_cw<D>(S, a.S_out, bh, y0, w, lane);
 }
@@ -238,7 +239,7 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_backward_cw_kernel
   }
 
   const int w = threadIdx.x / 32 - 1, lane = threadIdx.x % 32, t = lane % 4, yw = 16 * w;
-  const bool leader = threadIdx.x == 32;
+  const bool leader = threadIdx.x == 32;  // the chase counts: after barriers of all consumers
   uint16_t* sSo = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t* sVo = reinterpret_cast<uint16_t*>(sm + L.V);
   float dS[D / 8][4];  // dS'^T, this warp's 16 columns
@@ -254,13 +255,13 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_backward_cw_kernel
     const int64_t ch = bh * a.NC + a.NC - 1 - j;
     // dS'^T as A fragments; dS' (as saved) staged in this warp's columns
     uint32_t ad[D / 16][4];
-    acc_as_a<D>(ad, dS, false);
+    acc_as_a<D>(ad, dS);
     __syncwarp();  // this warp's stores of the chunk before have read the staging tiles
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) stage_transposed(sSo, kLdY, k, ad[k], w, lane);
     Ring::acquire(j);  // this chunk's tiles landed
     // the chunk visited two steps ago: its dS' and dV' were stored before the barrier of the last one
-    if (j >= 2) cw_signal(a, ch + 2, leader);
+    if (j >= 2) chunk_ready_signal(a, ch + 2, leader);
     // P = dS'^T K^T (dV'^T = dvl^T + P o D below)
     float P[8][4];
 #pragma unroll
@@ -293,10 +294,7 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_backward_cw_kernel
     }
 #pragma unroll
     for (int k = 0; k < 4; ++k) stage_transposed(sVo, kLdY, k, av[k], w, lane);
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) av[k][r] ^= 0x80008000u;
+    negate_a(av);
     warp_mma_ra<D / 8, kC, true>(dS, av, sW, kLd, lane);
     __syncwarp();
     store_tile<kC, 16>(a.dVn + ch * kC * D + y0 + yw, D, sVo + yw, kLdY, lane, 32);
@@ -304,7 +302,7 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_backward_cw_kernel
   }
   if (a.ready) {
     named_barrier(Ring::kConsumers, 32 * NW);  // every consumer's stores issued
-    for (int64_t c = a.NC >= 2 ? 1 : 0; c >= 0; --c) cw_signal(a, bh * a.NC + c, leader);
+    for (int64_t c = a.NC >= 2 ? 1 : 0; c >= 0; --c) chunk_ready_signal(a, bh * a.NC + c, leader);
   }
   store_state_cw<D>(dS, a.dS0, bh, y0, w, lane);
 }
