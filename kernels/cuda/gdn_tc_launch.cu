@@ -209,17 +209,19 @@ void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
   // Measured on the H200 (bench/NOTES.md, v1, v4, v10 and v12): dv = 64 at B16 T1024 H12, 64 columns
   // 0.593 ms forward + backward against 0.608 with 32 since the forward pass's S and D o V' are
   // plain bf16 (v10; 1.50 against 1.43 in v1); dv = 128: mid (64 heads) 64 columns 2.43 ms against
-  // 2.62 with 32 (v4). Few heads: the narrowest tiles whose CTAs (8 a head at 16 columns, 4 at 32)
-  // leave at least half of the SMs to the kernels chasing the state passes (tc_chase_beside; v12,
-  // both chasing): long sequences with 16 heads 3.81 -> 3.46 ms at 32 columns, where alone 16 were
-  // faster (v10: 3.73 against 4.20 with 32; v4: 9.19 with 64); with 8 heads 2.64 -> 2.26 at 16
-  // (2.59 at 32). Else 16 columns while 32 would leave SMs idle.
+  // 2.62 with 32 (v4). Few heads: the narrowest tiles whose CTAs (8 a head at 16 columns, 4 at 32,
+  // 2 at 64) leave at least half of the SMs to the kernels chasing the state passes
+  // (tc_chase_beside; v12, both chasing): 1 x 32768 x 8 heads 2.64 -> 2.26 ms at 16 columns (2.59
+  // at 32); 1 x 32768 x 16 heads 3.81 -> 3.46 at 32, where alone 16 were faster (v10: 3.73 against
+  // 4.20 with 32; v4: 9.19 with 64); 2 x 16384 x 16 heads 3.78 -> 3.11 at 64 (3.35 at 32; v11 took
+  // 16 columns there, 256 CTAs, without chasing). More heads: 64 columns, the chasers beside only the
+  // wgmma or column-warp forward pass.
   if (d.dk == 64) {
     a.state_cols = 64;
     return;
   }
-  const int64_t ctas32 = d.B * d.Hv * 4;
-  a.state_cols = 4 * ctas32 <= a.sms ? 16 : 2 * ctas32 <= a.sms ? 32 : ctas32 < a.sms ? 16 : 64;
+  const int64_t heads = d.B * d.Hv;
+  a.state_cols = 16 * heads <= a.sms ? 16 : 8 * heads <= a.sms ? 32 : 64;
 }
 
 bool tc_chase_beside(const TcArgs& a, int D, int cols) { return 2 * a.B * a.Hv * (D / cols) <= a.sms; }

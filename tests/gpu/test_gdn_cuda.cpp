@@ -401,6 +401,18 @@ TEST(GdnCuda, HeadDim128WideTilesManyValueHeads) {
   check_case(c);
 }
 
+// Few heads at head dim 128: the sizes take the narrowest state tiles that leave half of the SMs to
+// the chasing kernels (v12): 16 columns at 8 heads, 32 at 16, 64 at 32 (there the column-warp
+// forward pass), both chasers on; against the reference, bitwise repeatable.
+TEST(GdnCuda, HeadDim128FewHeadsLeaveSMsToTheChasers) {
+  SKIP_WITHOUT_GPU();
+  for (auto [B, Hk, Hv] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 8}, {1, 4, 16}, {2, 8, 16}}) {
+    Case c;
+    c.T = 300, c.B = B, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.seed = 70 + B * Hv;
+    check_case(c);
+  }
+}
+
 // Every column-tile width of the tensor-core state passes (the sizes pick one per head dim).
 TEST(GdnCuda, EveryStateTileWidth) {
   SKIP_WITHOUT_GPU();
