@@ -16,6 +16,9 @@
 // tiles). Each warp stages its saved outputs (S entering the chunk and V'; dS' and dV') transposed
 // by stmatrix in its own columns of a shared tile and stores them in 16-byte pieces.
 // Grid (D / (16 NW), Hv, B); 32 (NW + 1) threads: warp 0 produces, warps 1..NW consume.
+// Measured (H200, bench/NOTES.md v12): a chunk takes longer than in the mma.sync passes, as one warp
+// per scheduler issues its ~600 instructions; only the forward pass at 64 columns beats the others
+// (it replaced the wgmma one where the sizes take 64 columns at head dim 128).
 #include "kernels/cuda/gdn_tc_state.cuh"
 
 namespace dt {
