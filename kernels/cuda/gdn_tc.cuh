@@ -462,7 +462,7 @@ struct TcArgs {
   int wgmma = 0;         // GdnCudaDims::wgmma
   int colwarp = 0;       // GdnCudaDims::colwarp (bits: 1 forward, 2 reverse)
   int colwarp_cols = 0;  // columns per CTA of the column-warp passes
-  int sms = 132;         // the device's SMs (tc_state_config)
+  int sms = 132;         // the device's SMs (tc_state_config, read at head dim 128)
   // A kernel chasing the state pass before it (GdnCudaDims::overlap: the forward's output kernel,
   // the backward's grad_qk): ready[ch] counts the state pass's CTAs (ready_count per head) that have
   // written chunk ch's states (S and V'; dS' and dV'). null: no chase.

@@ -196,8 +196,10 @@ void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
   DT_CHECK(a.state_stages == 2 || (a.state_stages == 3 && d.dk == 128),
            "gdn_chunk: state_stages {} is not available for head dim {} (2 everywhere, 3 at head dim 128)",
            d.state_stages, d.dk);
-  int dev = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&a.sms, cudaDevAttrMultiProcessorCount, dev);
+  if (d.dk == 128) {  // the tiles and the chasing kernels go by the SMs there (head dim 64: one CTA a head)
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&a.sms, cudaDevAttrMultiProcessorCount, dev);
+  }
   if (d.state_cols != 0) {
     DT_CHECK(d.dk == 64 ? (d.state_cols == 32 || d.state_cols == 64)
                         : (d.state_cols == 16 || d.state_cols == 32 || d.state_cols == 64),

@@ -437,6 +437,12 @@ static void wgmma() {
          [&] { forward_with([](GdnCudaDims& d) { d.wgmma = 8; }); });
   expect("overlap 2", "overlap must be -1 (the default), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnCudaDims& d) { d.overlap = 2; }); });
+  expect("colwarp 4", "colwarp must be -1 (by the sizes) or 0..3",
+         [&] { forward_with([](GdnCudaDims& d) { d.colwarp = 4; }); });
+  expect("colwarp_cols 48", "colwarp_cols must be 0 (by the sizes), 16, 32 or 64",
+         [&] { forward_with([](GdnCudaDims& d) { d.colwarp_cols = 48; }); });
+  expect("wgmma 4 with colwarp 2", "both pick the reverse state pass",
+         [&] { forward_with([](GdnCudaDims& d) { d.wgmma = 4, d.colwarp = 2; }); });
 }
 
 int main(int argc, char** argv) {
