@@ -118,8 +118,8 @@ struct Result {
 };
 
 // profile: one pass of each timing launched directly, none from a graph or after an L2 flush (for ncu).
-Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, int state_cols, int state_stages,
-                   bool recompute, bool profile, int wgmma, int overlap, int colwarp, int colwarp_cols) {
+// opts: the kernels' options from the command line (GdnCudaDims without the sizes).
+Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims& opts, bool recompute, bool profile) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -164,10 +164,8 @@ Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl,
   auto* dg = static_cast<float*>(dev_alloc(n_gate * 4));
   auto* dbeta = static_cast<float*>(dev_alloc(n_gate * 4));
 
-  dt::GdnCudaDims d;
-  d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64, d.impl = impl;
-  d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma, d.overlap = overlap;
-  d.colwarp = colwarp, d.colwarp_cols = colwarp_cols;
+  dt::GdnCudaDims d = opts;
+  d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64;
   dt::GdnCudaForwardParams fp;
   fp.dims = d, fp.q = q, fp.k = k, fp.v = v, fp.ld_q = fp.ld_k = fp.ld_v = fp.ld_o = s.H * s.D;
   fp.g = gd, fp.beta = bd, fp.o = o;
@@ -253,9 +251,8 @@ int main(int argc, char** argv) {
   std::string json_out, fla_json;
   int iters = 30, warmup = 5;
   std::string impl = "tc";
-  int state_cols = 0, state_stages = 0;
+  dt::GdnCudaDims opts;  // the kernels' options; the sizes come per shape
   bool no_ceilings = false, recompute = false, profile = false;
-  int wgmma = -1, overlap = -1, colwarp = -1, colwarp_cols = 0;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
@@ -263,25 +260,26 @@ int main(int argc, char** argv) {
   app.add_option("--fla-json", fla_json, "fla_kernels.json from bench/bench_gdn_peers.py, same device");
   app.add_option("--impl", impl, "tc: tensor-core kernels (default), simt: the plain fp32 ones")
       ->check(CLI::IsMember({"tc", "simt"}));
-  app.add_option("--state-cols", state_cols, "tensor-core state passes: columns of S per CTA (0: by size)");
-  app.add_option("--state-stages", state_stages, "tensor-core state passes: chunks' tiles in flight (0: 2; 3 at D 128)");
+  app.add_option("--state-cols", opts.state_cols, "tensor-core state passes: columns of S per CTA (0: by size)");
+  app.add_option("--state-stages", opts.state_stages, "tensor-core state passes: chunks' tiles in flight (0: 2; 3 at D 128)");
   app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings");
   app.add_flag("--profile", profile,
                "for a profiler: no ceilings, and only the runs launched one by one (no L2-flushed or graph timings)");
-  app.add_option("--wgmma", wgmma,
+  app.add_option("--wgmma", opts.wgmma,
                  "wgmma kernels: -1 by the sizes (default), else bits: 1 the forward's output kernel, 2 the forward "
                  "state pass, 4 the reverse one (v7)")
       ->check(CLI::Range(-1, 7));
-  app.add_option("--overlap", overlap,
+  app.add_option("--overlap", opts.overlap,
                  "the output kernel and grad_qk chasing the state passes: -1 by the kernels (default), 0 off, 1 on")
       ->check(CLI::Range(-1, 1));
-  app.add_option("--colwarp", colwarp,
+  app.add_option("--colwarp", opts.colwarp,
                  "column-warp state passes: -1 by the sizes (default), else bits: 1 the forward, 2 the reverse (v12)")
       ->check(CLI::Range(-1, 3));
-  app.add_option("--colwarp-cols", colwarp_cols, "column-warp state passes: columns per CTA (0: by the sizes)")
+  app.add_option("--colwarp-cols", opts.colwarp_cols, "column-warp state passes: columns per CTA (0: by the sizes)")
       ->check(CLI::IsMember({0, 16, 32, 64}));
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
+  opts.impl = impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto;
 #ifndef DELTATRON_HAVE_CUDA
   std::fprintf(stderr, "bench_gdn: built without the CUDA backend; nothing to time\n");
   return 1;
@@ -317,15 +315,14 @@ int main(int argc, char** argv) {
     out["gemm_bf16_TFLOPs"] = gemm_tflops;
     out["note"] = "fwd, fwdbwd include gates (separate kernels) and q/k l2norm (inside the chunk kernels); "
                   "chunk 64; kernels: " + impl +
-                  "; state_cols " + std::to_string(state_cols) + "; state_stages " + std::to_string(state_stages) +
+                  "; state_cols " + std::to_string(opts.state_cols) + "; state_stages " +
+                  std::to_string(opts.state_stages) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
-                  (wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", wgmma)) +
-                  (overlap < 0 ? "" : fmt::format("; overlap {}", overlap)) +
-                  (colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", colwarp, colwarp_cols));
+                  (opts.wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", opts.wgmma)) +
+                  (opts.overlap < 0 ? "" : fmt::format("; overlap {}", opts.overlap)) +
+                  (opts.colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", opts.colwarp, opts.colwarp_cols));
     for (const Shape4& s : shape_list) {
-      const Result r =
-          bench_shape(s, warmup, iters, impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto, state_cols,
-                      state_stages, recompute, profile, wgmma, overlap, colwarp, colwarp_cols);
+      const Result r = bench_shape(s, warmup, iters, opts, recompute, profile);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       // fla's fastest sample over the peer script's processes (bench_gdn_peers.py keeps the minimum)
       double fla_f = NAN, fla_fb = NAN, fla_f_cold = NAN, fla_fb_cold = NAN;

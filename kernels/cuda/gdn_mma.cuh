@@ -74,11 +74,18 @@ __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepco
 __device__ __forceinline__ void flag_add(int* p, int v) {
   asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
+// A wait that lasts seconds means the kernel counting is not running beside this one (a profiler
+// that serialises kernels, say): it stops the kernel with a message rather than hang.
 __device__ __forceinline__ void flag_wait_at_least(const int* p, int n) {
-  for (;;) {
+  for (unsigned spins = 0;; ++spins) {
     int v;
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     if (v >= n) return;
+    if (spins == (1u << 23)) {
+      printf("gdn kernels: a count stayed at %d, waiting for %d: the kernel that counts it does not run beside "
+             "this one (kernels serialised?); stopping\n", v, n);
+      __trap();
+    }
     __nanosleep(64);
   }
 }

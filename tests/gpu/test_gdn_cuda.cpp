@@ -177,19 +177,37 @@ std::vector<T> download(const DevBuf& d, size_t n) {
   return h;
 }
 
-// The launchers of kernels/gdn_cuda.h with an explicit implementation (the ops pick kAuto).
-void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+// The kernels' options (GdnCudaDims's fields other than the sizes); the defaults are the ops': kAuto,
+// every choice by the sizes.
+struct Kernels {
+  GdnCudaImpl impl = GdnCudaImpl::kAuto;
+  int state_cols = 0, state_stages = 0, wgmma = -1, overlap = -1, colwarp = -1, colwarp_cols = 0;
+  bool defaults() const {
+    return impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && overlap == -1 &&
+           colwarp == -1 && colwarp_cols == 0;
+  }
+  std::string name() const {
+    auto opt = [](const char* key, int v, int unset) {
+      return v == unset ? "" : " " + std::string(key) + "=" + std::to_string(v);
+    };
+    return (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") + opt("state_cols", state_cols, 0) +
+           opt("state_stages", state_stages, 0) + opt("wgmma", wgmma, -1) + opt("overlap", overlap, -1) +
+           opt("colwarp", colwarp, -1) + opt("colwarp_cols", colwarp_cols, 0);
+  }
+};
+
+// The launchers of kernels/gdn_cuda.h with explicit options (the ops take the defaults).
+void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
-                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr, int overlap = -1,
-                   int colwarp = -1, int colwarp_cols = 0) {
+                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr) {
   auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.data); };
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data); };
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
-  d.chunk = 64, d.impl = impl, d.state_cols = state_cols, d.state_stages = state_stages, d.wgmma = wgmma;
-  d.overlap = overlap, d.colwarp = colwarp, d.colwarp_cols = colwarp_cols;
+  d.chunk = 64, d.impl = kn.impl, d.state_cols = kn.state_cols, d.state_stages = kn.state_stages, d.wgmma = kn.wgmma;
+  d.overlap = kn.overlap, d.colwarp = kn.colwarp, d.colwarp_cols = kn.colwarp_cols;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -206,7 +224,7 @@ void run_launchers(GdnCudaImpl impl, int state_cols, int state_stages, int wgmma
 
 // The launchers' forward and backward captured on a stream into a CUDA graph, which is then
 // replayed once.
-void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+void run_launchers_in_graph(const Kernels& kn, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                             const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                             const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta,
                             const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out) {
@@ -215,7 +233,7 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaGraph_t graph;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  run_launchers(impl, 0, 0, 0, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, s);
+  run_launchers(kn, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, s);
   CUDA_OK(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -229,9 +247,7 @@ void run_launchers_in_graph(GdnCudaImpl impl, const Tensor& o, const Tensor& S_o
 // use_saved: the forward leaves its WY factors and states in a (poisoned) saved buffer and the
 // backward reads them instead of recomputing (layers/gdn.cpp does this in training).
 // graph: the launchers run captured in a CUDA graph (run_launchers_in_graph).
-GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0,
-               int state_stages = 0, bool use_saved = false, bool graph = false, int wgmma = -1, int overlap = -1,
-               int colwarp = -1, int colwarp_cols = 0) {
+GpuRun run_gpu(const Case& c, const Inputs& in, const Kernels& kn = {}, bool use_saved = false, bool graph = false) {
   const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, Dv = c.dv(), rows = B * T;
   const Shape qs{B, T, Hk, D}, vs{B, T, Hv, Dv}, gs{B, T, Hv}, ss{B, Hv, D, Dv};
   const size_t nq = rows * Hk * D, nv = rows * Hv * Dv, ng = rows * Hv, ns = B * Hv * D * Dv;
@@ -278,9 +294,8 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
   for (const Tensor* t : {&o, &S_out, &dq, &dk, &dv, &dg, &dbeta, &dS0}) fill_cuda(*t, nan, ctx.stream);
 
   if (graph) {
-    run_launchers_in_graph(impl, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
-  } else if (impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && overlap == -1 &&
-             colwarp == -1) {
+    run_launchers_in_graph(kn, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
+  } else if (kn.defaults()) {
     const int64_t n_saved = use_saved ? gdn_chunk_saved_elems(Device::kCUDA, B, T, Hk, Hv, D, Dv, 64) : 0;
     DevBuf saved_buf(std::max<int64_t>(n_saved, 1) * 2);
     Tensor saved;
@@ -292,8 +307,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, GdnCudaImpl impl = GdnCudaImpl::
     gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64, saved);
     device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
-    run_launchers(impl, state_cols, state_stages, wgmma, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o,
-                  dS_out, nullptr, overlap, colwarp, colwarp_cols);
+    run_launchers(kn, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
   }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
@@ -341,16 +355,11 @@ void expect_close(const char* tensor, const Case& c, const std::vector<float>& g
                             << e.worst_want;
 }
 
-void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_cols = 0, int state_stages = 0,
-                int wgmma = -1, int colwarp = -1, int colwarp_cols = 0) {
-  SCOPED_TRACE(c.name() + (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") +
-               (state_cols ? " state_cols=" + std::to_string(state_cols) : "") +
-               (state_stages ? " state_stages=" + std::to_string(state_stages) : "") +
-               (wgmma >= 0 ? " wgmma=" + std::to_string(wgmma) : "") +
-               (colwarp >= 0 ? " colwarp=" + std::to_string(colwarp) + "/" + std::to_string(colwarp_cols) : ""));
+void check_case(const Case& c, const Kernels& kn = {}) {
+  SCOPED_TRACE(c.name() + kn.name());
   const Inputs in = make_inputs(c);
   const Reference ref = run_reference(c, in);
-  const GpuRun a = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma, -1, colwarp, colwarp_cols);
+  const GpuRun a = run_gpu(c, in, kn);
   expect_close("o", c, a.o, ref.o, 5e-3);
   expect_close("S_out", c, a.S_out, ref.S_out, 5e-3);
   expect_close("dq", c, a.dq, ref.dq, 1e-2);
@@ -361,7 +370,7 @@ void check_case(const Case& c, GdnCudaImpl impl = GdnCudaImpl::kAuto, int state_
   if (c.with_S0) expect_close("dS0", c, a.dS0, ref.dS0, 1e-2);
   else expect_close("dS0 (zero S0)", c, a.dS0, ref.dS0, 1e-2);
   // Determinism: a second run gives the same bits.
-  const GpuRun b = run_gpu(c, in, impl, state_cols, state_stages, false, false, wgmma, -1, colwarp, colwarp_cols);
+  const GpuRun b = run_gpu(c, in, kn);
   EXPECT_EQ(a.o_bits, b.o_bits) << "o differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dq_bits, b.dq_bits) << "dq differs between two runs [" << c.name() << "]";
   EXPECT_EQ(a.dk_bits, b.dk_bits) << "dk differs between two runs [" << c.name() << "]";
@@ -421,7 +430,7 @@ TEST(GdnCuda, EveryStateTileWidth) {
                                  {128, 64, 2}, {128, 16, 3}, {128, 32, 3}, {128, 64, 3}}) {
     Case c;
     c.T = stages == 3 ? 300 : 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 60 + cols + D + stages;
-    check_case(c, GdnCudaImpl::kTensorCore, cols, stages);
+    check_case(c, {.impl = GdnCudaImpl::kTensorCore, .state_cols = cols, .state_stages = stages});
   }
 }
 
@@ -431,7 +440,7 @@ TEST(GdnCuda, SimtKernelsMatchReference) {
   for (int64_t D : {64, 128}) {
     Case c;
     c.T = 130, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 50 + D;
-    check_case(c, GdnCudaImpl::kSimt);
+    check_case(c, {.impl = GdnCudaImpl::kSimt});
   }
 }
 
@@ -500,7 +509,7 @@ TEST(GdnCuda, SavedForwardStateGivesTheSameBitsAsRecomputing) {
     SCOPED_TRACE(c.name());
     ASSERT_GT(gdn_chunk_saved_elems(Device::kCUDA, c.B, c.T, c.Hk, c.Hv, c.D, c.dv(), 64), 0);
     const Inputs in = make_inputs(c);
-    const GpuRun a = run_gpu(c, in), b = run_gpu(c, in, GdnCudaImpl::kAuto, 0, 0, /*use_saved=*/true);
+    const GpuRun a = run_gpu(c, in), b = run_gpu(c, in, {}, /*use_saved=*/true);
     expect_same_bits(a, b);
   }
 }
@@ -516,7 +525,7 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
   const Inputs in = make_inputs(c);
   for (GdnCudaImpl impl : {GdnCudaImpl::kTensorCore, GdnCudaImpl::kSimt}) {
     SCOPED_TRACE(impl == GdnCudaImpl::kSimt ? "simt kernels" : "tensor-core kernels");
-    const GpuRun a = run_gpu(c, in, impl), b = run_gpu(c, in, impl, 0, 0, false, /*graph=*/true);
+    const GpuRun a = run_gpu(c, in, {.impl = impl}), b = run_gpu(c, in, {.impl = impl}, false, /*graph=*/true);
     expect_same_bits(a, b);
   }
 }
@@ -544,19 +553,21 @@ TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
     r.c.seed = seed++;
     SCOPED_TRACE(r.c.name() + " state_cols " + std::to_string(r.cols) + " wgmma " + std::to_string(r.wgmma));
     const Inputs in = make_inputs(r.c);
-    const GpuRun off = run_gpu(r.c, in, GdnCudaImpl::kTensorCore, r.cols, 0, false, false, r.wgmma, 0);
-    expect_same_bits(off, run_gpu(r.c, in, GdnCudaImpl::kTensorCore, r.cols, 0, false, false, r.wgmma, 1));
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .wgmma = r.wgmma, .overlap = 1};
+    Kernels off = on;
+    off.overlap = 0;
+    expect_same_bits(run_gpu(r.c, in, off), run_gpu(r.c, in, on));
   }
   {  // the default at head dim 64 (chasing) in a CUDA graph against plain launches without it
     Case c = runs[2].c;
     const Inputs in = make_inputs(c);
-    expect_same_bits(run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 0),
-                     run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, /*graph=*/true));
+    expect_same_bits(run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore, .overlap = 0}),
+                     run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore}, false, /*graph=*/true));
   }
   Case c;
   const Inputs in = make_inputs(c);
   try {
-    run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 2);
+    run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore, .overlap = 2});
     FAIL() << "overlap 2 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("overlap must be -1"), std::string::npos) << e.what();
@@ -577,20 +588,22 @@ TEST(GdnCuda, ColumnWarpStatePassesMatchReference) {
   for (const Run& r : runs) {
     Case c;
     c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = r.D, c.gates = static_cast<Case::Gates>(r.gates), c.seed = seed++;
-    check_case(c, GdnCudaImpl::kTensorCore, 0, 0, -1, r.colwarp, r.cols);
+    check_case(c, {.impl = GdnCudaImpl::kTensorCore, .colwarp = r.colwarp, .colwarp_cols = r.cols});
   }
   for (int cols : {16, 64}) {  // chasing: many chunks and heads, a partial last chunk
     Case c;
     c.T = 3000, c.B = 3, c.Hk = 2, c.Hv = 4, c.D = cols == 16 ? 128 : 64, c.seed = seed++;
     SCOPED_TRACE(c.name() + " colwarp 3, columns " + std::to_string(cols));
     const Inputs in = make_inputs(c);
-    const GpuRun off = run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 0, 3, cols);
-    expect_same_bits(off, run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, -1, 1, 3, cols));
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .overlap = 1, .colwarp = 3, .colwarp_cols = cols};
+    Kernels off = on;
+    off.overlap = 0;
+    expect_same_bits(run_gpu(c, in, off), run_gpu(c, in, on));
   }
   Case c;
   const Inputs in = make_inputs(c);
   try {
-    run_gpu(c, in, GdnCudaImpl::kTensorCore, 0, 0, false, false, /*wgmma=*/2, -1, /*colwarp=*/1, 32);
+    run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore, .wgmma = 2, .colwarp = 1, .colwarp_cols = 32});
     FAIL() << "wgmma 2 with colwarp 1 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("both pick the forward state pass"), std::string::npos) << e.what();
@@ -605,7 +618,7 @@ TEST(GdnCuda, WgmmaOutputKernelMatchesReference) {
   cases[0].T = 130, cases[0].B = 2, cases[0].Hk = 1, cases[0].Hv = 2, cases[0].D = 64, cases[0].seed = 91;
   cases[1].T = 300, cases[1].B = 1, cases[1].Hk = 2, cases[1].Hv = 2, cases[1].D = 128, cases[1].seed = 92;
   cases[2].T = 1, cases[2].B = 3, cases[2].Hk = 1, cases[2].Hv = 1, cases[2].D = 128, cases[2].seed = 93;
-  for (const Case& c : cases) check_case(c, GdnCudaImpl::kTensorCore, 0, 0, /*wgmma=*/1);
+  for (const Case& c : cases) check_case(c, {.impl = GdnCudaImpl::kTensorCore, .wgmma = 1});
 }
 
 // The state passes with wgmma (GdnCudaDims::wgmma bits 2 and 4; alone, together and with the output
@@ -620,7 +633,7 @@ TEST(GdnCuda, WgmmaStatePassesMatchReference) {
   cases[3].T = 65, cases[3].B = 1, cases[3].Hk = 1, cases[3].Hv = 1, cases[3].D = 64, cases[3].seed = 97;
   cases[3].gates = Case::Gates::kVeryNegative;
   for (int wgmma : {2, 3, 4, 6, 7})
-    for (const Case& c : cases) check_case(c, GdnCudaImpl::kTensorCore, 0, 0, wgmma);
+    for (const Case& c : cases) check_case(c, {.impl = GdnCudaImpl::kTensorCore, .wgmma = wgmma});
 }
 
 // The wgmma building blocks (kernels/cuda/gdn_mma.cuh: descriptors, the K-major core-matrix
