@@ -75,7 +75,8 @@ __device__ __forceinline__ void flag_add(int* p, int v) {
   asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 // A wait that lasts seconds means the kernel counting is not running beside this one (a profiler
-// that serialises kernels, say): it stops the kernel with a message rather than hang.
+// that serialises kernels, or, were the counting kernel launched later, its code not yet loaded:
+// bench/NOTES.md v13): it stops the kernel with a message rather than hang.
 __device__ __forceinline__ void flag_wait_at_least(const int* p, int n) {
   for (unsigned spins = 0;; ++spins) {
     int v;
@@ -83,7 +84,7 @@ __device__ __forceinline__ void flag_wait_at_least(const int* p, int n) {
     if (v >= n) return;
     if (spins == (1u << 23)) {
       printf("gdn kernels: a count stayed at %d, waiting for %d: the kernel that counts it does not run beside "
-             "this one (kernels serialised?); stopping\n", v, n);
+             "this one (kernels serialised, or its code not loaded?); stopping\n", v, n);
       __trap();
     }
     __nanosleep(64);
