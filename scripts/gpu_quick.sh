@@ -15,7 +15,8 @@
 #      per-kernel times at those shapes), PROFILE="B,T,H,D:regex ..." (ncu's sections for one kernel),
 #      TRAIN=1 (bench_train, hybrid 124M), SKIP_TESTS=1, FLA_RUNS (fla processes, default 2),
 #      BENCH_ARGS (more bench_gdn options, for its table, ncu and the profile, e.g. --state-cols 32),
-#      NCU_FLA="B,T,H,D ..." (with FLA=1: fla's per-kernel times under ncu).
+#      NCU_FLA="B,T,H,D ..." (with FLA=1: fla's per-kernel times under ncu),
+#      SASS="B,T,H,D:regex ..." (stall samples per instruction, CSV under $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--stage" ]]; then
@@ -82,6 +83,18 @@ for spec in ${PROFILE:-}; do
     --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     .devbin/bench_gdn --shapes "$sh" --iters 1 --warmup 0 --profile ${BENCH_ARGS:-} 2>&1 |
     grep -vE "^==PROF==|^ *-+[ -]*$|^\s*$|^    (OPT|INF|WRN)|^          " | grep -vE " 0(\.0+)?$" | head -90
+done
+# SASS="B,T,H,D:regex ...": ncu's source counters (warp-stall samples per SASS instruction, with the
+# CUDA line when built with -lineinfo) for the first launch of the kernel matching regex, as CSV under
+# $OUT (scripts/ncu_sass_summary.py sums them by source line here)
+for spec in ${SASS:-}; do
+  sh=${spec%%:*} re=${spec#*:}
+  tag=$(echo "$sh-$re" | tr -c 'A-Za-z0-9_-' '_')
+  timeout 200 ncu --clock-control none -k "regex:$re" --launch-count 1 --section SourceCounters \
+    --import-source yes -o "/tmp/sass_$tag" -f .devbin/bench_gdn --shapes "$sh" --iters 1 --warmup 0 --profile \
+    ${BENCH_ARGS:-} > /tmp/sass.log 2>&1 || tail -5 /tmp/sass.log
+  ncu -i "/tmp/sass_$tag.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/sass_$tag.csv" 2>&1
+  echo "== sass $re at $sh: $(wc -l < "$OUT/sass_$tag.csv") lines"
 done
 if [[ -n "${TRAIN:-}" ]]; then
   timeout 120 .devbin/bench_train --config configs/hybrid_124m.yaml --steps 20 --warmup 5 2>&1 | tail -4
