@@ -3,7 +3,7 @@
 // cudaMemcpy for bandwidth, a large bf16 cuBLAS matmul for tensor-core throughput), and against
 // fla's chunk_gated_delta_rule when its JSON (bench/bench_gdn_peers.sh, same device call) is given.
 //   bench_gdn [--shapes B,T,H,D;...] [--iters N] [--warmup N] [--json OUT] [--fla-json FLA.json]
-//             [--impl tc|simt] [--no-ceilings] [--profile]
+//             [--impl tc|simt] [--no-ceilings] [--profile] [--digest]
 // Times are medians, three ways: replays of a CUDA graph of 20 calls (GPU time only, L2 warm; the
 // table's numbers, against fla replayed the same way), N runs launched one by one and timed with
 // CUDA events, and N runs with L2 flushed before each (against fla under triton.testing.do_bench,
@@ -115,11 +115,23 @@ struct Result {
   double fwd_ms = 0, fwdbwd_ms = 0;  // with gates and l2norm, back to back (L2 warm)
   double fwd_cold_ms = 0, fwdbwd_cold_ms = 0;  // the same, L2 flushed before each run (do_bench's way)
   double fwd_graph_ms = 0, fwdbwd_graph_ms = 0;  // the same, replayed from a CUDA graph (GPU time only)
+  std::string digest;  // --digest: a hash of each output of one forward + backward (same bits, same hash)
 };
+
+// FNV-1a over a device buffer's bytes.
+uint64_t device_fnv1a(const void* p, size_t bytes) {
+  std::vector<unsigned char> h(bytes);
+  BENCH_CUDA(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost));
+  uint64_t x = 1469598103934665603ull;
+  for (unsigned char c : h) x = (x ^ c) * 1099511628211ull;
+  return x;
+}
 
 // profile: one pass of each timing launched directly, none from a graph or after an L2 flush (for ncu).
 // opts: the kernels' options from the command line (GdnCudaDims without the sizes).
-Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims& opts, bool recompute, bool profile) {
+// digest: Result::digest, after the timings.
+Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims& opts, bool recompute, bool profile,
+                   bool digest) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -228,6 +240,17 @@ Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims
     r.fwd_graph_ms = dt_bench::graph_ms(layer_forward, st);
     r.fwdbwd_graph_ms = dt_bench::graph_ms(layer_fwdbwd, st);
   }
+  if (digest) {  // the inputs are seeded: two builds whose kernels give the same bits print the same hashes
+    layer_fwdbwd();
+    BENCH_CUDA(cudaStreamSynchronize(st));
+    const std::pair<const char*, std::pair<const void*, size_t>> outs[] = {
+        {"o", {o, n_act * 2}},         {"q", {q, n_act * 2}},       {"k", {k, n_act * 2}},
+        {"dq", {dq_raw, n_act * 2}},   {"dk", {dk_raw, n_act * 2}}, {"dv", {dv, n_act * 2}},
+        {"da", {da, n_gate * 4}},      {"db", {db, n_gate * 4}},    {"dA_log", {dA_log, size_t(s.H) * 4}},
+        {"ddt_bias", {ddt_bias, size_t(s.H) * 4}}};
+    for (const auto& [name, buf] : outs)
+      r.digest += fmt::format("{}{} {:016x}", r.digest.empty() ? "" : ", ", name, device_fnv1a(buf.first, buf.second));
+  }
   BENCH_CUDA(cudaStreamDestroy(st));
   for (void* p : {static_cast<void*>(q_raw), static_cast<void*>(k_raw), static_cast<void*>(a), static_cast<void*>(b),
                   static_cast<void*>(A_log), static_cast<void*>(dt_bias), static_cast<void*>(da),
@@ -252,7 +275,7 @@ int main(int argc, char** argv) {
   int iters = 30, warmup = 5;
   std::string impl = "tc";
   dt::GdnCudaDims opts;  // the kernels' options; the sizes come per shape
-  bool no_ceilings = false, recompute = false, profile = false;
+  bool no_ceilings = false, recompute = false, profile = false, digest = false;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
@@ -277,6 +300,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(-1, 3));
   app.add_option("--colwarp-cols", opts.colwarp_cols, "column-warp state passes: columns per CTA (0: by the sizes)")
       ->check(CLI::IsMember({0, 16, 32, 64}));
+  app.add_flag("--digest", digest,
+               "print a hash of each output of one forward + backward (seeded inputs): builds that give the same "
+               "bits print the same hashes");
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
   opts.impl = impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto;
@@ -322,7 +348,7 @@ int main(int argc, char** argv) {
                   (opts.overlap < 0 ? "" : fmt::format("; overlap {}", opts.overlap)) +
                   (opts.colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", opts.colwarp, opts.colwarp_cols));
     for (const Shape4& s : shape_list) {
-      const Result r = bench_shape(s, warmup, iters, opts, recompute, profile);
+      const Result r = bench_shape(s, warmup, iters, opts, recompute, profile, digest);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       // fla's fastest sample over the peer script's processes (bench_gdn_peers.py keeps the minimum)
       double fla_f = NAN, fla_fb = NAN, fla_f_cold = NAN, fla_fb_cold = NAN;
@@ -345,6 +371,7 @@ int main(int argc, char** argv) {
                   "f+b %.3f / %.3f = %.2f\n",
                   "", r.fwd_cold_ms, fla_f_cold, r.fwd_cold_ms / fla_f_cold, r.fwdbwd_cold_ms, fla_fb_cold,
                   r.fwdbwd_cold_ms / fla_fb_cold);
+      if (digest) std::printf("%-22s bits: %s\n", "", r.digest.c_str());
       out["shapes"][s.key()] = {{"core_fwd_ms", r.core_fwd_ms},
                                 {"core_bwd_ms", r.core_bwd_ms},
                                 {"fwd_ms", r.fwd_ms},
