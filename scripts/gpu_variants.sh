@@ -11,6 +11,8 @@
 #      first), ROUNDS (default 2), TESTS (gtest filter: runs each
 #      variant's test_gpu when it has one), JSON_DIR (bench_gdn's JSON files; default /tmp),
 #      TRAIN=1 (bench_train, hybrid 124M, for each variant that has one: main's is .devbin/bench_train).
+#      With ARGS="--digest" each shape also prints its outputs' hashes: variants meant to give the same bits
+#      print the same (set NCU_ARGS=" " then, so that ncu does not count the extra run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=$PWD/.devbin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -37,7 +39,7 @@ for round in $(seq "${ROUNDS:-2}"); do
       echo "== round $round, $v, options: $a"
       # shellcheck disable=SC2086
       "$(bin "$v")/bench_gdn" --shapes "$SHAPES" --no-ceilings $a --json "$JSON_DIR/gdn_${v}_r$round.json" 2>&1 |
-        grep -E "^B[0-9]+_T[0-9]+_H[0-9]+_D[0-9]+ +[0-9]" | head -6
+        grep -E "^B[0-9]+_T[0-9]+_H[0-9]+_D[0-9]+ +[0-9]| bits: " | head -12
     done
   done
 done
