@@ -48,6 +48,12 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
   return static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
 #endif
 }
+// bf16_split of a pair, packed as one mma operand word each: hi = (bf16 a, bf16 b), lo = (bf16(a -
+// hi_a), bf16(b - hi_b)). The same bits as two bf16_split, in two conversions instead of four.
+__device__ __forceinline__ void bf16x2_split(float a, float b, uint32_t& hi, uint32_t& lo) {
+  hi = bf16x2_bits(a, b);
+  lo = bf16x2_bits(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xffff0000u));
+}
 __device__ __forceinline__ float2 lds_bf16x2(const uint16_t* p) {
   const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
   return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
@@ -216,6 +222,10 @@ inline constexpr int kSwapBytes = kStateWarps<D> == 8 ? 8 * (BV / 16) * 4 * 32 *
 // bf16 A fragments of a product M V (kC / 16 k-steps). X comes from 8 accumulator blocks of 8 columns
 // (the m16n8 C layout; x(j, e) is element e of block j): block j holds columns [8 j, + 8), so k-step
 // s takes blocks 2 s and 2 s + 1, block j's rows g / g + 8 going to register (j & 1) * 2 + e / 2.
+// Whether the 8 columns [n0, n0 + 8) lie above the diagonal for every one of the 16 rows [m0, m0 + 16)
+// (warp-uniform): a causal mask zeroes that whole accumulator block, so its values need not be formed.
+__device__ __forceinline__ bool above_diagonal(int n0, int m0) { return n0 > m0 + 15; }
+
 template <class X>
 __device__ __forceinline__ void causal_decay_fragments(uint32_t (&mh)[kC / 16][4], uint32_t (&ml)[kC / 16][4], X x,
                                                        const float* sG, int m0, int lane) {
@@ -223,13 +233,15 @@ __device__ __forceinline__ void causal_decay_fragments(uint32_t (&mh)[kC / 16][4
   for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; e += 2) {
-      const int i = m0 + acc_row(0, e, lane), c = acc_col(j, e, lane);
-      uint16_t h[2], l[2];
+      const int i = m0 + acc_row(0, e, lane), c = acc_col(j, e, lane), f = (j & 1) * 2 + e / 2;
+      if (above_diagonal(8 * j, m0)) {
+        mh[j / 2][f] = ml[j / 2][f] = 0u;
+        continue;
+      }
+      float v[2];
 #pragma unroll
-      for (int u = 0; u < 2; ++u) bf16_split(c + u <= i ? x(j, e + u) * __expf(sG[i] - sG[c + u]) : 0.f, h[u], l[u]);
-      const int f = (j & 1) * 2 + e / 2;
-      mh[j / 2][f] = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
-      ml[j / 2][f] = static_cast<uint32_t>(l[0]) | (static_cast<uint32_t>(l[1]) << 16);
+      for (int u = 0; u < 2; ++u) v[u] = c + u <= i ? x(j, e + u) * __expf(sG[i] - sG[c + u]) : 0.f;
+      bf16x2_split(v[0], v[1], mh[j / 2][f], ml[j / 2][f]);
     }
 }
 
@@ -511,7 +523,8 @@ struct TcChunk {
 };
 __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t h, int64_t b) {
   TcChunk x;
-  x.b = b, x.h = h, x.c = c, x.kh = h / (a.Hv / a.Hk);
+  // 32-bit division (a 64-bit one is a long call on the GPU); heads and chunks fit in 31 bits
+  x.b = b, x.h = h, x.c = c, x.kh = static_cast<int>(h) / (static_cast<int>(a.Hv) / static_cast<int>(a.Hk));
   x.ch = (b * a.Hv + h) * a.NC + c;
   x.r0 = b * a.T + c * kC;
   x.n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
@@ -560,19 +573,13 @@ __device__ __forceinline__ void chunk_gates(const TcArgs& a, const TcChunk& ck, 
 // k0, columns n0 of M stored [k][n]). Layouts of mma.m16n8k16: A register f holds row g (+8 when f
 // is odd), columns 2t, 2t + 1 (+8 when f >= 2); B register f holds rows 2t, 2t + 1 (+8 when f = 1),
 // column g; g = lane / 4, t = lane % 4, the lower column (row) in the low 16 bits.
-__device__ __forceinline__ uint32_t pack_bf16(uint16_t lo16, uint16_t hi16) {
-  return static_cast<uint32_t>(lo16) | (static_cast<uint32_t>(hi16) << 16);
-}
 __device__ __forceinline__ void frag_a_f32(uint32_t (&hi)[4], uint32_t (&lo)[4], const float* M, int ld, int r0, int c0,
                                            int lane) {
   const int g = lane >> 2, t2 = 2 * (lane & 3);
 #pragma unroll
   for (int f = 0; f < 4; ++f) {
     const float* p = M + (r0 + g + 8 * (f & 1)) * ld + c0 + t2 + 8 * (f >> 1);
-    uint16_t h0, l0, h1, l1;
-    bf16_split(p[0], h0, l0);
-    bf16_split(p[1], h1, l1);
-    hi[f] = pack_bf16(h0, h1), lo[f] = pack_bf16(l0, l1);
+    bf16x2_split(p[0], p[1], hi[f], lo[f]);
   }
 }
 __device__ __forceinline__ void frag_b_f32(uint32_t (&hi)[2], uint32_t (&lo)[2], const float* M, int ld, int k0, int n0,
@@ -581,10 +588,7 @@ __device__ __forceinline__ void frag_b_f32(uint32_t (&hi)[2], uint32_t (&lo)[2],
 #pragma unroll
   for (int f = 0; f < 2; ++f) {
     const float* p = M + (k0 + t2 + 8 * f) * ld + n0 + g;
-    uint16_t h0, l0, h1, l1;
-    bf16_split(p[0], h0, l0);
-    bf16_split(p[ld], h1, l1);
-    hi[f] = pack_bf16(h0, h1), lo[f] = pack_bf16(l0, l1);
+    bf16x2_split(p[0], p[ld], hi[f], lo[f]);
   }
 }
 // The A fragments of k-step s from a warp's 16 x 8n accumulators (tiles 2s and 2s + 1), split.
@@ -593,10 +597,7 @@ __device__ __forceinline__ void frag_a_acc(uint32_t (&hi)[4], uint32_t (&lo)[4],
 #pragma unroll
   for (int f = 0; f < 4; ++f) {
     const float* x = acc[2 * s + (f >> 1)] + 2 * (f & 1);
-    uint16_t h0, l0, h1, l1;
-    bf16_split(x[0], h0, l0);
-    bf16_split(x[1], h1, l1);
-    hi[f] = pack_bf16(h0, h1), lo[f] = pack_bf16(l0, l1);
+    bf16x2_split(x[0], x[1], hi[f], lo[f]);
   }
 }
 // c += a b with both factors in high + low parts (the low x low term, ~2^-17 relative, dropped).

@@ -396,14 +396,16 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     warp_mma<1, NT1, D, false, false>(dm, sdO, kLd, m0, sVn, kLd, n1, lane);
     warp_mma<1, NT1, D, false, false>(qk, sQ, kLd, m0, sK, kLd, n1, lane);
 #pragma unroll
-    for (int ni = 0; ni < NT1; ++ni)
+    for (int ni = 0; ni < NT1; ++ni) {
+      const bool zero = above_diagonal(n1 + 8 * ni, m0);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
-        const float dmg = j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+        const float dmg = !zero && j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
         sdMG[i * kLdC + j] = bf16_bits(dmg);
-        qk[0][ni][e] *= dmg;
+        qk[0][ni][e] = zero ? 0.f : qk[0][ni][e] * dmg;
       }
+    }
     row_col_sums(qk, m0, sxr + part * kC, sxc + (warp % 4) * kC + n1, lane);
   }
   if constexpr (kChase) {
@@ -569,12 +571,14 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
   zero_acc(kkg);
   warp_mma<1, NT1, D, false, false>(kkg, sK, kLd, m0, sK, kLd, n1, lane);
 #pragma unroll
-  for (int ni = 0; ni < NT1; ++ni)
+  for (int ni = 0; ni < NT1; ++ni) {
+    const bool zero = above_diagonal(n1 + 8 * ni, m0);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
-      kkg[0][ni][e] = j < i ? kkg[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+      kkg[0][ni][e] = !zero && j < i ? kkg[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
     }
+  }
   {  // dT = dW Kb^T + dU Vb^T, strict lower: dT_im = beta_m (e^{G_m} (dW K^T)_im + (dU V^T)_im)
     float a1[1][NT1][4], a2[1][NT1][4];
     zero_acc(a1);
@@ -582,12 +586,18 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
     warp_mma<1, NT1, D, false, false>(a1, sdW, kLd, m0, sK, kLd, n1, lane);
     warp_mma<1, NT1, D, false, false>(a2, sdU, kLd, m0, sV, kLd, n1, lane);
 #pragma unroll
-    for (int ni = 0; ni < NT1; ++ni)
+    for (int ni = 0; ni < NT1; ++ni) {
+      const bool zero = above_diagonal(n1 + 8 * ni, m0);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
+      for (int e = 0; e < 4; e += 2) {
         const int i = m0 + acc_row(0, e, lane), m = n1 + acc_col(ni, e, lane);
-        sdT[i * kLdC + m] = bf16_bits(m < i ? sB[m] * (__expf(sG[m]) * a1[0][ni][e] + a2[0][ni][e]) : 0.f);
+        float v[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+          v[u] = !zero && m + u < i ? sB[m + u] * (__expf(sG[m + u]) * a1[0][ni][e + u] + a2[0][ni][e + u]) : 0.f;
+        *reinterpret_cast<uint32_t*>(sdT + i * kLdC + m) = bf16x2_bits(v[0], v[1]);
       }
+    }
   }
   __syncthreads();  // sTb, sdT complete
   // Z1 = T^T dT (this row block's rows, bf16), kept as the A fragments of Z1 T^T (accumulator
@@ -620,7 +630,12 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
       }
     float zpart[2] = {0.f, 0.f};
 #pragma unroll
-    for (int ni = 0; ni < NT1; ++ni)
+    for (int ni = 0; ni < NT1; ++ni) {
+      if (above_diagonal(n1 + 8 * ni, m0)) {  // no j <= i there: E is zero, Ps written by the mirror
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[0][ni][e] = 0.f;
+        continue;
+      }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
@@ -637,6 +652,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
         }
         acc[0][ni][e] = ev;
       }
+    }
     zpart[0] = quad_sum(zpart[0]);
     zpart[1] = quad_sum(zpart[1]);
     float* zr = szr + part * kC;

@@ -63,13 +63,8 @@ __device__ __forceinline__ void prep_t_times(float (&acc)[1][NT][4], const float
     for (int f = 0; f < 4; ++f) {
       // fragment register f: row g (+8 when f is odd), columns c, c + 1 (+8 when f >= 2)
       const int r = m0 + g + 8 * (f & 1), c = 16 * ks + t2 + 8 * (f >> 1);
-      uint16_t h[2], l[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        bf16_split(sT[r * kLdF + c + e] * s[c + e], h[e], l[e]);
-      }
-      hi[f] = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
-      lo[f] = static_cast<uint32_t>(l[0]) | (static_cast<uint32_t>(l[1]) << 16);
+      const float2 sc = *reinterpret_cast<const float2*>(s + c);  // c is even, s 16-byte aligned
+      bf16x2_split(sT[r * kLdF + c] * sc.x, sT[r * kLdF + c + 1] * sc.y, hi[f], lo[f]);
     }
 #pragma unroll
     for (int nj = 0; nj < NT; nj += 2) {
@@ -120,19 +115,29 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
     zero_acc(acc);
     warp_mma<1, 8, D, false, false>(acc, sK, kLd, m0, sK, kLd, 0, lane);
 #pragma unroll
-    for (int ni = 0; ni < 8; ++ni)
+    for (int ni = 0; ni < 8; ++ni) {
+      const bool zero = above_diagonal(8 * ni, m0);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
-        sAT[i * kLdF + j] = j < i ? sB[i] * acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+        sAT[i * kLdF + j] = !zero && j < i ? sB[i] * acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
       }
+    }
   }
   __syncthreads();
   invert_unit_lower(sAT);
-  // T for the backward's grad_wy (bf16, as it multiplies there), two columns per 4-byte store.
-  for (int idx = threadIdx.x; idx < kC * kC / 2; idx += kTcThreads) {
-    const int i = idx / (kC / 2), m = 2 * (idx % (kC / 2));
-    st_bf16x2(a.Tb + (ck.ch * kC + i) * kC + m, sAT[i * kLdF + m], sAT[i * kLdF + m + 1], true);
+  // T for the backward's grad_wy (bf16, as it multiplies there): 8 columns per thread and 16-byte
+  // store, a fixed column block and a row step of 16 (no index division in the loop).
+  {
+    const int m = 8 * (threadIdx.x % 8);
+    uint16_t* dst = a.Tb + ck.ch * kC * kC + m;
+#pragma unroll 4
+    for (int i = threadIdx.x / 8; i < kC; i += kTcThreads / 8) {
+      const float* t = sAT + i * kLdF + m;
+      const uint4 w = make_uint4(bf16x2_bits(t[0], t[1]), bf16x2_bits(t[2], t[3]), bf16x2_bits(t[4], t[5]),
+                                 bf16x2_bits(t[6], t[7]));
+      *reinterpret_cast<uint4*>(dst + i * kC) = w;
+    }
   }
   // W = Tk K with Tk = T diag(beta e^G), then U = Tv V with Tv = T diag(beta), both saved in bf16.
   // K, V are exact bf16 inputs; the T factors go in high and low parts.
