@@ -24,7 +24,9 @@ namespace gdn_cuda {
 inline constexpr int kC = 64;          // chunk rows
 inline constexpr int kTcWarps = 4;
 inline constexpr int kTcThreads = 32 * kTcWarps;
-inline constexpr int kLdF = kC + 1;    // fp32 64 x 64 matrices
+// fp32 64 x 64 matrices (prep's A and T): 72 = 8 mod 32 banks, so that a warp's 8-byte accesses to
+// the mma fragment layout (rows g, columns 2t, 2t + 1) are free of bank conflicts (v14; 65 gave 2-3-way)
+inline constexpr int kLdF = kC + 8;
 inline constexpr int kLdC = kC + 8;    // bf16 64 x 64 matrices
 
 // ---- bf16 helpers (raw uint16_t bits) ----
@@ -578,8 +580,8 @@ __device__ __forceinline__ void frag_a_f32(uint32_t (&hi)[4], uint32_t (&lo)[4],
   const int g = lane >> 2, t2 = 2 * (lane & 3);
 #pragma unroll
   for (int f = 0; f < 4; ++f) {
-    const float* p = M + (r0 + g + 8 * (f & 1)) * ld + c0 + t2 + 8 * (f >> 1);
-    bf16x2_split(p[0], p[1], hi[f], lo[f]);
+    const float2 p = *reinterpret_cast<const float2*>(M + (r0 + g + 8 * (f & 1)) * ld + c0 + t2 + 8 * (f >> 1));
+    bf16x2_split(p.x, p.y, hi[f], lo[f]);
   }
 }
 __device__ __forceinline__ void frag_b_f32(uint32_t (&hi)[2], uint32_t (&lo)[2], const float* M, int ld, int k0, int n0,
@@ -662,7 +664,9 @@ __device__ __forceinline__ void invert_unit_lower(float* AT) {
     mma_split(r, ah, al, bh, bl);
     __syncthreads();  // both warps of the block have read A_rc
 #pragma unroll
-    for (int e = 0; e < 4; ++e) AT[(16 * rb + g + 8 * (e >> 1)) * kLdF + 16 * cb + n0 + t2 + (e & 1)] = -r[e];
+    for (int e = 0; e < 4; e += 2)
+      *reinterpret_cast<float2*>(AT + (16 * rb + g + 8 * (e >> 1)) * kLdF + 16 * cb + n0 + t2) =
+          make_float2(-r[e], -r[e + 1]);
     __syncthreads();
   }
   {  // step 3: row block rb = 2 (warps 0-1) or 3 (warps 2-3), columns n0 .. n0 + 15 of 0..31
@@ -691,8 +695,9 @@ __device__ __forceinline__ void invert_unit_lower(float* AT) {
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        AT[(16 * rb + g + 8 * (e >> 1)) * kLdF + n0 + 8 * nt + t2 + (e & 1)] = -r[nt][e];
+      for (int e = 0; e < 4; e += 2)
+        *reinterpret_cast<float2*>(AT + (16 * rb + g + 8 * (e >> 1)) * kLdF + n0 + 8 * nt + t2) =
+            make_float2(-r[nt][e], -r[nt][e + 1]);
     __syncthreads();
   }
 }

@@ -34,7 +34,7 @@ using namespace gdn_cuda;
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// prep: grid (NC, Hv, B). 36 KB of shared memory at D = 64 (v2: 58 KB, 3 CTAs per SM; now 6):
+// prep: grid (NC, Hv, B). 37 KB of shared memory at D = 64 (v2: 58 KB, 3 CTAs per SM; now 6):
 // A is inverted in place, and the T products take their operand fragments straight from fp32 T.
 template <int D>
 struct PrepLayout {
@@ -63,8 +63,9 @@ __device__ __forceinline__ void prep_t_times(float (&acc)[1][NT][4], const float
     for (int f = 0; f < 4; ++f) {
       // fragment register f: row g (+8 when f is odd), columns c, c + 1 (+8 when f >= 2)
       const int r = m0 + g + 8 * (f & 1), c = 16 * ks + t2 + 8 * (f >> 1);
-      const float2 sc = *reinterpret_cast<const float2*>(s + c);  // c is even, s 16-byte aligned
-      bf16x2_split(sT[r * kLdF + c] * sc.x, sT[r * kLdF + c + 1] * sc.y, hi[f], lo[f]);
+      // c is even; s and sT 16-byte aligned, kLdF even
+      const float2 sc = *reinterpret_cast<const float2*>(s + c), t = *reinterpret_cast<const float2*>(sT + r * kLdF + c);
+      bf16x2_split(t.x * sc.x, t.y * sc.y, hi[f], lo[f]);
     }
 #pragma unroll
     for (int nj = 0; nj < NT; nj += 2) {
@@ -118,25 +119,27 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
     for (int ni = 0; ni < 8; ++ni) {
       const bool zero = above_diagonal(8 * ni, m0);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
+      for (int e = 0; e < 4; e += 2) {  // columns j, j + 1 in one 8-byte store
         const int i = m0 + acc_row(0, e, lane), j = acc_col(ni, e, lane);
-        sAT[i * kLdF + j] = !zero && j < i ? sB[i] * acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+        float v[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+          v[u] = !zero && j + u < i ? sB[i] * acc[0][ni][e + u] * __expf(sG[i] - sG[j + u]) : 0.f;
+        *reinterpret_cast<float2*>(sAT + i * kLdF + j) = make_float2(v[0], v[1]);
       }
     }
   }
   __syncthreads();
   invert_unit_lower(sAT);
-  // T for the backward's grad_wy (bf16, as it multiplies there): 8 columns per thread and 16-byte
-  // store, a fixed column block and a row step of 16 (no index division in the loop).
+  // T for the backward's grad_wy (bf16, as it multiplies there): 16 threads a row, 4 columns each
+  // (a 16-byte shared-memory load, an 8-byte store), a row step of 8 (no index division in the loop).
   {
-    const int m = 8 * (threadIdx.x % 8);
+    const int m = 4 * (threadIdx.x % 16);
     uint16_t* dst = a.Tb + ck.ch * kC * kC + m;
 #pragma unroll 4
-    for (int i = threadIdx.x / 8; i < kC; i += kTcThreads / 8) {
-      const float* t = sAT + i * kLdF + m;
-      const uint4 w = make_uint4(bf16x2_bits(t[0], t[1]), bf16x2_bits(t[2], t[3]), bf16x2_bits(t[4], t[5]),
-                                 bf16x2_bits(t[6], t[7]));
-      *reinterpret_cast<uint4*>(dst + i * kC) = w;
+    for (int i = threadIdx.x / 16; i < kC; i += kTcThreads / 16) {
+      const float4 t = *reinterpret_cast<const float4*>(sAT + i * kLdF + m);
+      *reinterpret_cast<uint2*>(dst + i * kC) = make_uint2(bf16x2_bits(t.x, t.y), bf16x2_bits(t.z, t.w));
     }
   }
   // W = Tk K with Tk = T diag(beta e^G), then U = Tv V with Tv = T diag(beta), both saved in bf16.
