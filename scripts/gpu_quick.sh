@@ -16,7 +16,8 @@
 #      TRAIN=1 (bench_train, hybrid 124M), SKIP_TESTS=1, FLA_RUNS (fla processes, default 2),
 #      BENCH_ARGS (more bench_gdn options, for its table, ncu and the profile, e.g. --state-cols 32),
 #      NCU_FLA="B,T,H,D ..." (with FLA=1: fla's per-kernel times under ncu),
-#      SASS="B,T,H,D:regex ..." (stall samples per instruction, CSV under $OUT).
+#      SASS="B,T,H,D:regex ..." (stall samples per instruction, CSV under $OUT),
+#      PIPES="B,T,H,D ..." (per kernel: issue, tensor, shared memory, bank conflicts, L2, DRAM busy).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--stage" ]]; then
@@ -83,6 +84,15 @@ for spec in ${PROFILE:-}; do
     --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     .devbin/bench_gdn --shapes "$sh" --iters 1 --warmup 0 --profile ${BENCH_ARGS:-} 2>&1 |
     grep -vE "^==PROF==|^ *-+[ -]*$|^\s*$|^    (OPT|INF|WRN)|^          " | grep -vE " 0(\.0+)?$" | head -90
+done
+# PIPES="B,T,H,D ...": per kernel, how busy each unit was (issue, tensor, shared memory and its bank
+# conflicts, L2, DRAM; scripts/ncu_pipes.py), one forward and one forward + backward
+for sh in ${PIPES:-}; do
+  timeout 200 ncu --clock-control none --metrics "$(python3 scripts/ncu_pipes.py --metrics)" --csv --page raw \
+    .devbin/bench_gdn --shapes "$sh" --iters 1 --warmup 0 --profile ${BENCH_ARGS:-} > /tmp/pipes.csv 2> /tmp/pipes.err
+  echo "== ncu units $sh (% of peak; conflict% = bank conflicts per shared-memory wavefront)"
+  python3 scripts/ncu_pipes.py /tmp/pipes.csv > /tmp/pipes.txt || tail -5 /tmp/pipes.err
+  head -14 /tmp/pipes.txt
 done
 # SASS="B,T,H,D:regex ...": ncu's source counters (warp-stall samples per SASS instruction, with the
 # CUDA line when built with -lineinfo) for the first launch of the kernel matching regex, as CSV under
