@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Sums ncu's source counters (scripts/gpu_quick.sh SASS=..., `--page source --print-source cuda,sass`
-as CSV) by CUDA source line: warp-stall samples, instructions executed and the largest stall reasons.
+as CSV) by CUDA source line: warp-stall samples, instructions executed and the largest stall reasons;
+then the lines with the most excess shared-memory wavefronts (bank conflicts, misaligned copies).
 usage: ncu_sass_summary.py FILE.csv [TOP]"""
 import csv
 import sys
@@ -47,6 +48,19 @@ def main():
         why = " ".join(f"{r}{100 * v / max(s, 1):.0f}" for v, r in reasons if v > 0)
         print(f"{100 * s / total:7.1f}% {num(d, 'Instructions Executed'):9.0f}  {d['file'] + ':' + str(d['Line No']):<24}"
               f" {why:<22}| {d['src'].strip()[:90]}")
+    shared_excess(rows, num, 8)
+
+
+def shared_excess(rows, num, top):
+    """The lines whose shared-memory accesses took more wavefronts than conflict-free ones would."""
+    wf, ex = "L1 Wavefronts Shared", "L1 Wavefronts Shared Excessive"
+    total, excess = sum(num(d, wf) for d in rows), sum(num(d, ex) for d in rows)
+    print(f"shared memory: {total:.0f} wavefronts, {excess:.0f} of them excess ({100 * excess / max(total, 1):.0f}%)")
+    for d in sorted(rows, key=lambda d: -num(d, ex))[:top]:
+        if num(d, ex) <= 0:
+            break
+        print(f"{num(d, ex):10.0f} of {num(d, wf):10.0f}  {d['file'] + ':' + str(d['Line No']):<24} | "
+              f"{d['src'].strip()[:90]}")
 
 
 if __name__ == "__main__":
