@@ -145,11 +145,11 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // For a warp's 16 x 8NT accumulator tile X (rows m0..m0+15): its row sums into rows[m0 + r] and
-// its column sums over these 16 rows into cols[j], j relative to the tile (the caller points cols
-// into a [4 row blocks][64] partial array and adds the four in order). Fixed shuffle orders: deterministic. Replaces a 16 KB fp32 copy of X
-// when only sum_j X_ij - X_ji is wanted.
-template <int NT>
-__device__ __forceinline__ void row_col_sums(const float (&x)[1][NT][4], int m0, float* rows, float* cols, int lane) {
+// its column sums over these 16 rows into cols(j) (a float&), j relative to the tile (the caller
+// maps it into a [4 row blocks][64] partial array and adds the four in order). Fixed shuffle orders:
+// deterministic. Replaces a 16 KB fp32 copy of X when only sum_j X_ij - X_ji is wanted.
+template <int NT, class Cols>
+__device__ __forceinline__ void row_col_sums(const float (&x)[1][NT][4], int m0, float* rows, Cols cols, int lane) {
   float r[2] = {0.f, 0.f};
 #pragma unroll
   for (int ni = 0; ni < NT; ++ni)
@@ -166,7 +166,7 @@ __device__ __forceinline__ void row_col_sums(const float (&x)[1][NT][4], int m0,
       c += __shfl_xor_sync(0xffffffffu, c, 4);
       c += __shfl_xor_sync(0xffffffffu, c, 8);
       c += __shfl_xor_sync(0xffffffffu, c, 16);
-      if ((lane >> 2) == 0) cols[acc_col(ni, u, lane)] = c;
+      if ((lane >> 2) == 0) cols(acc_col(ni, u, lane)) = c;
     }
 }
 

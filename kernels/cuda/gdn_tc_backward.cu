@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
         qk[0][ni][e] = zero ? 0.f : qk[0][ni][e] * dmg;
       }
     }
-    row_col_sums(qk, m0, sxr + part * kC, sxc + (warp % 4) * kC + n1, lane);
+    row_col_sums(qk, m0, sxr + part * kC, [&](int j) -> float& { return sxc[(warp % 4) * kC + n1 + j]; }, lane);
   }
   if constexpr (kChase) {
     cp_async_wait<0>();
@@ -507,26 +507,35 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
 template <int D>
 struct GradWyLayout {
   static constexpr int kLd = D + 8, kParts = kGradWarps<D> / 4;
+  // CTAs per SM that the registers must allow: four at D = 64 (128 a thread; the shared memory below
+  // is 55.75 KB, so four fit there too: v14), at D = 128 no minimum (0; two CTAs by the shared memory).
+  static constexpr int kMinBlocks = D == 64 ? 4 : 0;
   // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done (Z1 stays in registers); of E only
-  // its row sums (er) and per-row-block column sums (ec) are kept. zr, s, sv, er: one per part.
-  // grad_qk's dk_part (bf16) arrives by cp.async with the tiles, its 16-byte pieces swizzled by row
-  // (conflict-free fragment reads).
-  size_t K = 0, V = 0, dW = 0, dU = 0, Tb = 0, dT = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0, er = 0, ec = 0,
-         nd = 0, dkp = 0, bytes = 0;
+  // its row sums (er) and per-row-block column sums (ec) are kept, ec in the padding columns of Tb's
+  // rows (ec_at). zr, s, sv, er: one per part. grad_qk's dk_part (bf16) lands in dW's space once
+  // T^T dW is done; nd (the l2norm's row dots) and dG share their space (the one is done before the
+  // other starts).
+  size_t K = 0, V = 0, dW = 0, dU = 0, Tb = 0, dT = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0, er = 0,
+         nd = 0, bytes = 0;
   __host__ __device__ constexpr GradWyLayout() {
     SmemPlan p;
     K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), dW = p.take(kC * kLd * 2), dU = p.take(kC * kLd * 2);
     Tb = p.take(kC * kLdC * 2), dT = p.take(kC * kLdC * 2);
     G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kParts * kC * 4), sv = p.take(kParts * kC * 4);
-    zr = p.take(kParts * kC * 4), dG = p.take(kC * 4), er = p.take(kParts * kC * 4), ec = p.take(4 * kC * 4);
-    nd = p.take(kParts * kC * 4);
-    dkp = p.take(kC * D * 2);
+    zr = p.take(kParts * kC * 4), er = p.take(kParts * kC * 4);
+    nd = dG = p.take((kParts > 1 ? kParts : 1) * kC * 4);
     bytes = p.bytes;
   }
 };
+// ec[k], k = row block * 64 + column (4 x 64 floats): the 16 bytes past column 63 of Tb's row k / 4,
+// which no product reads (kLdC - kC = 8 bf16 = 4 floats a row, 64 rows).
+__device__ __forceinline__ float& ec_at(uint16_t* sTb, int k) {
+  static_assert((kLdC - kC) * 2 == 4 * sizeof(float), "four floats in each row's padding");
+  return reinterpret_cast<float*>(sTb + (k / 4) * kLdC + kC)[k % 4];
+}
 
 template <int D>
-__global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcArgs a) {
+__global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlocks) gdn_tc_grad_wy_kernel(TcArgs a) {
   constexpr GradWyLayout<D> L{};
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
   constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products
@@ -535,7 +544,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
   uint16_t *sdW = reinterpret_cast<uint16_t*>(sm + L.dW), *sdU = reinterpret_cast<uint16_t*>(sm + L.dU);
   uint16_t *sTb = reinterpret_cast<uint16_t*>(sm + L.Tb), *sdT = reinterpret_cast<uint16_t*>(sm + L.dT);
   uint16_t* sPs = reinterpret_cast<uint16_t*>(sm + L.dT);
-  float *ser = reinterpret_cast<float*>(sm + L.er), *sec = reinterpret_cast<float*>(sm + L.ec);
+  float* ser = reinterpret_cast<float*>(sm + L.er);
   float *sG = reinterpret_cast<float*>(sm + L.G), *sB = reinterpret_cast<float*>(sm + L.B);
   float *ss = reinterpret_cast<float*>(sm + L.s), *ssv = reinterpret_cast<float*>(sm + L.sv);
   float *szr = reinterpret_cast<float*>(sm + L.zr), *sdG = reinterpret_cast<float*>(sm + L.dG);
@@ -551,18 +560,11 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
   load_tile<kC, kC, kThreads>(sTb, kLdC, a.Tb + ck.ch * kC * kC, kC, kC, true);  // T from prep
   load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
-  uint16_t* sdkp = reinterpret_cast<uint16_t*>(sm + L.dkp);
-  auto dkp_at = [](int i, int x) { return i * D + (x ^ (8 * (i & 7))); };  // the swizzle
-  for (int idx = threadIdx.x; idx < kC * D / 8; idx += kThreads) {
-    const int i = idx / (D / 8), x = idx % (D / 8) * 8;
-    cp_async_16(sdkp + dkp_at(i, x), a.dk_part + base + i * D + x, 16);
-  }
-  cp_async_commit();
   if (threadIdx.x < kC) sB[threadIdx.x] = threadIdx.x < ck.n ? a.beta[(ck.r0 + threadIdx.x) * a.Hv + ck.h] : 0.f;
   const float dG_part = threadIdx.x < kC ? a.dG_part[ck.ch * kC + threadIdx.x] : 0.f;
   float k_r[2];
   rnorm_rows(k_r, a, ck, a.k_rnorm, m0, lane);
-  cp_async_wait<1>();
+  cp_async_wait<0>();
   __syncthreads();
 
   // KKG = strict_lower(K K^T o Gam), this warp's columns, stays in registers (the dA products below
@@ -657,14 +659,17 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
     zpart[1] = quad_sum(zpart[1]);
     float* zr = szr + part * kC;
     if ((lane & 3) == 0) zr[m0 + (lane >> 2)] = zpart[0], zr[m0 + (lane >> 2) + 8] = zpart[1];
-    row_col_sums(acc, m0, ser + part * kC, sec + (warp % 4) * kC + n1, lane);
+    row_col_sums(acc, m0, ser + part * kC, [&](int j) -> float& { return ec_at(sTb, (warp % 4) * kC + n1 + j); },
+                 lane);
   }
-  cp_async_wait<0>();
-  __syncthreads();  // sPs, E complete; dk_part has landed
+  __syncthreads();  // sPs, E complete
   {  // dk = dk_part + diag(beta e^G) T^T dW + Ps K
     float acc[1][NT2][4];
     zero_acc(acc);
     warp_mma<1, NT2, kC, true, true>(acc, sTb, kLdC, m0, sdW, kLd, n2, lane);
+    __syncthreads();  // every warp is done with dW: grad_qk's dk_part lands in its place
+    load_tile<kC, D, kThreads>(sdW, kLd, a.dk_part + base, D, kC, true);
+    cp_async_commit();
     row_dot(acc, sK, kLd, m0, ss + part * kC, lane, n2);
 #pragma unroll
     for (int ni = 0; ni < NT2; ++ni)
@@ -674,12 +679,14 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
         acc[0][ni][e] *= sB[i] * __expf(sG[i]);
       }
     warp_mma<1, NT2, kC, false, true>(acc, sPs, kLdC, m0, sK, kLd, n2, lane);
+    cp_async_wait<0>();
+    __syncthreads();  // dk_part has landed
 #pragma unroll
     for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
         const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
-        const float2 p = lds_bf16x2(sdkp + dkp_at(i, x));
+        const float2 p = lds_bf16x2(sdW + i * kLd + x);
         acc[0][ni][e] += p.x;
         acc[0][ni][e + 1] += p.y;
       }
@@ -708,7 +715,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_wy_kernel(TcAr
     auto parts = [&](const float* v) { return kParts == 1 ? v[i] : v[i] + v[kC + i]; };
     const float eg = __expf(sG[i]), s_i = parts(ss);
     if (i < ck.n) a.dbeta[(ck.r0 + i) * a.Hv + ck.h] = parts(szr) + eg * s_i + parts(ssv);
-    const float es = parts(ser) - (((sec[i] + sec[kC + i]) + sec[2 * kC + i]) + sec[3 * kC + i]);
+    const float es =
+        parts(ser) - (((ec_at(sTb, i) + ec_at(sTb, kC + i)) + ec_at(sTb, 2 * kC + i)) + ec_at(sTb, 3 * kC + i));
     sdG[i] = dG_part + es + sB[i] * eg * s_i;
   }
   __syncthreads();
