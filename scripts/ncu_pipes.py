@@ -8,7 +8,7 @@ import io
 import sys
 from collections import defaultdict
 
-from ncu_summary import short_name
+from ncu_summary import read_csv_text, short_name
 
 # (metric, column title); ncu_pipes.py --metrics prints the list for ncu's --metrics
 METRICS = [
@@ -25,9 +25,12 @@ METRICS = [
 
 
 def main(path):
-    lines = [l for l in open(path, errors="replace").read().splitlines() if l.startswith('"')]
+    lines = [l for l in read_csv_text(path).splitlines() if l.startswith('"')]
     if not lines:
         sys.exit(f"{path}: no CSV rows (did ncu run?)")
+    missing = [m for m, _ in METRICS if m not in next(csv.reader([lines[0]]))]
+    if missing:
+        sys.exit(f"{path}: no column {missing[0]} (ncu run with `--metrics $(ncu_pipes.py --metrics)`?)")
     sums, count = defaultdict(lambda: defaultdict(float)), defaultdict(int)
     for r in csv.DictReader(io.StringIO("\n".join(lines))):
         try:

@@ -4,26 +4,30 @@ as CSV) by CUDA source line: warp-stall samples, instructions executed and the l
 then the lines with the most excess shared-memory wavefronts (bank conflicts, misaligned copies).
 usage: ncu_sass_summary.py FILE.csv [TOP]"""
 import csv
+import io
 import sys
+
+from ncu_summary import read_csv_text
 
 
 def main():
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and not sys.argv[2].isdigit()):
+        sys.exit(__doc__)
     path, top = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 25
     rows, header, fname, func = [], None, "?", "?"
-    with open(path, newline="") as f:
-        for rec in csv.reader(f):
-            if not rec:
-                continue
-            if rec[0] == "File Path":
-                fname = rec[1].split("/")[-1]
-            elif rec[0] == "Function Name":
-                func = rec[1]
-            elif rec[0] == "Line No":
-                header = rec
-            elif header and rec[0].isdigit():
-                d = dict(zip(header, rec))
-                d["Line No"], d["file"], d["src"] = int(rec[0]), fname, rec[1]
-                rows.append(d)
+    for rec in csv.reader(io.StringIO(read_csv_text(path, "ncu's source-page CSV"), newline="")):
+        if not rec:
+            continue
+        if rec[0] == "File Path":
+            fname = rec[1].split("/")[-1]
+        elif rec[0] == "Function Name":
+            func = rec[1]
+        elif rec[0] == "Line No":
+            header = rec
+        elif header and rec[0].isdigit():
+            d = dict(zip(header, rec))
+            d["Line No"], d["file"], d["src"] = int(rec[0]), fname, rec[1]
+            rows.append(d)
     if not rows:
         sys.exit(f"{path}: no source rows (was it built with -lineinfo?)")
 

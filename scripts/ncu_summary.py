@@ -27,8 +27,17 @@ def short_name(name):
     return "".join(out).strip()[:70]
 
 
+def read_csv_text(path, what="ncu's CSV"):
+    """The file's text, or a clear exit when it cannot be read (the scripts next to this one share it)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError as e:
+        sys.exit(f"{path}: cannot read {what}: {e.strerror}")
+
+
 def main(path):
-    text = open(path, errors="replace").read()
+    text = read_csv_text(path)
     # ncu prints its own log lines ("==PROF==") before and between the CSV rows.
     lines = [l for l in text.splitlines() if l.startswith('"')]
     if not lines:

@@ -22,6 +22,7 @@ expect_refused "--colwarp-cols" --colwarp-cols 48
 expect_refused "--iters" --iters 0
 expect_refused "--warmup" --warmup -1
 expect_refused "--impl" --impl fast
+expect_refused "--digest" --digest=maybe
 for bad in "16,1024,12" "16,1024,12,64x" "16,0,12,64" "a,b,c,d" "16,1024,12,64;4,4096"; do
   expect_refused "is not B,T,H,D" --shapes "$bad"
 done
