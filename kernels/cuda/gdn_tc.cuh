@@ -32,13 +32,6 @@ inline constexpr int kLdC = kC + 8;    // bf16 64 x 64 matrices
 // ---- bf16 helpers (raw uint16_t bits) ----
 __device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 __device__ __forceinline__ float bf16_val(uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
-// x = hi + lo to about 16 significant bits: hi = bf16(x), lo = bf16(x - hi). A product with an
-// exact bf16 operand (q, k, v) then costs two mma instead of one and loses nothing to rounding.
-__device__ __forceinline__ void bf16_split(float x, uint16_t& hi, uint16_t& lo) {
-  hi = bf16_bits(x);
-  lo = bf16_bits(x - bf16_val(hi));
-}
-
 // Two adjacent bf16 values (element 2u and 2u + 1 of a row) as one 32-bit word: loads and stores
 // (st_bf16x2 with vec) of accumulator pairs (columns 2t, 2t + 1), p 4-byte aligned.
 __device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
@@ -50,8 +43,10 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
   return static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
 #endif
 }
-// bf16_split of a pair, packed as one mma operand word each: hi = (bf16 a, bf16 b), lo = (bf16(a -
-// hi_a), bf16(b - hi_b)). The same bits as two bf16_split, in two conversions instead of four.
+// x = hi + lo to about 16 significant bits: hi = bf16(x), lo = bf16(x - hi). A product with an
+// exact bf16 operand (q, k, v) then costs two mma instead of one and loses nothing to rounding.
+// Split a pair at a time, packed as one mma operand word each: hi = (bf16 a, bf16 b), lo =
+// (bf16(a - hi_a), bf16(b - hi_b)), in two conversions.
 __device__ __forceinline__ void bf16x2_split(float a, float b, uint32_t& hi, uint32_t& lo) {
   hi = bf16x2_bits(a, b);
   lo = bf16x2_bits(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xffff0000u));
@@ -571,7 +566,7 @@ __device__ __forceinline__ void chunk_gates(const TcArgs& a, const TcChunk& ck, 
 }
 
 // mma operand fragments from fp32 matrices in shared memory, each value split into high and low
-// bf16 parts (bf16_split): A (16 x 16 at rows r0, columns c0 of a row-major M), B (16 x 8 at rows
+// bf16 parts (bf16x2_split): A (16 x 16 at rows r0, columns c0 of a row-major M), B (16 x 8 at rows
 // k0, columns n0 of M stored [k][n]). Layouts of mma.m16n8k16: A register f holds row g (+8 when f
 // is odd), columns 2t, 2t + 1 (+8 when f >= 2); B register f holds rows 2t, 2t + 1 (+8 when f = 1),
 // column g; g = lane / 4, t = lane % 4, the lower column (row) in the low 16 bits.

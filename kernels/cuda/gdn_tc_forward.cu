@@ -20,7 +20,7 @@
 // backward (gdn_tc_launch.cu), which then skips prep and the state pass.
 // All products are mma.sync m16n8k16 with bf16 operands and fp32 accumulation; G, the decays, T
 // and the state S stay fp32. T's factors in W and U, and the output's M, go in as high + low bf16
-// parts (bf16_split, two products). The state pass multiplies S and D o V' in plain bf16, as fla
+// parts (bf16x2_split, two products). The state pass multiplies S and D o V' in plain bf16, as fla
 // does, and U is saved in bf16 (v10: the split doubled the products on the chain; with both, the
 // GPU tests' largest errors went S_out 7.9e-4 -> 3.1e-3, o 3.31e-3 -> 3.43e-3). The output kernel takes V' (v3) and S (v4)
 // as saved, in plain bf16 (bench/NOTES.md).
@@ -50,7 +50,7 @@ struct PrepLayout {
 
 // acc[0][n] += (T diag(s)) [m0 + (0..15), :] X[:, 8n + (0..7)] with s_m = beta_m e^{G_m} or
 // beta_m, X (64 x NT*8 bf16, stored [k][n]): per k-step the warp builds T diag(s)'s mma fragments
-// from fp32 T in registers, split into high and low bf16 parts (bf16_split), and multiplies both
+// from fp32 T in registers, split into high and low bf16 parts (bf16x2_split), and multiplies both
 // with the same X fragments.
 template <int NT>
 __device__ __forceinline__ void prep_t_times(float (&acc)[1][NT][4], const float* sT, const float* s,
