@@ -510,13 +510,16 @@ struct GradWyLayout {
   // CTAs per SM that the registers must allow: four at D = 64 (128 a thread; the shared memory below
   // is 55.75 KB, so four fit there too: v14), at D = 128 no minimum (0; two CTAs by the shared memory).
   static constexpr int kMinBlocks = D == 64 ? 4 : 0;
+  // grad_qk's dk_part: at D = 128 a tile of its own, copied with the others (two CTAs a SM either way);
+  // at D = 64 into dW's space once T^T dW is done (four CTAs a SM need its 8 KB).
+  static constexpr bool kEarlyDkp = D == 128;
   // Ps (P' + P'^T) reuses dT's space once Z1 = T^T dT is done (Z1 stays in registers); of E only
   // its row sums (er) and per-row-block column sums (ec) are kept, ec in the padding columns of Tb's
-  // rows (ec_at). zr, s, sv, er: one per part. grad_qk's dk_part (bf16) lands in dW's space once
-  // T^T dW is done; nd (the l2norm's row dots) and dG share their space (the one is done before the
+  // rows (ec_at). zr, s, sv, er: one per part. dkp: grad_qk's dk_part (bf16, padded as dW; dW's
+  // own space unless kEarlyDkp); nd (the l2norm's row dots) and dG share their space (the one is done before the
   // other starts).
   size_t K = 0, V = 0, dW = 0, dU = 0, Tb = 0, dT = 0, G = 0, B = 0, s = 0, sv = 0, zr = 0, dG = 0, er = 0,
-         nd = 0, bytes = 0;
+         nd = 0, dkp = 0, bytes = 0;
   __host__ __device__ constexpr GradWyLayout() {
     SmemPlan p;
     K = p.take(kC * kLd * 2), V = p.take(kC * kLd * 2), dW = p.take(kC * kLd * 2), dU = p.take(kC * kLd * 2);
@@ -524,6 +527,7 @@ struct GradWyLayout {
     G = p.take(kC * 4), B = p.take(kC * 4), s = p.take(kParts * kC * 4), sv = p.take(kParts * kC * 4);
     zr = p.take(kParts * kC * 4), er = p.take(kParts * kC * 4);
     nd = dG = p.take((kParts > 1 ? kParts : 1) * kC * 4);
+    dkp = kEarlyDkp ? p.take(kC * kLd * 2) : dW;
     bytes = p.bytes;
   }
 };
@@ -560,11 +564,14 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   load_tile<kC, kC, kThreads>(sTb, kLdC, a.Tb + ck.ch * kC * kC, kC, kC, true);  // T from prep
   load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   cp_async_commit();
+  uint16_t* sdkp = reinterpret_cast<uint16_t*>(sm + L.dkp);
+  if constexpr (L.kEarlyDkp) load_tile<kC, D, kThreads>(sdkp, kLd, a.dk_part + base, D, kC, true);
+  cp_async_commit();  // (empty at D = 64)
   if (threadIdx.x < kC) sB[threadIdx.x] = threadIdx.x < ck.n ? a.beta[(ck.r0 + threadIdx.x) * a.Hv + ck.h] : 0.f;
   const float dG_part = threadIdx.x < kC ? a.dG_part[ck.ch * kC + threadIdx.x] : 0.f;
   float k_r[2];
   rnorm_rows(k_r, a, ck, a.k_rnorm, m0, lane);
-  cp_async_wait<0>();
+  cp_async_wait<1>();
   __syncthreads();
 
   // KKG = strict_lower(K K^T o Gam), this warp's columns, stays in registers (the dA products below
@@ -667,9 +674,11 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
     float acc[1][NT2][4];
     zero_acc(acc);
     warp_mma<1, NT2, kC, true, true>(acc, sTb, kLdC, m0, sdW, kLd, n2, lane);
-    __syncthreads();  // every warp is done with dW: grad_qk's dk_part lands in its place
-    load_tile<kC, D, kThreads>(sdW, kLd, a.dk_part + base, D, kC, true);
-    cp_async_commit();
+    if constexpr (!L.kEarlyDkp) {
+      __syncthreads();  // every warp is done with dW: grad_qk's dk_part lands in its place
+      load_tile<kC, D, kThreads>(sdkp, kLd, a.dk_part + base, D, kC, true);
+      cp_async_commit();
+    }
     row_dot(acc, sK, kLd, m0, ss + part * kC, lane, n2);
 #pragma unroll
     for (int ni = 0; ni < NT2; ++ni)
@@ -686,7 +695,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
         const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
-        const float2 p = lds_bf16x2(sdW + i * kLd + x);
+        const float2 p = lds_bf16x2(sdkp + i * kLd + x);
         acc[0][ni][e] += p.x;
         acc[0][ni][e + 1] += p.y;
       }
