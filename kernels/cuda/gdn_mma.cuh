@@ -74,6 +74,11 @@ __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepco
 __device__ __forceinline__ void flag_add(int* p, int v) {
   asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
+// flag_add's two halves, for several counters after one fence.
+__device__ __forceinline__ void flag_fence() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ void flag_add_fenced(int* p, int v) {
+  asm volatile("red.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
 // A wait that lasts seconds means the kernel counting is not running beside this one (a profiler
 // that serialises kernels, or, were the counting kernel launched later, its code not yet loaded:
 // bench/NOTES.md v13): it stops the kernel with a message rather than hang.

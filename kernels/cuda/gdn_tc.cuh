@@ -11,6 +11,9 @@
 // either as [n][k] (p[n * ld + k], e.g. K in Q K^T) or as [k][n] (p[k * ld + n], e.g. S in W S).
 #pragma once
 
+#ifndef DT_SIGNAL_EVERY
+#define DT_SIGNAL_EVERY 4
+#endif
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -534,6 +537,15 @@ __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t 
 // waits for all of them (ready_count) before it loads them.
 __device__ __forceinline__ void chunk_ready_signal(const TcArgs& a, int64_t ch, bool leader) {
   if (a.ready && leader) flag_add(a.ready + ch, 1);
+}
+// The mma.sync state passes count their chunks kSignalEvery at a time, chunks ch0 .. ch0 + n - 1
+// after one release fence: the fence holds the signalling warp for hundreds of cycles, and the
+// chain's other warps wait for it at the next barrier (bench/NOTES.md v15).
+inline constexpr int kSignalEvery = DT_SIGNAL_EVERY;
+__device__ __forceinline__ void chunks_ready_signal(const TcArgs& a, int64_t ch0, int64_t n, bool leader) {
+  if (!a.ready || !leader || n <= 0) return;
+  flag_fence();
+  for (int64_t i = 0; i < n; ++i) flag_add_fenced(a.ready + ch0 + i, 1);
 }
 __device__ __forceinline__ void chunk_ready_wait(const TcArgs& a, int64_t ch) {
   if (!a.ready) return;

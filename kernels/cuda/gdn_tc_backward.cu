@@ -194,9 +194,9 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
                     dS[mi][ni][e + 1], true);
     cp_async_wait<kStages - 2>();
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
-    // chunk c + 1's dS' and dV' were written before the barrier after its dV' (a chunk late, so that
-    // the release fence finds them long done rather than waiting on them)
-    if (c + 1 < a.NC) chunk_ready_signal(a, ch + 1, threadIdx.x == 0);
+    // the chunks visited kSignalEvery before, c + 1 .. c + kSignalEvery: their dS' and dV' were
+    // written before the barrier after the last one's dV' (a chunk late: the fence finds them done)
+    if (j > 0 && j % kSignalEvery == 0) chunks_ready_signal(a, ch + 1, kSignalEvery, threadIdx.x == 0);
     if (c - (kStages - 1) >= 0) prefetch(c - (kStages - 1), static_cast<int>((j + kStages - 1) % kStages));
     cp_async_commit();
     const float gl = sG[kC - 1];
@@ -228,7 +228,10 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
     __syncthreads();  // sdVn complete
     warp_mma<MT, NT, kC, true, true>(dS, sW, kLd, xw, sdVn, kLdV, 0, lane);
   }
-  chunk_ready_signal(a, bh * a.NC, threadIdx.x == 0);  // chunk 0's dV' was written before the last barrier
+  {  // the chunks not yet counted, 0 .. (chunk 0's dV' was written before the last barrier)
+    const int64_t first = (a.NC - 1) / kSignalEvery * kSignalEvery;  // visits counted so far
+    chunks_ready_signal(a, bh * a.NC, a.NC - first, threadIdx.x == 0);
+  }
   if (a.dS0) {
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)

@@ -253,9 +253,9 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
         }
     cp_async_wait<kStages - 2>();  // chunk c's group done; chunks c + 1 .. c + kStages - 2 may fly
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
-    // chunk c - 1's S and V' were written before the barrier after its V' (a chunk late, so that
-    // the release fence finds them long done rather than waiting on them)
-    if (c > 0) chunk_ready_signal(a, ch - 1, threadIdx.x == 0);
+    // chunks c - kSignalEvery .. c - 1: their S and V' were written before the barrier after the
+    // last one's V' (a chunk late, so that the release fence finds them long done)
+    if (c > 0 && c % kSignalEvery == 0) chunks_ready_signal(a, ch - kSignalEvery, kSignalEvery, threadIdx.x == 0);
     if (c + kStages - 1 < a.NC) prefetch(c + kStages - 1, static_cast<int>((c + kStages - 1) % kStages));
     cp_async_commit();
     const float gl = sG[kC - 1];
@@ -288,7 +288,10 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     scale_acc(S, __expf(gl));
     warp_mma<MT, NT, kC, true, true>(S, sK, kLd, xw, sVd, kLdV, 0, lane);
   }
-  chunk_ready_signal(a, bh * a.NC + a.NC - 1, threadIdx.x == 0);  // its V' was written before the last barrier
+  {  // the chunks not yet counted (the last one's V' was written before the last barrier)
+    const int64_t first = (a.NC - 1) / kSignalEvery * kSignalEvery;
+    chunks_ready_signal(a, bh * a.NC + first, a.NC - first, threadIdx.x == 0);
+  }
   if (a.S_out) {
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
