@@ -11,9 +11,6 @@
 // either as [n][k] (p[n * ld + k], e.g. K in Q K^T) or as [k][n] (p[k * ld + n], e.g. S in W S).
 #pragma once
 
-#ifndef DT_SIGNAL_EVERY
-#define DT_SIGNAL_EVERY 4
-#endif
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -540,8 +537,10 @@ __device__ __forceinline__ void chunk_ready_signal(const TcArgs& a, int64_t ch, 
 }
 // The mma.sync state passes count their chunks kSignalEvery at a time, chunks ch0 .. ch0 + n - 1
 // after one release fence: the fence holds the signalling warp for hundreds of cycles, and the
-// chain's other warps wait for it at the next barrier (bench/NOTES.md v15).
-inline constexpr int kSignalEvery = DT_SIGNAL_EVERY;
+// chain's other warps wait for it at the next barrier (bench/NOTES.md v15: 4 at a time took the
+// long forward 1.254 -> 1.228 ms, 1 x 32K x 8 heads forward + backward 2.235 -> 2.115; 2 at a time
+// half of that).
+inline constexpr int kSignalEvery = 4;
 __device__ __forceinline__ void chunks_ready_signal(const TcArgs& a, int64_t ch0, int64_t n, bool leader) {
   if (!a.ready || !leader || n <= 0) return;
   flag_fence();
