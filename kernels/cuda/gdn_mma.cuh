@@ -68,13 +68,10 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int sr
 __device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
-// A counter between CTAs: flag_add publishes, at GPU scope, everything this thread's CTA wrote
-// before a barrier the thread passed (a release fence, then the add); flag_wait_at_least spins
-// (acquire loads) until the counter reaches n. Call each from one thread, next to a barrier.
-__device__ __forceinline__ void flag_add(int* p, int v) {
-  asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-// flag_add's two halves, for several counters after one fence.
+// Counters between CTAs: flag_fence then flag_add_fenced publish, at GPU scope, everything this
+// thread's CTA wrote before a barrier the thread passed (a release fence, then the adds: several
+// counters may follow one fence); flag_wait_at_least spins (acquire loads) until a counter reaches
+// n. Call each from one thread, next to a barrier.
 __device__ __forceinline__ void flag_fence() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 __device__ __forceinline__ void flag_add_fenced(int* p, int v) {
   asm volatile("red.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");

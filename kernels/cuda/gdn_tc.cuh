@@ -532,19 +532,19 @@ __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t 
 // The state pass's CTAs count chunk ch in ready[ch] once its columns are written (by its `leader`
 // thread, after a barrier that every writing thread passed); the chasing kernel's CTA for chunk ch
 // waits for all of them (ready_count) before it loads them.
-__device__ __forceinline__ void chunk_ready_signal(const TcArgs& a, int64_t ch, bool leader) {
-  if (a.ready && leader) flag_add(a.ready + ch, 1);
-}
-// The mma.sync state passes count their chunks kSignalEvery at a time, chunks ch0 .. ch0 + n - 1
-// after one release fence: the fence holds the signalling warp for hundreds of cycles, and the
-// chain's other warps wait for it at the next barrier (bench/NOTES.md v15: 4 at a time took the
-// long forward 1.254 -> 1.228 ms, 1 x 32K x 8 heads forward + backward 2.235 -> 2.115; 2 at a time
-// half of that).
+// chunks_ready_signal counts chunks ch0 .. ch0 + n - 1 after one release fence. The mma.sync state
+// passes count theirs kSignalEvery at a time (the column-warp and wgmma ones, one at a time): the
+// fence holds the signalling warp for hundreds of cycles, and the chain's other warps wait for it at
+// the next barrier (bench/NOTES.md v15: 4 at a time took the long forward 1.254 -> 1.228 ms, 1 x 32K
+// x 8 heads forward + backward 2.235 -> 2.115; 2 at a time half of that).
 inline constexpr int kSignalEvery = 4;
 __device__ __forceinline__ void chunks_ready_signal(const TcArgs& a, int64_t ch0, int64_t n, bool leader) {
   if (!a.ready || !leader || n <= 0) return;
   flag_fence();
   for (int64_t i = 0; i < n; ++i) flag_add_fenced(a.ready + ch0 + i, 1);
+}
+__device__ __forceinline__ void chunk_ready_signal(const TcArgs& a, int64_t ch, bool leader) {
+  chunks_ready_signal(a, ch, 1, leader);
 }
 __device__ __forceinline__ void chunk_ready_wait(const TcArgs& a, int64_t ch) {
   if (!a.ready) return;

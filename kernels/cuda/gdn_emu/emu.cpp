@@ -194,7 +194,7 @@ struct Copy { void* dst; unsigned char data[16]; };
 static thread_local std::vector<Copy> tl_open;
 static thread_local std::deque<std::vector<Copy>> tl_groups;
 
-void flag_add(int* p, int v) { __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST); }
+void flag_add_fenced(int* p, int v) { __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST); }
 // Emulated kernels run one after another, so a wait can only be on an earlier kernel's counts: a
 // count not reached would spin forever on the GPU too, or wait on a kernel launched later.
 void flag_wait_at_least(const int* p, int n) {

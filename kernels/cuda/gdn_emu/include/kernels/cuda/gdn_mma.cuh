@@ -11,9 +11,8 @@ void stsm_x4_trans(void* p, const uint32_t (&r)[4]);
 void cp_async_16(void* smem, const void* gmem, int src_bytes);
 inline void grid_launch_dependents() {}  // blocks and kernels run one after another here
 inline void grid_dependency_wait() {}
-void flag_add(int* p, int v);                  // atomic; the waits find their counts reached
 inline void flag_fence() {}
-inline void flag_add_fenced(int* p, int v) { flag_add(p, v); }
+void flag_add_fenced(int* p, int v);           // atomic; the waits find their counts reached
 void flag_wait_at_least(const int* p, int n);  // (aborts if not: a wait on a later kernel)
 void cp_async_commit();
 void cp_async_wait_n(int n);
