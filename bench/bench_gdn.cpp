@@ -300,6 +300,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(-1, 3));
   app.add_option("--colwarp-cols", opts.colwarp_cols, "column-warp state passes: columns per CTA (0: by the sizes)")
       ->check(CLI::IsMember({0, 16, 32, 64}));
+  app.add_option("--dvl-fused", opts.dvl_fused,
+                 "dv_local's work in the reverse state pass: -1 by the sizes (default), 0 off, 1 on (v16)")
+      ->check(CLI::Range(-1, 1));
   app.add_flag("--digest", digest,
                "print a hash of each output of one forward + backward (seeded inputs): builds that give the same "
                "bits print the same hashes");
@@ -346,7 +349,8 @@ int main(int argc, char** argv) {
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
                   (opts.wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", opts.wgmma)) +
                   (opts.overlap < 0 ? "" : fmt::format("; overlap {}", opts.overlap)) +
-                  (opts.colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", opts.colwarp, opts.colwarp_cols));
+                  (opts.colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", opts.colwarp, opts.colwarp_cols)) +
+                  (opts.dvl_fused < 0 ? "" : fmt::format("; dvl_fused {}", opts.dvl_fused));
     for (const Shape4& s : shape_list) {
       const Result r = bench_shape(s, warmup, iters, opts, recompute, profile, digest);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);

@@ -52,6 +52,13 @@ struct GdnCudaDims {
   // 0 picked by the sizes.
   int colwarp = -1;
   int colwarp_cols = 0;
+  // dv_local's work inside the reverse state pass (bench/NOTES.md v16): the forward's output kernel
+  // saves M = lower(Q K^T o Gam) (bf16), and four more warps of the mma.sync reverse pass make
+  // dvl = M^T dO and dO o e^G a chunk ahead of the state's warps, in place of the dv_local kernel
+  // (the same bits). -1: by the sizes (head dim 128 where the state pass leaves half of the SMs to
+  // the chasing kernels), 0: off, 1: on (head dim 128, the mma.sync output kernel and reverse pass
+  // at 16 or 32 columns with 3 stages).
+  int dvl_fused = -1;
 };
 
 struct GdnCudaForwardParams {

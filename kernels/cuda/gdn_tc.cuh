@@ -253,14 +253,16 @@ inline constexpr bool kTileStriped =
 
 // ROWS x COLS bf16 from global rows (ldg elements apart) into shared memory (lds); rows >= valid
 // are zero. vec: 16-byte cp.async (call cp_async_commit / cp_async_wait after), else plain loads.
-// NTHREADS threads take part (threadIdx.x < NTHREADS).
+// NTHREADS threads take part (threadIdx.x < NTHREADS, or tid: this thread's index among them).
 template <int ROWS, int COLS, int NTHREADS = kTcThreads>
-__device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* g, int64_t ldg, int valid, bool vec) {
+__device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* g, int64_t ldg, int valid, bool vec,
+                                          int tid = -1) {
   constexpr int kPerRow = COLS / 8;
+  const int t = tid >= 0 ? tid : static_cast<int>(threadIdx.x);
   if constexpr (kTileStriped<ROWS, COLS, 8, NTHREADS>) {
     if (vec) {
       constexpr int kStep = NTHREADS / kPerRow;
-      const int r0 = threadIdx.x / kPerRow, c = (threadIdx.x % kPerRow) * 8;
+      const int r0 = t / kPerRow, c = (t % kPerRow) * 8;
       const uint16_t* src = g + r0 * ldg + c;
       uint16_t* dst = s + r0 * lds + c;
 #pragma unroll
@@ -272,7 +274,7 @@ __device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* 
       return;
     }
   }
-  for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
+  for (int idx = t; idx < ROWS * kPerRow; idx += NTHREADS) {
     const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
     uint16_t* dst = s + r * lds + c;
     if (vec) {
@@ -326,16 +328,17 @@ struct MnMajorAt {
 
 // ROWS x COLS fp32, always 16-byte aligned (workspace).
 template <int ROWS, int COLS, int NTHREADS = kTcThreads>
-__device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g, int64_t ldg) {
+__device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g, int64_t ldg, int tid = -1) {
   constexpr int kPerRow = COLS / 4;
+  const int t = tid >= 0 ? tid : static_cast<int>(threadIdx.x);
   if constexpr (kTileStriped<ROWS, COLS, 4, NTHREADS>) {
     constexpr int kStep = NTHREADS / kPerRow;
-    const int r0 = threadIdx.x / kPerRow, c = (threadIdx.x % kPerRow) * 4;
+    const int r0 = t / kPerRow, c = (t % kPerRow) * 4;
     const float* src = g + r0 * ldg + c;
 #pragma unroll
     for (int i = 0; i < ROWS / kStep; ++i) cp_async_16(s + (r0 + i * kStep) * lds + c, src + i * kStep * ldg, 16);
   } else {
-    for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
+    for (int idx = t; idx < ROWS * kPerRow; idx += NTHREADS) {
       const int r = idx / kPerRow, c = (idx % kPerRow) * 4;
       cp_async_16(s + r * lds + c, g + r * ldg + c, 16);
     }
@@ -471,6 +474,7 @@ struct TcArgs {
   int wgmma = 0;         // GdnCudaDims::wgmma
   int colwarp = 0;       // GdnCudaDims::colwarp (bits: 1 forward, 2 reverse)
   int colwarp_cols = 0;  // columns per CTA of the column-warp passes
+  bool dvl_fused = false;  // GdnCudaDims::dvl_fused as tc_inputs decided it
   int sms = 132;         // the device's SMs (tc_state_config, read at head dim 128)
   // A kernel chasing the state pass before it (GdnCudaDims::overlap: the forward's output kernel,
   // the backward's grad_qk): ready[ch] counts the state pass's CTAs (ready_count per head) that have
@@ -501,6 +505,8 @@ struct TcArgs {
   uint16_t* W = nullptr;         // [ch][64][D]    T diag(beta) (K o e^G), bf16
   uint16_t* U = nullptr;         // [ch][64][D]    T diag(beta) V, bf16
   uint16_t* Tb = nullptr;        // [ch][64][64]   T = (I + A)^-1, bf16 (prep writes it, grad_wy reads it)
+  uint16_t* Mb = nullptr;        // [ch][64][64]   M = lower(Q K^T o Gam), bf16 (with dvl_fused: the output
+                                 //                kernel writes it, the reverse state pass reads it)
   uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16
   uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16
   uint16_t* dvl = nullptr;       // [ch][64][D]    M^T dO (bf16)

@@ -111,11 +111,13 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
 // the 64-row product K dS' is split over k: warps w and w + 4 each take half of the 128 and swap
 // half of their n-tiles (swap_k_halves), so each finishes dV' for BV / 2 of the columns.
 
-template <int D, int BV, int kStages>
+// kFused (GdnCudaDims::dvl_fused): four more warps do dv_local's work a chunk ahead (dvl_producer);
+// two buffers of M beside the ring.
+template <int D, int BV, int kStages, bool kFused = false>
 struct StateBwdLayout {
   static constexpr int kLd = D + 8, kLdV = BV + 8, kWarps = kStateWarps<D>;
   // stage 0 offsets; stage s is stage 0 + s * stage
-  size_t W = 0, K = 0, Q = 0, dOg = 0, dvl = 0, G = 0, stage = 0, dS = 0, dVn = 0, xch = 0, bytes = 0;
+  size_t W = 0, K = 0, Q = 0, dOg = 0, dvl = 0, G = 0, stage = 0, dS = 0, dVn = 0, xch = 0, M = 0, bytes = 0;
   __host__ __device__ constexpr StateBwdLayout() {
     SmemPlan p;
     W = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), Q = p.take(kC * kLd * 2);
@@ -124,13 +126,83 @@ struct StateBwdLayout {
     p.take(stage * (kStages - 1));
     dS = p.take(D * kLdV * 2), dVn = p.take(kC * kLdV * 2);
     xch = p.take(kSwapBytes<D, BV>);
+    if (kFused) M = p.take(2 * kC * kLdC * 2);
     bytes = p.bytes;
   }
 };
 
-template <int D, int BV, int kStages>
-__global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_kernel(TcArgs a) {
-  constexpr StateBwdLayout<D, BV, kStages> L{};
+// Named barriers of the fused reverse pass (1 .. 4: swap_k_halves): the state warps' own, and the
+// producer's.
+inline constexpr int kStateWarpsBarrier = 5, kDvlBarrier = 6;
+
+// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; bench/NOTES.md v16), by warps
+// kWarps .. kWarps + 3: per chunk they copy G, dO's columns [y0, y0 + BV) and M (the forward's, a.Mb),
+// then leave dvl = M^T dO and dOg = dO o e^G in the chunk's stage, each rounded to bf16 as dv_local
+// rounds them. Visit j (chunk NC - 1 - j) is made while the state warps work on visit j - 1, from
+// copies issued during visit j - 2 into the stage that visit's first barrier freed (3 stages).
+// The producer meets the state warps only at that barrier, once a visit.
+template <int D, int BV, int kStages, class Layout>
+__device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm, const Layout& L, int64_t bh,
+                                             int64_t b, int64_t h, int y0) {
+  static_assert(kStages == 3, "the producer works a visit ahead: 3 stages");
+  constexpr int kLdV = Layout::kLdV, NT = BV / 8, kP = 128;
+  const int pt = static_cast<int>(threadIdx.x) - Layout::kWarps * 32, pw = pt / 32, lane = pt % 32;
+  auto m_tile = [&](int64_t j) { return reinterpret_cast<uint16_t*>(sm + L.M + (j % 2) * kC * kLdC * 2); };
+  auto load = [&](int64_t j) {  // visit j's copies (an empty group past the first chunk)
+    const int64_t c = a.NC - 1 - j;
+    if (c >= 0) {
+      unsigned char* st = sm + (j % kStages) * L.stage;
+      const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
+      const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
+      load_tile<kC, BV, kP>(reinterpret_cast<uint16_t*>(st + L.dOg), kLdV, a.d_o + r0 * a.ld_do + h * D + y0, a.ld_do,
+                            n, a.vec_in, pt);
+      load_tile_f32<1, kC, kP>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC, pt);
+      load_tile<kC, kC, kP>(m_tile(j), kLdC, a.Mb + ch * kC * kC, kC, kC, true, pt);
+    }
+    cp_async_commit();
+  };
+  auto make = [&](int64_t j) {  // visit j's dvl and dOg, its copies landed (the later visit's may not have)
+    unsigned char* st = sm + (j % kStages) * L.stage;
+    uint16_t* sdO = reinterpret_cast<uint16_t*>(st + L.dOg);
+    uint16_t* sdvl = reinterpret_cast<uint16_t*>(st + L.dvl);
+    const float* sG = reinterpret_cast<const float*>(st + L.G);
+    cp_async_wait<1>();
+    named_barrier(kDvlBarrier, kP);
+    float acc[1][NT][4];  // dvl's rows [16 pw, + 16): M^T (A, transposed from M's rows) times dO
+    zero_acc(acc);
+    warp_mma<1, NT, kC, true, true>(acc, m_tile(j), kLdC, 16 * pw, sdO, kLdV, 0, lane);
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2)
+        st_bf16x2(sdvl + (16 * pw + acc_row(0, e, lane)) * kLdV + acc_col(ni, e, lane), acc[0][ni][e],
+                  acc[0][ni][e + 1], true);
+    named_barrier(kDvlBarrier, kP);  // every producer warp is done with dO: scaled in place
+    for (int v = pt; v < kC * BV / 8; v += kP) {
+      const int i = v / (BV / 8), y = (v % (BV / 8)) * 8;
+      const float eg = __expf(sG[i]);
+      uint4 x = *reinterpret_cast<const uint4*>(sdO + i * kLdV + y);
+      uint32_t* xs = reinterpret_cast<uint32_t*>(&x);
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        xs[u] = static_cast<uint32_t>(bf16_bits(__uint_as_float(xs[u] << 16) * eg)) |
+                (static_cast<uint32_t>(bf16_bits(__uint_as_float(xs[u] & 0xffff0000u) * eg)) << 16);
+      *reinterpret_cast<uint4*>(sdO + i * kLdV + y) = x;
+    }
+  };
+  load(0);
+  load(1);
+  make(0);
+  for (int64_t j = 0; j < a.NC; ++j) {
+    __syncthreads();  // the state warps' first barrier of visit j: visit j + 2's stage is free
+    load(j + 2);
+    if (j + 1 < a.NC) make(j + 1);
+  }
+}
+
+template <int D, int BV, int kStages, bool kFused = false>
+__global__ void __launch_bounds__((kStateWarps<D> + (kFused ? 4 : 0)) * 32) gdn_tc_state_backward_kernel(TcArgs a) {
+  constexpr StateBwdLayout<D, BV, kStages, kFused> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, NT = BV / 8;
   constexpr int kWarps = L.kWarps, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
   constexpr int kK = D / kParts, kKeep = NT / kParts;  // k per part of K dS'; n-tiles each part finishes
@@ -143,6 +215,9 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
   const int y0 = blockIdx.x * BV, xw = warp * (D / kWarps);
   const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h, kh = h / (a.Hv / a.Hk);
   grid_launch_dependents();  // the chasing grad_qk may start once every CTA here runs
+  if constexpr (kFused) {
+    if (warp >= kWarps) return dvl_producer<D, BV, kStages>(a, sm, L, bh, b, h, y0);
+  }
 
   auto prefetch = [&](int64_t c, int s) {
     unsigned char* st = sm + s * L.stage;
@@ -153,9 +228,11 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
                                a.vec_in);
     load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + r0 * a.ld_q + kh * D, a.ld_q, n,
                                a.vec_in);
-    load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.dOg), kLdV, a.dOg + ch * kC * D + y0, D, kC, true);
-    load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.dvl), kLdV, a.dvl + ch * kC * D + y0, D, kC, true);
-    load_tile_f32<1, kC, kThreads>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
+    if constexpr (!kFused) {  // else the producer's
+      load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.dOg), kLdV, a.dOg + ch * kC * D + y0, D, kC, true);
+      load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.dvl), kLdV, a.dvl + ch * kC * D + y0, D, kC, true);
+      load_tile_f32<1, kC, kThreads>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
+    }
   };
 
   float dS[MT][NT][4];
@@ -225,7 +302,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_backward_ker
             st_bf16x2(sdVn + i * kLdV + y, -v0, -v1, true);
           }
     }
-    __syncthreads();  // sdVn complete
+    if constexpr (kFused) named_barrier(kStateWarpsBarrier, kThreads);  // sdVn complete
+    else __syncthreads();
     warp_mma<MT, NT, kC, true, true>(dS, sW, kLd, xw, sdVn, kLdV, 0, lane);
   }
   {  // the chunks not yet counted, 0 .. (chunk 0's dV' was written before the last barrier)
@@ -769,12 +847,13 @@ void dv_local_d(const TcArgs& a, cudaStream_t s, const char* op) {
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
-template <int D, int BV, int kStages = 2>
+template <int D, int BV, int kStages = 2, bool kFused = false>
 void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr StateBwdLayout<D, BV, kStages> L{};
-  tc_set_smem(gdn_tc_state_backward_kernel<D, BV, kStages>, L.bytes, op);
+  constexpr StateBwdLayout<D, BV, kStages, kFused> L{};
+  tc_set_smem(gdn_tc_state_backward_kernel<D, BV, kStages, kFused>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  gdn_tc_state_backward_kernel<D, BV, kStages><<<grid, kStateWarps<D> * 32, L.bytes, s>>>(a);
+  constexpr int kThreads = (kStateWarps<D> + (kFused ? 4 : 0)) * 32;
+  gdn_tc_state_backward_kernel<D, BV, kStages, kFused><<<grid, kThreads, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -814,6 +893,8 @@ void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   // (D, columns, stages) as tc_state_config checked them; 64 columns of 128 run 2 stages here (the
   // third would not fit in shared memory).
   const bool s3 = a.state_stages == 3;
+  if (a.dvl_fused)  // head dim 128, 16 or 32 columns, 3 stages (tc_inputs checked)
+    return a.state_cols == 16 ? state_backward_d<128, 16, 3, true>(a, s, op) : state_backward_d<128, 32, 3, true>(a, s, op);
   if (D == 64) a.state_cols == 64 ? state_backward_d<64, 64>(a, s, op) : state_backward_d<64, 32>(a, s, op);
   else if (a.state_cols == 16) s3 ? state_backward_d<128, 16, 3>(a, s, op) : state_backward_d<128, 16>(a, s, op);
   else if (a.state_cols == 32) s3 ? state_backward_d<128, 32, 3>(a, s, op) : state_backward_d<128, 32>(a, s, op);

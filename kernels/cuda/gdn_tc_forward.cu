@@ -365,6 +365,16 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
     warp_mma<1, 8, D, false, false>(acc, sQ, kLd, m0, sK, kLd, 0, lane);
     causal_decay_fragments(mh, ml, [&](int j, int e) { return acc[0][j][e]; }, sG, m0, lane);
   }
+  if (a.dvl_fused && warp < 4) {  // M's bf16 (its high parts) for the reverse state pass, once a row block
+    uint16_t* M = a.Mb + ck.ch * kC * kC;
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+#pragma unroll
+      for (int f = 0; f < 4; ++f)  // the A fragment's registers: rows g, g + 8; columns 2t, 2t + 8
+        *reinterpret_cast<uint32_t*>(M + (m0 + (lane >> 2) + 8 * (f & 1)) * kC + 16 * ks + 8 * (f >> 1) +
+                                     2 * (lane & 3)) = mh[ks][f];
+  }
+  if (!a.o) return;  // M alone (the backward's recomputation)
   float O[1][NT][4];
   zero_acc(O);
   warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS, kLdO, n0, lane);

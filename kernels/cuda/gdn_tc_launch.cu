@@ -49,6 +49,7 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   take(a.S, nch * D * D * 2, base, off);
   take(a.Vn, rows * D * 2, base, off);
   take(a.Tb, rows * kC * 2, base, off);
+  take(a.Mb, rows * kC * 2, base, off);
   take(a.ready, nch * 4, base, off);
   return off;
 }
@@ -107,6 +108,17 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   a.colwarp_cols = d.colwarp_cols ? d.colwarp_cols : by_sizes ? 64 : 32;
   DT_CHECK(d.overlap >= -1 && d.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
            d.overlap);
+  // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused): by the sizes where that pass
+  // leaves half of the SMs to grad_qk (H200, bench/NOTES.md v16). Where the kernels it needs are not
+  // the ones taken, 1 is refused.
+  DT_CHECK(d.dvl_fused >= -1 && d.dvl_fused <= 1,
+           "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.dvl_fused);
+  const bool fusable = d.dk == 128 && !(a.colwarp & 2) && !(a.wgmma & 5) && a.state_cols <= 32 && a.state_stages == 3;
+  DT_CHECK(d.dvl_fused != 1 || fusable,
+           "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, 16 or 32 "
+           "columns and 3 stages; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set dvl_fused to -1 or 0)",
+           d.dk, a.wgmma, a.colwarp, a.state_cols, a.state_stages);
+  a.dvl_fused = d.dvl_fused == 1 || (d.dvl_fused == -1 && fusable && tc_chase_beside(a, 128, a.state_cols));
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);
@@ -330,11 +342,16 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   tc_backward_layout(a, d, temp + saved_bytes);
   int* ready = a.ready;
   a.ready = nullptr;  // no output kernel chases the state pass rerun here
-  if (!p.saved) {  // the forward's G, W, U, S and V' again
+  if (!p.saved) {  // the forward's G, W, U, S and V' again (and M: the output kernel without o)
     tc_prep(a, D, s, op);
     tc_state_forward(a, D, s, op);
+    if (a.dvl_fused) {
+      TcArgs m = a;
+      m.o = nullptr;
+      tc_output(m, D, s, op);
+    }
   }
-  tc_dv_local(a, D, s, op);
+  if (!a.dvl_fused) tc_dv_local(a, D, s, op);  // else the reverse state pass does its work
   // grad_qk chases the reverse state pass (not the wgmma one): per chunk, a count of the state pass's
   // CTAs of the head that have written its dS' and dV', zeroed first. By default at head dim 64
   // (H200, bench/NOTES.md v11) and where the state pass leaves half of the SMs free

@@ -181,10 +181,10 @@ std::vector<T> download(const DevBuf& d, size_t n) {
 // every choice by the sizes.
 struct Kernels {
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
-  int state_cols = 0, state_stages = 0, wgmma = -1, overlap = -1, colwarp = -1, colwarp_cols = 0;
+  int state_cols = 0, state_stages = 0, wgmma = -1, overlap = -1, colwarp = -1, colwarp_cols = 0, dvl_fused = -1;
   bool defaults() const {
     return impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && overlap == -1 &&
-           colwarp == -1 && colwarp_cols == 0;
+           colwarp == -1 && colwarp_cols == 0 && dvl_fused == -1;
   }
   std::string name() const {
     auto opt = [](const char* key, int v, int unset) {
@@ -192,7 +192,7 @@ struct Kernels {
     };
     return (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") + opt("state_cols", state_cols, 0) +
            opt("state_stages", state_stages, 0) + opt("wgmma", wgmma, -1) + opt("overlap", overlap, -1) +
-           opt("colwarp", colwarp, -1) + opt("colwarp_cols", colwarp_cols, 0);
+           opt("colwarp", colwarp, -1) + opt("colwarp_cols", colwarp_cols, 0) + opt("dvl_fused", dvl_fused, -1);
   }
 };
 
@@ -207,7 +207,7 @@ void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_out, cons
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = kn.impl, d.state_cols = kn.state_cols, d.state_stages = kn.state_stages, d.wgmma = kn.wgmma;
-  d.overlap = kn.overlap, d.colwarp = kn.colwarp, d.colwarp_cols = kn.colwarp_cols;
+  d.overlap = kn.overlap, d.colwarp = kn.colwarp, d.colwarp_cols = kn.colwarp_cols, d.dvl_fused = kn.dvl_fused;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -607,6 +607,48 @@ TEST(GdnCuda, ColumnWarpStatePassesMatchReference) {
     FAIL() << "wgmma 2 with colwarp 1 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("both pick the forward state pass"), std::string::npos) << e.what();
+  }
+}
+
+// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; v16): at 16 and 32 columns,
+// more chunks than the ring's stages, partial chunks, one row, GQA, edge gates, no S0 / dS_out, with
+// and without grad_qk chasing, from the saved forward and recomputing it (the output kernel then
+// makes M alone), in a CUDA graph: against the reference, and bitwise against dv_local (dvl_fused 0).
+// Where the kernels it needs are not taken, 1 is refused.
+TEST(GdnCuda, DvlFusedIntoTheReversePassGivesDvLocalsBits) {
+  SKIP_WITHOUT_GPU();
+  struct Run { int64_t T, B, Hk, Hv; int cols, gates, overlap; bool S0; };
+  const Run runs[] = {{300, 1, 1, 1, 16, 0, -1, true}, {130, 2, 1, 2, 32, 2, 0, true}, {1, 1, 1, 1, 32, 0, -1, true},
+                      {65, 1, 2, 2, 32, 1, 1, true},   {200, 1, 1, 1, 16, 3, -1, false}, {4000, 2, 2, 4, 32, 0, 1, true},
+                      {3001, 1, 8, 8, 16, 0, -1, true}};
+  uint64_t seed = 160;
+  for (const Run& r : runs) {
+    Case c;
+    c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = 128, c.gates = static_cast<Case::Gates>(r.gates);
+    c.with_S0 = c.with_dS_out = r.S0, c.seed = seed++;
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = 3, .overlap = r.overlap,
+                     .dvl_fused = 1};
+    Kernels off = on;
+    off.dvl_fused = 0;
+    if (r.T <= 300) check_case(c, on);
+    SCOPED_TRACE(c.name() + on.name());
+    const Inputs in = make_inputs(c);
+    const GpuRun fused = run_gpu(c, in, on);
+    expect_same_bits(run_gpu(c, in, off), fused);
+    expect_same_bits(fused, run_gpu(c, in, on, /*use_saved=*/true));
+    if (r.T == 130) expect_same_bits(fused, run_gpu(c, in, on, false, /*graph=*/true));
+  }
+  Case c;
+  c.D = 128;
+  const Inputs in = make_inputs(c);
+  for (const Kernels& kn : {Kernels{.impl = GdnCudaImpl::kTensorCore, .state_cols = 64, .dvl_fused = 1},
+                            Kernels{.impl = GdnCudaImpl::kTensorCore, .colwarp = 2, .colwarp_cols = 32, .dvl_fused = 1}}) {
+    try {
+      run_gpu(c, in, kn);
+      FAIL() << "dvl_fused 1 accepted with" << kn.name();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("dvl_fused 1 takes head dim 128"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -28,7 +28,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; int colwarp = -1, cw_cols = 0; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; int colwarp = -1, cw_cols = 0; int dvl = -1; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -97,7 +97,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   for (size_t i = 0; i < v.size(); ++i) vb[i] = f2b(v[i]), dOb[i] = f2b(dO[i]);
   GdnCudaForwardParams fp;
   fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols; fp.dims.state_stages = c.stages; fp.dims.wgmma = c.wgmma;
-  fp.dims.colwarp = c.colwarp, fp.dims.colwarp_cols = c.cw_cols;
+  fp.dims.colwarp = c.colwarp, fp.dims.colwarp_cols = c.cw_cols, fp.dims.dvl_fused = c.dvl;
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(&qkv[r * W], &qb[r * Hk * D], Hk * D * 2);
@@ -138,6 +138,19 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
                       std::memcmp(dS02.data(), dS0o.data(), dS02.size() * 4) == 0;
     if (!same) ++failures;
     std::printf("  saved    forward -> backward equals the recomputing path bitwise: %s\n", same ? "yes" : "NO  <-- FAIL");
+  }
+  if (c.dvl == 1) {  // dv_local's work in the reverse state pass gives dv_local's bits
+    std::vector<uint16_t> dq2(dqb.size(), 0xFFFF), dk2(dkb.size(), 0xFFFF), dv2(dvb.size(), 0xFFFF);
+    std::vector<float> dg2(dgo.size(), nanf), db2(dbo.size(), nanf), dS02(dS0o.size(), nanf);
+    GdnCudaBackwardParams b2 = bp;
+    b2.dims.dvl_fused = 0;
+    b2.dq = dq2.data(), b2.dk = dk2.data(), b2.dv = dv2.data(), b2.dg = dg2.data(), b2.dbeta = db2.data(), b2.dS0 = dS02.data();
+    gdn_chunk_backward_cuda(b2, nullptr);
+    const bool same = dq2 == dqb && dk2 == dkb && dv2 == dvb && std::memcmp(dg2.data(), dgo.data(), dg2.size() * 4) == 0 &&
+                      std::memcmp(db2.data(), dbo.data(), db2.size() * 4) == 0 &&
+                      std::memcmp(dS02.data(), dS0o.data(), dS02.size() * 4) == 0;
+    if (!same) ++failures;
+    std::printf("  dvl      fused into the reverse pass equals dv_local bitwise: %s\n", same ? "yes" : "NO  <-- FAIL");
   }
   auto fl = [](const std::vector<uint16_t>& b) { std::vector<float> f(b.size()); for (size_t i = 0; i < b.size(); ++i) f[i] = b2f(b[i]); return f; };
   const char* name = impl == GdnCudaImpl::kSimt ? "simt" : impl == GdnCudaImpl::kAuto ? "auto" : "tc  ";
@@ -443,6 +456,10 @@ static void wgmma() {
          [&] { forward_with([](GdnCudaDims& d) { d.colwarp_cols = 48; }); });
   expect("wgmma 4 with colwarp 2", "both pick the reverse state pass",
          [&] { forward_with([](GdnCudaDims& d) { d.wgmma = 4, d.colwarp = 2; }); });
+  expect("dvl_fused 2", "dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on)",
+         [&] { forward_with([](GdnCudaDims& d) { d.dvl_fused = 2; }); });
+  expect("dvl_fused 1 at head dim 64", "dvl_fused 1 takes head dim 128",
+         [&] { forward_with([](GdnCudaDims& d) { d.dvl_fused = 1; }); });
 }
 
 int main(int argc, char** argv) {
@@ -468,6 +485,20 @@ int main(int argc, char** argv) {
       Case c; c.T = T, c.Hk = 1, c.Hv = Hv, c.D = D, c.colwarp = cw, c.cw_cols = cols, c.gates = gates, c.seed = 500 + T + D + cols;
       if (T == 130) c.S0 = false, c.dS = false;
       std::printf("colwarp %d, %d columns a CTA:\n", cw, cols);
+      run_case(c, GdnCudaImpl::kTensorCore);
+    }
+    std::printf("%s\n", failures ? "FAILURES" : "all ok");
+    return failures != 0;
+  }
+  if (which == "fused") {  // dv_local's work in the reverse state pass (dvl_fused 1) at 16 and 32 columns: more chunks
+                           // than the ring's stages, partial chunks, one row, GQA, no S0 / dS_out, edge gates, the
+                           // l2norm inside; each against the reference and bitwise against dv_local (dvl_fused 0)
+    for (auto [T, Hk, Hv, cols, gates, l2] : {std::tuple{300, 1, 1, 16, 0, false}, {130, 1, 2, 32, 2, false}, {1, 1, 1, 32, 0, false},
+                                              {65, 2, 2, 32, 1, true}, {200, 1, 1, 16, 3, false}}) {
+      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.stages = 3, c.dvl = 1, c.gates = gates, c.l2 = l2;
+      c.seed = 700 + T + cols + gates;
+      if (T == 200) c.S0 = false, c.dS = false;
+      std::printf("dvl_fused 1, %d columns a CTA:\n", cols);
       run_case(c, GdnCudaImpl::kTensorCore);
     }
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
@@ -518,7 +549,7 @@ int main(int argc, char** argv) {
     Case s; s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12; cases.push_back(s);
   }
   if (cases.empty()) {
-    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv, wgmma)\n",
+    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv, wgmma, colwarp, fused)\n",
                  which.c_str());
     return 2;
   }
