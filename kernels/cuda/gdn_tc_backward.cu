@@ -132,11 +132,11 @@ struct StateBwdLayout {
 };
 
 // Named barriers of the fused reverse pass (1 .. 4: swap_k_halves): the state warps' own, and the
-// producer's.
-inline constexpr int kStateWarpsBarrier = 5, kDvlBarrier = 6;
+// producer's; the producer's warps (each kC / kDvlWarps rows of dvl).
+inline constexpr int kStateWarpsBarrier = 5, kDvlBarrier = 6, kDvlWarps = 4;
 
 // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; bench/NOTES.md v16), by warps
-// kWarps .. kWarps + 3: per chunk they copy G, dO's columns [y0, y0 + BV) and M (the forward's, a.Mb),
+// kWarps .. kWarps + kDvlWarps - 1: per chunk they copy G, dO's columns [y0, y0 + BV) and M (the forward's, a.Mb),
 // then leave dvl = M^T dO and dOg = dO o e^G in the chunk's stage, each rounded to bf16 as dv_local
 // rounds them. Visit j (chunk NC - 1 - j) is made while the state warps work on visit j - 1, from
 // copies issued during visit j - 2 into the stage that visit's first barrier freed (3 stages).
@@ -145,7 +145,7 @@ template <int D, int BV, int kStages, class Layout>
 __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm, const Layout& L, int64_t bh,
                                              int64_t b, int64_t h, int y0) {
   static_assert(kStages == 3, "the producer works a visit ahead: 3 stages");
-  constexpr int kLdV = Layout::kLdV, NT = BV / 8, kP = 128;
+  constexpr int kLdV = Layout::kLdV, NT = BV / 8, kP = kDvlWarps * 32, MT = kC / 16 / kDvlWarps;
   const int pt = static_cast<int>(threadIdx.x) - Layout::kWarps * 32, pw = pt / 32, lane = pt % 32;
   auto m_tile = [&](int64_t j) { return reinterpret_cast<uint16_t*>(sm + L.M + (j % 2) * kC * kLdC * 2); };
   auto load = [&](int64_t j) {  // visit j's copies (an empty group past the first chunk)
@@ -168,15 +168,17 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     cp_async_wait<1>();
     named_barrier(kDvlBarrier, kP);
-    float acc[1][NT][4];  // dvl's rows [16 pw, + 16): M^T (A, transposed from M's rows) times dO
+    float acc[MT][NT][4];  // dvl's rows [16 MT pw, + 16 MT): M^T (A, transposed from M's rows) times dO
     zero_acc(acc);
-    warp_mma<1, NT, kC, true, true>(acc, m_tile(j), kLdC, 16 * pw, sdO, kLdV, 0, lane);
+    warp_mma<MT, NT, kC, true, true>(acc, m_tile(j), kLdC, 16 * MT * pw, sdO, kLdV, 0, lane);
 #pragma unroll
-    for (int ni = 0; ni < NT; ++ni)
+    for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
-      for (int e = 0; e < 4; e += 2)
-        st_bf16x2(sdvl + (16 * pw + acc_row(0, e, lane)) * kLdV + acc_col(ni, e, lane), acc[0][ni][e],
-                  acc[0][ni][e + 1], true);
+      for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2)
+          st_bf16x2(sdvl + (16 * MT * pw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane), acc[mi][ni][e],
+                    acc[mi][ni][e + 1], true);
     named_barrier(kDvlBarrier, kP);  // every producer warp is done with dO: scaled in place
     for (int v = pt; v < kC * BV / 8; v += kP) {
       const int i = v / (BV / 8), y = (v % (BV / 8)) * 8;
@@ -201,7 +203,7 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
 }
 
 template <int D, int BV, int kStages, bool kFused = false>
-__global__ void __launch_bounds__((kStateWarps<D> + (kFused ? 4 : 0)) * 32) gdn_tc_state_backward_kernel(TcArgs a) {
+__global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 32) gdn_tc_state_backward_kernel(TcArgs a) {
   constexpr StateBwdLayout<D, BV, kStages, kFused> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, NT = BV / 8;
   constexpr int kWarps = L.kWarps, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
@@ -852,7 +854,7 @@ void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr StateBwdLayout<D, BV, kStages, kFused> L{};
   tc_set_smem(gdn_tc_state_backward_kernel<D, BV, kStages, kFused>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-  constexpr int kThreads = (kStateWarps<D> + (kFused ? 4 : 0)) * 32;
+  constexpr int kThreads = (kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 32;
   gdn_tc_state_backward_kernel<D, BV, kStages, kFused><<<grid, kThreads, L.bytes, s>>>(a);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
