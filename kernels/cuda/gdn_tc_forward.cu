@@ -326,7 +326,9 @@ struct OutputLayout {
 // kWarps 4, or 8 (D = 128, BO = 128): warp w takes rows [16 (w % 4), + 16) and half of the BO
 // columns (w / 4); both warps of a row block form the same rows of M (as two CTAs of 64 columns
 // did), and the chunk's Q and K tiles are loaded once.
-template <int D, int BO, int kWarps>
+// kSaveM (TcArgs::dvl_fused): M's bf16 saved for the reverse state pass as well; o may be null then
+// (M alone).
+template <int D, int BO, int kWarps, bool kSaveM>
 __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   constexpr OutputLayout<D, BO> L{};
   constexpr int kLd = L.kLd, kLdO = L.kLdO, kThreads = kWarps * 32, NT = BO / 8 / (kWarps / 4);
@@ -365,16 +367,18 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
     warp_mma<1, 8, D, false, false>(acc, sQ, kLd, m0, sK, kLd, 0, lane);
     causal_decay_fragments(mh, ml, [&](int j, int e) { return acc[0][j][e]; }, sG, m0, lane);
   }
-  if (a.dvl_fused && warp < 4) {  // M's bf16 (its high parts) for the reverse state pass, once a row block
-    uint16_t* M = a.Mb + ck.ch * kC * kC;
+  if constexpr (kSaveM) {  // M's bf16 (its high parts) for the reverse state pass, once a row block
+    if (warp < 4) {
+      uint16_t* M = a.Mb + ck.ch * kC * kC;
 #pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks)
+      for (int ks = 0; ks < kC / 16; ++ks)
 #pragma unroll
-      for (int f = 0; f < 4; ++f)  // the A fragment's registers: rows g, g + 8; columns 2t, 2t + 8
-        *reinterpret_cast<uint32_t*>(M + (m0 + (lane >> 2) + 8 * (f & 1)) * kC + 16 * ks + 8 * (f >> 1) +
-                                     2 * (lane & 3)) = mh[ks][f];
+        for (int f = 0; f < 4; ++f)  // the A fragment's registers: rows g, g + 8; columns 2t, 2t + 8
+          *reinterpret_cast<uint32_t*>(M + (m0 + (lane >> 2) + 8 * (f & 1)) * kC + 16 * ks + 8 * (f >> 1) +
+                                       2 * (lane & 3)) = mh[ks][f];
+    }
+    if (!a.o) return;  // M alone (the backward's recomputation)
   }
-  if (!a.o) return;  // M alone (the backward's recomputation)
   float O[1][NT][4];
   zero_acc(O);
   warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS, kLdO, n0, lane);
@@ -535,8 +539,11 @@ void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
   // D = 128: one CTA of 8 warps per chunk (v4; was two CTAs of 64 columns, 4 warps each).
   constexpr int BO = D, kWarps = D == 128 ? 8 : 4;
   constexpr OutputLayout<D, BO> L{};
-  tc_set_smem(gdn_tc_output_kernel<D, BO, kWarps>, L.bytes, op);
-  tc_launch_chunks(gdn_tc_output_kernel<D, BO, kWarps>, a, kWarps * 32, L.bytes, s, op);
+  auto* kernel = gdn_tc_output_kernel<D, BO, kWarps, false>;
+  if constexpr (D == 128)
+    if (a.dvl_fused) kernel = gdn_tc_output_kernel<D, BO, kWarps, true>;  // (tc_inputs: head dim 128 only)
+  tc_set_smem(kernel, L.bytes, op);
+  tc_launch_chunks(kernel, a, kWarps * 32, L.bytes, s, op);
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   take(a.S, nch * D * D * 2, base, off);
   take(a.Vn, rows * D * 2, base, off);
   take(a.Tb, rows * kC * 2, base, off);
-  take(a.Mb, rows * kC * 2, base, off);
+  if (d.dk == 128) take(a.Mb, rows * kC * 2, base, off);  // for dvl_fused (head dim 128 only)
   take(a.ready, nch * 4, base, off);
   return off;
 }
