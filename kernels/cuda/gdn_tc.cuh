@@ -258,7 +258,7 @@ template <int ROWS, int COLS, int NTHREADS = kTcThreads>
 __device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* g, int64_t ldg, int valid, bool vec,
                                           int tid = -1) {
   constexpr int kPerRow = COLS / 8;
-  const int t = tid >= 0 ? tid : static_cast<int>(threadIdx.x);
+  const unsigned t = tid >= 0 ? static_cast<unsigned>(tid) : threadIdx.x;  // unsigned: divisions by shifts
   if constexpr (kTileStriped<ROWS, COLS, 8, NTHREADS>) {
     if (vec) {
       constexpr int kStep = NTHREADS / kPerRow;
@@ -330,7 +330,7 @@ struct MnMajorAt {
 template <int ROWS, int COLS, int NTHREADS = kTcThreads>
 __device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g, int64_t ldg, int tid = -1) {
   constexpr int kPerRow = COLS / 4;
-  const int t = tid >= 0 ? tid : static_cast<int>(threadIdx.x);
+  const unsigned t = tid >= 0 ? static_cast<unsigned>(tid) : threadIdx.x;  // unsigned: divisions by shifts
   if constexpr (kTileStriped<ROWS, COLS, 4, NTHREADS>) {
     constexpr int kStep = NTHREADS / kPerRow;
     const int r0 = t / kPerRow, c = (t % kPerRow) * 4;
@@ -474,7 +474,6 @@ struct TcArgs {
   int wgmma = 0;         // GdnCudaDims::wgmma
   int colwarp = 0;       // GdnCudaDims::colwarp (bits: 1 forward, 2 reverse)
   int colwarp_cols = 0;  // columns per CTA of the column-warp passes
-  bool dvl_fused = false;  // GdnCudaDims::dvl_fused as tc_inputs decided it
   int sms = 132;         // the device's SMs (tc_state_config, read at head dim 128)
   // A kernel chasing the state pass before it (GdnCudaDims::overlap: the forward's output kernel,
   // the backward's grad_qk): ready[ch] counts the state pass's CTAs (ready_count per head) that have
@@ -505,8 +504,6 @@ struct TcArgs {
   uint16_t* W = nullptr;         // [ch][64][D]    T diag(beta) (K o e^G), bf16
   uint16_t* U = nullptr;         // [ch][64][D]    T diag(beta) V, bf16
   uint16_t* Tb = nullptr;        // [ch][64][64]   T = (I + A)^-1, bf16 (prep writes it, grad_wy reads it)
-  uint16_t* Mb = nullptr;        // [ch][64][64]   M = lower(Q K^T o Gam), bf16 (with dvl_fused: the output
-                                 //                kernel writes it, the reverse state pass reads it)
   uint16_t* S = nullptr;         // [ch][D][D]     state entering the chunk, bf16
   uint16_t* Vn = nullptr;        // [ch][64][D]    V' = U - W S, bf16
   uint16_t* dvl = nullptr;       // [ch][64][D]    M^T dO (bf16)
@@ -517,6 +514,10 @@ struct TcArgs {
   uint16_t* dk_part = nullptr;   // [ch][64][D]    (V' dS^T) o D + (dM o Gam)^T Q (bf16)
   float* dG_part = nullptr;      // [ch][64]
   float *dq_vh = nullptr, *dk_vh = nullptr;  // [B*T][Hv][D] fp32, only when Hv > Hk
+  // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused, as tc_inputs decided it): M =
+  // lower(Q K^T o Gam) in bf16, [ch][64][64], written by the output kernel, read by that pass
+  bool dvl_fused = false;
+  uint16_t* Mb = nullptr;
 };
 
 // Which chunk a CTA of grid (NC, Hv, B) works on.
