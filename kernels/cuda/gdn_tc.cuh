@@ -461,6 +461,18 @@ __device__ __forceinline__ void st_bf16x2(uint16_t* p, float a, float b, bool ve
   }
 }
 
+// A warp's accumulators (rows m0 + 16 mi + ..., columns 8 ni + ...) into a bf16 tile in shared memory.
+template <int MT, int NT>
+__device__ __forceinline__ void store_acc_bf16(uint16_t* s, int ld, int m0, const float (&acc)[MT][NT][4], int lane) {
+#pragma unroll
+  for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2)
+        st_bf16x2(s + (m0 + acc_row(mi, e, lane)) * ld + acc_col(ni, e, lane), acc[mi][ni][e], acc[mi][ni][e + 1], true);
+}
+
 // ---- parameters and workspace ----
 
 // Everything the tensor-core kernels read and write. The workspace is chunk-blocked: chunk index

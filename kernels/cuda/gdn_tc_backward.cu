@@ -1,7 +1,9 @@
 // The chunked gated delta rule on tensor cores, backward (GDN_MATH.md "Backward, one chunk"; the
 // plain fp32 version is kernels/cuda/gdn_chunk.cu). After the forward's prep and state pass have
 // been rerun (W, U, G, the entering states S and V' in the workspace):
-//   dv_local   (chunk, h, b):  dvl = M^T dO, M = lower(Q K^T o Gam), and dOg = dO o e^G (bf16 both)
+//   dv_local   (chunk, h, b):  dvl = M^T dO, M = lower(Q K^T o Gam), and dOg = dO o e^G (bf16 both);
+//              with dvl_fused (long sequences), four more warps of the reverse pass make them instead,
+//              from the M that the forward's output kernel saved (dvl_producer)
 //   state      (column tile, h, b), last chunk first, dS' (gradient of the state leaving the chunk)
 //              in fp32 registers:  dV' = dvl + D o (K dS')
 //                                  dS  = e^{G_n} dS' + (Q o e^G)^T dO - W^T dV'
@@ -136,8 +138,8 @@ struct StateBwdLayout {
 inline constexpr int kStateWarpsBarrier = 5, kDvlBarrier = 6, kDvlWarps = 4;
 
 // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; bench/NOTES.md v16), by warps
-// kWarps .. kWarps + kDvlWarps - 1: per chunk they copy G, dO's columns [y0, y0 + BV) and M (the forward's, a.Mb),
-// then leave dvl = M^T dO and dOg = dO o e^G in the chunk's stage, each rounded to bf16 as dv_local
+// kWarps .. kWarps + kDvlWarps - 1: per chunk they copy G, dO's columns [y0, y0 + BV) and M (the
+// forward's, a.Mb), then leave dvl = M^T dO and dOg = dO o e^G in the chunk's stage, each rounded to bf16 as dv_local
 // rounds them. Visit j (chunk NC - 1 - j) is made while the state warps work on visit j - 1, from
 // copies issued during visit j - 2 into the stage that visit's first barrier freed (3 stages).
 // The producer meets the state warps only at that barrier, once a visit.
@@ -171,14 +173,7 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
     float acc[MT][NT][4];  // dvl's rows [16 MT pw, + 16 MT): M^T (A, transposed from M's rows) times dO
     zero_acc(acc);
     warp_mma<MT, NT, kC, true, true>(acc, m_tile(j), kLdC, 16 * MT * pw, sdO, kLdV, 0, lane);
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; e += 2)
-          st_bf16x2(sdvl + (16 * MT * pw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane), acc[mi][ni][e],
-                    acc[mi][ni][e + 1], true);
+    store_acc_bf16(sdvl, kLdV, 16 * MT * pw, acc, lane);
     named_barrier(kDvlBarrier, kP);  // every producer warp is done with dO: scaled in place
     for (int v = pt; v < kC * BV / 8; v += kP) {
       const int i = v / (BV / 8), y = (v % (BV / 8)) * 8;
@@ -203,7 +198,8 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
 }
 
 template <int D, int BV, int kStages, bool kFused = false>
-__global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 32) gdn_tc_state_backward_kernel(TcArgs a) {
+__global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 32)
+    gdn_tc_state_backward_kernel(TcArgs a) {
   constexpr StateBwdLayout<D, BV, kStages, kFused> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, NT = BV / 8;
   constexpr int kWarps = L.kWarps, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
@@ -263,14 +259,7 @@ __global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 
     const uint16_t* sdvl = reinterpret_cast<const uint16_t*>(st + L.dvl);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; e += 2)
-          st_bf16x2(sdS + (xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane), dS[mi][ni][e],
-                    dS[mi][ni][e + 1], true);
+    store_acc_bf16(sdS, kLdV, xw, dS, lane);
     cp_async_wait<kStages - 2>();
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
     // the chunks visited kSignalEvery before, c + 1 .. c + kSignalEvery: their dS' and dV' were
@@ -896,7 +885,8 @@ void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   // third would not fit in shared memory).
   const bool s3 = a.state_stages == 3;
   if (a.dvl_fused)  // head dim 128, 16 or 32 columns, 3 stages (tc_inputs checked)
-    return a.state_cols == 16 ? state_backward_d<128, 16, 3, true>(a, s, op) : state_backward_d<128, 32, 3, true>(a, s, op);
+    return a.state_cols == 16 ? state_backward_d<128, 16, 3, true>(a, s, op)
+                              : state_backward_d<128, 32, 3, true>(a, s, op);
   if (D == 64) a.state_cols == 64 ? state_backward_d<64, 64>(a, s, op) : state_backward_d<64, 32>(a, s, op);
   else if (a.state_cols == 16) s3 ? state_backward_d<128, 16, 3>(a, s, op) : state_backward_d<128, 16>(a, s, op);
   else if (a.state_cols == 32) s3 ? state_backward_d<128, 32, 3>(a, s, op) : state_backward_d<128, 32>(a, s, op);

@@ -116,7 +116,8 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   const bool fusable = d.dk == 128 && !(a.colwarp & 2) && !(a.wgmma & 5) && a.state_cols <= 32 && a.state_stages == 3;
   DT_CHECK(d.dvl_fused != 1 || fusable,
            "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, 16 or 32 "
-           "columns and 3 stages; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set dvl_fused to -1 or 0)",
+           "columns and 3 stages; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set dvl_fused to -1 "
+           "or 0)",
            d.dk, a.wgmma, a.colwarp, a.state_cols, a.state_stages);
   a.dvl_fused = d.dvl_fused == 1 || (d.dvl_fused == -1 && fusable && tc_chase_beside(a, 128, a.state_cols));
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
