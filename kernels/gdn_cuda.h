@@ -74,7 +74,8 @@ struct GdnCudaForwardParams {
   int64_t ld_o = 0;
   float* S_out = nullptr;       // null: final state not wanted
   // Optional, gdn_chunk_saved_bytes(dims) bytes of device memory (256-byte aligned) where the
-  // forward leaves what its backward needs (the WY factors and the state entering each chunk),
+  // forward leaves what its backward needs (the WY factors and the state entering each chunk; at
+  // head dim 128 also M = lower(Q K^T o Gam) for dvl_fused),
   // so that gdn_chunk_backward_cuda can skip recomputing them. null: a temporary workspace.
   void* saved = nullptr;
   // Optional, all four or none: the l2norms of q and k taken here too. q and k are then their
