@@ -54,12 +54,15 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   return off;
 }
 
-// The backward's own workspace (after the saved part, or alone when the forward's is given).
+// The backward's own workspace (after the saved part, or alone when the forward's is given); without
+// dvl and dOg where the reverse pass makes them (a.dvl_fused, as tc_inputs decided it).
 int64_t tc_backward_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   const int64_t D = d.dk, nch = d.B * d.Hv * ((d.T + kC - 1) / kC), rows = nch * kC;
   int64_t off = 0;
-  take(a.dvl, rows * D * 2, base, off);
-  take(a.dOg, rows * D * 2, base, off);
+  if (!a.dvl_fused) {  // else the reverse state pass makes them in shared memory
+    take(a.dvl, rows * D * 2, base, off);
+    take(a.dOg, rows * D * 2, base, off);
+  }
   take(a.dS, nch * D * D * 2, base, off);
   take(a.dVn, rows * D * 2, base, off);
   take(a.dW, rows * D * 2, base, off);
@@ -251,7 +254,7 @@ int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d) {
 
 int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved) {
   if (!use_tensor_cores(d, "gdn_chunk_backward_workspace_bytes")) return chunk_workspace_bytes_simt(d, true);
-  TcArgs a;
+  TcArgs a = tc_inputs(d, nullptr, nullptr, nullptr, 0, 0, 0, nullptr, nullptr, nullptr);  // the kernels' choices
   return (with_saved ? 0 : tc_saved_layout(a, d, nullptr)) + tc_backward_layout(a, d, nullptr);
 }
 
