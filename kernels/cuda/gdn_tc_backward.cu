@@ -521,8 +521,10 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     }
     red[threadIdx.x] = acc;
   }
+  // dk_part and dW stay in registers until the tiles are free, then leave through shared memory in
+  // whole rows (bench/NOTES.md v17)
+  float R[1][NT2][4], Wd[1][NT2][4];
   {  // dk_part = (V' dS'^T) o D + dMG^T Q
-    float R[1][NT2][4];
     zero_acc(R);
     warp_mma<1, NT2, D, false, false>(R, sVn, kLd, m0, sdS, kLd, n2, lane);
     row_dot(R, sK, kLd, m0, srk + part * kC, lane, n2);
@@ -531,27 +533,18 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
 #pragma unroll
       for (int e = 0; e < 4; ++e) R[0][ni][e] *= __expf(gl - sG[m0 + acc_row(0, e, lane)]);
     warp_mma<1, NT2, kC, true, true>(R, sdMG, kLdC, m0, sQ, kLd, n2, lane);
-#pragma unroll
-    for (int ni = 0; ni < NT2; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
-        st_bf16x2(a.dk_part + base + i * D + x, R[0][ni][e], R[0][ni][e + 1], true);
-      }
   }
   {  // dW = -dV' S^T
-    float Wd[1][NT2][4];
     zero_acc(Wd);
     warp_mma<1, NT2, D, false, false>(Wd, sdVn, kLd, m0, sS, kLd, n2, lane);
 #pragma unroll
     for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), x = n2 + acc_col(ni, e, lane);
-        st_bf16x2(a.dW + base + i * D + x, -Wd[0][ni][e], -Wd[0][ni][e + 1], true);
-      }
+      for (int e = 0; e < 4; ++e) Wd[0][ni][e] = -Wd[0][ni][e];
   }
-  __syncthreads();
+  __syncthreads();  // every product done: Q's and K's tiles take dk_part and dW
+  store_acc_bf16(sQ + n2, kLd, m0, R, lane);
+  store_acc_bf16(sK + n2, kLd, m0, Wd, lane);
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
     auto parts = [&](const float* v, int r) { return kParts == 1 ? v[r] : v[r] + v[kC + r]; };
@@ -569,6 +562,9 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     }
     a.dG_part[ck.ch * kC + i] = dG;
   }
+  __syncthreads();
+  store_tile_cta<kC, D, kThreads>(a.dk_part + base, D, sQ, kLd);
+  store_tile_cta<kC, D, kThreads>(a.dW + base, D, sK, kLd);
   // When chasing, the first chunks' CTAs end only after the state pass has (dS0): so does this kernel
   if (kChase && ck.c == 0) grid_dependency_wait();
 }
