@@ -496,6 +496,7 @@ struct TcArgs {
   int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
   bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned
   bool vec_out = false;  // o, dq, dk, dv rows 4-byte aligned
+  bool vec16_dq = false; // dq rows 16-byte aligned (grad_qk stores them whole)
   const float *g = nullptr, *beta = nullptr, *S0 = nullptr, *dS_out = nullptr;
   uint16_t* o = nullptr;
   int64_t ld_o = 0;

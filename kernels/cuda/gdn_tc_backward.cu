@@ -492,8 +492,10 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     cp_async_commit();
   }
   const float gl = sG[kC - 1];
+  // dq leaves through shared memory with dk_part and dW where its rows are whole bf16 ones
+  const bool stage_dq = a.Hv == a.Hk && a.vec16_dq;
+  float P[1][NT2][4];
   {  // dq = (dO S^T) o e^G + dMG K
-    float P[1][NT2][4];
     zero_acc(P);
     warp_mma<1, NT2, D, false, false>(P, sdO, kLd, m0, sS, kLd, n2, lane);
     row_dot(P, sQ, kLd, m0, spq + part * kC, lane, n2);
@@ -504,7 +506,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     warp_mma<1, NT2, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, n2, lane);
     if (a.q_rnorm)
       l2norm_grad_rows<kParts>(P, sQ, kLd, m0, n2, q_r, a.q_scale, reinterpret_cast<float*>(sm + L.nd), warp, lane);
-    store_qk_grad<D>(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane, n2);
+    if (!stage_dq) store_qk_grad<D>(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane, n2);
   }
   cp_async_wait<0>();
   __syncthreads();  // dS', dV' have landed
@@ -545,6 +547,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
   __syncthreads();  // every product done: Q's and K's tiles take dk_part and dW
   store_acc_bf16(sQ + n2, kLd, m0, R, lane);
   store_acc_bf16(sK + n2, kLd, m0, Wd, lane);
+  if (stage_dq) store_acc_bf16(sdO + n2, kLd, m0, P, lane);
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
     auto parts = [&](const float* v, int r) { return kParts == 1 ? v[r] : v[r] + v[kC + r]; };
@@ -565,6 +568,13 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
   __syncthreads();
   store_tile_cta<kC, D, kThreads>(a.dk_part + base, D, sQ, kLd);
   store_tile_cta<kC, D, kThreads>(a.dW + base, D, sK, kLd);
+  if (stage_dq)
+    for (int v = threadIdx.x; v < kC * D / 8; v += kThreads) {
+      const int r = v / (D / 8), c = (v % (D / 8)) * 8;
+      if (r < ck.n)
+        *reinterpret_cast<uint4*>(a.dq + (ck.r0 + r) * a.ld_dq + ck.kh * D + c) =
+            *reinterpret_cast<const uint4*>(sdO + r * kLd + c);
+    }
   // When chasing, the first chunks' CTAs end only after the state pass has (dS0): so does this kernel
   if (kChase && ck.c == 0) grid_dependency_wait();
 }
