@@ -357,9 +357,13 @@ __device__ __forceinline__ void store_tile(uint16_t* g, int64_t ldg, const uint1
   }
 }
 
-// The whole CTA (NTHREADS threads) storing ROWS x COLS bf16, striped as load_tile.
+// The whole CTA (NTHREADS threads) storing ROWS x COLS bf16, striped as load_tile; rows >= valid
+// are not stored. Kernels stage their bf16 outputs this way: written from the accumulators as
+// 4-byte pieces, each 32-byte sector took two stores, and the L2 as many requests (bench/NOTES.md
+// v17: grad_qk 13% faster).
 template <int ROWS, int COLS, int NTHREADS = kTcThreads>
-__device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const uint16_t* s, int lds) {
+__device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const uint16_t* s, int lds,
+                                               int valid = ROWS) {
   constexpr int kPerRow = COLS / 8;
   if constexpr (kTileStriped<ROWS, COLS, 8, NTHREADS>) {
     constexpr int kStep = NTHREADS / kPerRow;
@@ -367,9 +371,14 @@ __device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const u
     uint16_t* dst = g + r0 * ldg + c;
 #pragma unroll
     for (int i = 0; i < ROWS / kStep; ++i)
-      *reinterpret_cast<uint4*>(dst + i * kStep * ldg) = *reinterpret_cast<const uint4*>(s + (r0 + i * kStep) * lds + c);
+      if (r0 + i * kStep < valid)
+        *reinterpret_cast<uint4*>(dst + i * kStep * ldg) =
+            *reinterpret_cast<const uint4*>(s + (r0 + i * kStep) * lds + c);
   } else {
-    store_tile<ROWS, COLS>(g, ldg, s, lds, threadIdx.x, NTHREADS);
+    for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
+      const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
+      if (r < valid) *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+    }
   }
 }
 
@@ -496,7 +505,8 @@ struct TcArgs {
   int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
   bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned
   bool vec_out = false;  // o, dq, dk, dv rows 4-byte aligned
-  bool vec16_dq = false; // dq rows 16-byte aligned (grad_qk stores them whole)
+  // o, dq, dk, dv rows 16-byte aligned: the kernels stage them in shared memory and store whole rows
+  bool vec16_o = false, vec16_dq = false, vec16_dk = false, vec16_dv = false;
   const float *g = nullptr, *beta = nullptr, *S0 = nullptr, *dS_out = nullptr;
   uint16_t* o = nullptr;
   int64_t ld_o = 0;

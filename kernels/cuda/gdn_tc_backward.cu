@@ -492,7 +492,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     cp_async_commit();
   }
   const float gl = sG[kC - 1];
-  // dq leaves through shared memory with dk_part and dW where its rows are whole bf16 ones
+  // dq leaves through shared memory with dk_part and dW where it is bf16 (16-byte aligned rows)
   const bool stage_dq = a.Hv == a.Hk && a.vec16_dq;
   float P[1][NT2][4];
   {  // dq = (dO S^T) o e^G + dMG K
@@ -568,13 +568,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
   __syncthreads();
   store_tile_cta<kC, D, kThreads>(a.dk_part + base, D, sQ, kLd);
   store_tile_cta<kC, D, kThreads>(a.dW + base, D, sK, kLd);
-  if (stage_dq)
-    for (int v = threadIdx.x; v < kC * D / 8; v += kThreads) {
-      const int r = v / (D / 8), c = (v % (D / 8)) * 8;
-      if (r < ck.n)
-        *reinterpret_cast<uint4*>(a.dq + (ck.r0 + r) * a.ld_dq + ck.kh * D + c) =
-            *reinterpret_cast<const uint4*>(sdO + r * kLd + c);
-    }
+  if (stage_dq) store_tile_cta<kC, D, kThreads>(a.dq + ck.r0 * a.ld_dq + ck.kh * D, a.ld_dq, sdO, kLd, ck.n);
   // When chasing, the first chunks' CTAs end only after the state pass has (dS0): so does this kernel
   if (kChase && ck.c == 0) grid_dependency_wait();
 }
@@ -621,6 +615,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   constexpr GradWyLayout<D> L{};
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
   constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products
+  const bool stage_dk = a.Hv == a.Hk && a.vec16_dk;      // dk (bf16) in whole rows, as dv where vec16_dv
   unsigned char* sm = dynamic_smem();
   uint16_t *sK = reinterpret_cast<uint16_t*>(sm + L.K), *sV = reinterpret_cast<uint16_t*>(sm + L.V);
   uint16_t *sdW = reinterpret_cast<uint16_t*>(sm + L.dW), *sdU = reinterpret_cast<uint16_t*>(sm + L.dU);
@@ -779,24 +774,31 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
       }
     if (a.k_rnorm)
       l2norm_grad_rows<kParts>(acc, sK, kLd, m0, n2, k_r, a.k_scale, reinterpret_cast<float*>(sm + L.nd), warp, lane);
-    store_qk_grad<D>(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane, n2);
+    // dk in whole rows where it is bf16 (store_tile_cta below): into dk_part's tile, each thread over
+    // the elements it read
+    if (stage_dk) store_acc_bf16(sdkp + n2, kLd, m0, acc, lane);
+    else store_qk_grad<D>(a, ck, acc, m0, a.dk, a.ld_dk, a.dk_vh, lane, n2);
   }
+  float dv[1][NT2][4];
   {  // dv = diag(beta) T^T dU
-    float acc[1][NT2][4];
-    zero_acc(acc);
-    warp_mma<1, NT2, kC, true, true>(acc, sTb, kLdC, m0, sdU, kLd, n2, lane);
-    row_dot(acc, sV, kLd, m0, ssv + part * kC, lane, n2);
+    zero_acc(dv);
+    warp_mma<1, NT2, kC, true, true>(dv, sTb, kLdC, m0, sdU, kLd, n2, lane);
+    row_dot(dv, sV, kLd, m0, ssv + part * kC, lane, n2);
 #pragma unroll
     for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), y = n2 + acc_col(ni, e, lane);
-        if (i < ck.n)
-          st_bf16x2(a.dv + (ck.r0 + i) * a.ld_dv + ck.h * D + y, sB[i] * acc[0][ni][e], sB[i] * acc[0][ni][e + 1],
-                    a.vec_out);
-      }
+      for (int e = 0; e < 4; ++e) dv[0][ni][e] *= sB[m0 + acc_row(0, e, lane)];
+    if (!a.vec16_dv)
+#pragma unroll
+      for (int ni = 0; ni < NT2; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int i = m0 + acc_row(0, e, lane), y = n2 + acc_col(ni, e, lane);
+          if (i < ck.n) st_bf16x2(a.dv + (ck.r0 + i) * a.ld_dv + ck.h * D + y, dv[0][ni][e], dv[0][ni][e + 1], a.vec_out);
+        }
   }
   __syncthreads();
+  if (a.vec16_dv) store_acc_bf16(sdU + n2, kLd, m0, dv, lane);  // dv in whole rows too (below), through dU's tile
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
     auto parts = [&](const float* v) { return kParts == 1 ? v[i] : v[i] + v[kC + i]; };
@@ -821,6 +823,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
     if (i0 < ck.n) a.dg[(ck.r0 + i0) * a.Hv + ck.h] = d0;
     if (i1 < ck.n) a.dg[(ck.r0 + i1) * a.Hv + ck.h] = d1;
   }
+  if (stage_dk) store_tile_cta<kC, D, kThreads>(a.dk + ck.r0 * a.ld_dk + ck.kh * D, a.ld_dk, sdkp, kLd, ck.n);
+  if (a.vec16_dv) store_tile_cta<kC, D, kThreads>(a.dv + ck.r0 * a.ld_dv + ck.h * D, a.ld_dv, sdU, kLd, ck.n);
 }
 
 // dst[r, kh] = sum over the value heads h of key head kh of src[r, h] (fixed order), to bf16.

@@ -144,30 +144,24 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   }
   // W = Tk K with Tk = T diag(beta e^G), then U = Tv V with Tv = T diag(beta), both saved in bf16.
   // K, V are exact bf16 inputs; the T factors go in high and low parts.
+  // Each leaves through the tile it was made from, in whole rows (store_tile_cta).
   {
     float acc[1][D / 8][4];
     zero_acc(acc);
     prep_t_times<D / 8>(acc, sAT, sBE, sK, kLd, m0, lane);
-#pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
-        st_bf16x2(a.W + base + i * D + x, acc[0][ni][e], acc[0][ni][e + 1], true);
-      }
+    __syncthreads();  // every warp is done with K
+    store_acc_bf16(sK, kLd, m0, acc, lane);
   }
   {
     float acc[1][D / 8][4];
     zero_acc(acc);
     prep_t_times<D / 8>(acc, sAT, sB, sV, kLd, m0, lane);
-#pragma unroll
-    for (int ni = 0; ni < D / 8; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int i = m0 + acc_row(0, e, lane), x = acc_col(ni, e, lane);
-        st_bf16x2(a.U + base + i * D + x, acc[0][ni][e], acc[0][ni][e + 1], true);
-      }
+    __syncthreads();  // every warp is done with V; W is complete
+    store_acc_bf16(sV, kLd, m0, acc, lane);
   }
+  store_tile_cta<kC, D>(a.W + base, D, sK, kLd);
+  __syncthreads();
+  store_tile_cta<kC, D>(a.U + base, D, sV, kLd);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -400,14 +394,21 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
         mma_bf16_16816(O[0][nj + u], ml[ks], b[u]);
       }
     }
+  if (a.vec16_o) {  // o in whole rows through Q's tile
+    __syncthreads();
+    store_acc_bf16(sQ + n0, kLd, m0, O, lane);
+    __syncthreads();
+    store_tile_cta<kC, D, kThreads>(a.o + ck.r0 * a.ld_o + ck.h * D, a.ld_o, sQ, kLd, ck.n);
+  } else {
 #pragma unroll
-  for (int ni = 0; ni < NT; ++ni)
+    for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
-    for (int e = 0; e < 4; e += 2) {
-      const int i = m0 + acc_row(0, e, lane), y = n0 + acc_col(ni, e, lane);
-      if (i < ck.n)
-        st_bf16x2(a.o + (ck.r0 + i) * a.ld_o + ck.h * D + y0 + y, O[0][ni][e], O[0][ni][e + 1], a.vec_out);
-    }
+      for (int e = 0; e < 4; e += 2) {
+        const int i = m0 + acc_row(0, e, lane), y = n0 + acc_col(ni, e, lane);
+        if (i < ck.n)
+          st_bf16x2(a.o + (ck.r0 + i) * a.ld_o + ck.h * D + y0 + y, O[0][ni][e], O[0][ni][e + 1], a.vec_out);
+      }
+  }
   // When chasing, the last chunks' CTAs end only after the state pass has (S_out): so does this kernel
   if (a.ready && ck.c == a.NC - 1) grid_dependency_wait();
 }

@@ -286,6 +286,7 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   }
   a.o = p.o, a.ld_o = p.ld_o, a.S_out = p.S_out;
   a.vec_out = aligned(p.o, p.ld_o, 4);
+  a.vec16_o = aligned(p.o, p.ld_o, 16);
   char* temp = nullptr;
   if (p.saved) {
     check_saved(p.saved, op);
@@ -333,7 +334,8 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   a.vec_in = a.vec_in && aligned(p.d_o, p.ld_do, 16);
   a.dq = p.dq, a.dk = p.dk, a.dv = p.dv, a.ld_dq = p.ld_dq, a.ld_dk = p.ld_dk, a.ld_dv = p.ld_dv;
   a.vec_out = aligned(p.dq, p.ld_dq, 4) && aligned(p.dk, p.ld_dk, 4) && aligned(p.dv, p.ld_dv, 4);
-  a.vec16_dq = aligned(p.dq, p.ld_dq, 16);
+  a.vec16_dq = aligned(p.dq, p.ld_dq, 16), a.vec16_dk = aligned(p.dk, p.ld_dk, 16);
+  a.vec16_dv = aligned(p.dv, p.ld_dv, 16);
   a.dg = p.dg, a.dbeta = p.dbeta, a.dS0 = p.dS0;
   const bool norm_in_kernel = p.q_rnorm && d.Hv == d.Hk;  // else dq, dk are sums over value heads first
   if (norm_in_kernel) a.q_rnorm = p.q_rnorm, a.k_rnorm = p.k_rnorm, a.q_scale = p.q_scale, a.k_scale = p.k_scale;
