@@ -28,7 +28,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; int colwarp = -1, cw_cols = 0; int dvl = -1; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; int colwarp = -1, cw_cols = 0; int dvl = -1; bool misaligned = false; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -138,6 +138,21 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
                       std::memcmp(dS02.data(), dS0o.data(), dS02.size() * 4) == 0;
     if (!same) ++failures;
     std::printf("  saved    forward -> backward equals the recomputing path bitwise: %s\n", same ? "yes" : "NO  <-- FAIL");
+  }
+  if (c.misaligned) {  // o, dq, dk, dv 4 bytes past a 16-byte boundary: the 4-byte stores, not the whole rows, same bits
+    std::vector<uint16_t> o3(ob.size() + 8, 0xFFFF), dq3(dqb.size() + 8, 0xFFFF), dk3(dkb.size() + 8, 0xFFFF), dv3(dvb.size() + 8, 0xFFFF);
+    std::vector<float> dg3(dgo.size(), nanf), db3(dbo.size(), nanf), dS03(dS0o.size(), nanf);
+    GdnCudaForwardParams f3 = fp;
+    f3.o = o3.data() + 2, f3.S_out = nullptr;
+    gdn_chunk_forward_cuda(f3, nullptr);
+    GdnCudaBackwardParams b3 = bp;
+    b3.dq = dq3.data() + 2, b3.dk = dk3.data() + 2, b3.dv = dv3.data() + 2, b3.dg = dg3.data(), b3.dbeta = db3.data(), b3.dS0 = dS03.data();
+    gdn_chunk_backward_cuda(b3, nullptr);
+    auto eq = [](const std::vector<uint16_t>& x, const std::vector<uint16_t>& want) { return std::equal(want.begin(), want.end(), x.begin() + 2); };
+    const bool same = eq(o3, ob) && eq(dq3, dqb) && eq(dk3, dkb) && eq(dv3, dvb) && std::memcmp(dg3.data(), dgo.data(), dg3.size() * 4) == 0 &&
+                      std::memcmp(db3.data(), dbo.data(), db3.size() * 4) == 0;
+    if (!same) ++failures;
+    std::printf("  outputs  4 bytes off 16: the same bits as whole-row stores: %s\n", same ? "yes" : "NO  <-- FAIL");
   }
   if (c.dvl == 1) {  // dv_local's work in the reverse state pass gives dv_local's bits
     std::vector<uint16_t> dq2(dqb.size(), 0xFFFF), dk2(dkb.size(), 0xFFFF), dv2(dvb.size(), 0xFFFF);
@@ -516,10 +531,11 @@ int main(int argc, char** argv) {
   auto add = [&](int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t D) { Case c; c.B = B, c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.seed = 100 + T + D; cases.push_back(c); };
   if (which == "quick") { add(1, 65, 1, 1, 64); }
   else if (which == "ci") {  // ctest (emu.gdn_chunk): one partial chunk each of D 64 and 128, T = 1, GQA, strided rows;
-                              // the l2norms' backward in the chunk's at D 64, 128 and with GQA (after, from y and r)
-    add(1, 65, 1, 1, 64); cases.back().l2 = true;
+                              // the l2norms' backward in the chunk's at D 64, 128 and with GQA (after, from y and r);
+                              // outputs off 16-byte boundaries (their stores without the whole rows) at D 64 and 128
+    add(1, 65, 1, 1, 64); cases.back().l2 = true, cases.back().misaligned = true;
     add(1, 1, 1, 2, 64);
-    add(1, 65, 2, 2, 128); cases.back().l2 = true;
+    add(1, 65, 2, 2, 128); cases.back().l2 = true, cases.back().misaligned = true;
     Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11, s.l2 = true; cases.push_back(s);
     l2norm_rejects();
   }
