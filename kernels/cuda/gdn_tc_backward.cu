@@ -97,13 +97,11 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
   float acc[1][NT2][4];
   zero_acc(acc);
   warp_mma<1, NT2, kC, false, true>(acc, sMt, kLdC, m0, sdO, kLd, n2, lane);
-#pragma unroll
-  for (int ni = 0; ni < NT2; ++ni)
-#pragma unroll
-    for (int e = 0; e < 4; e += 2) {
-      const int j = m0 + acc_row(0, e, lane), y = n2 + acc_col(ni, e, lane);
-      st_bf16x2(a.dvl + (ck.ch * kC + j) * D + y, acc[0][ni][e], acc[0][ni][e + 1], true);
-    }
+  // dvl leaves in whole rows through K's rows of this row block (only its own warps read them, in
+  // the first product, before the barrier above)
+  store_acc_bf16(sK + n2, kLd, m0, acc, lane);
+  __syncthreads();
+  store_tile_cta<kC, D, kThreads>(a.dvl + ck.ch * kC * D, D, sK, kLd);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -256,14 +254,15 @@ __global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
     const uint16_t* sQ = reinterpret_cast<const uint16_t*>(st + L.Q);
     const uint16_t* sdOg = reinterpret_cast<const uint16_t*>(st + L.dOg);
-    const uint16_t* sdvl = reinterpret_cast<const uint16_t*>(st + L.dvl);
+    // dvl's tile then takes dV' (each thread over the elements of dvl it read), which leaves in whole rows
+    uint16_t* sdvl = reinterpret_cast<uint16_t*>(sm + s * L.stage + L.dvl);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
     store_acc_bf16(sdS, kLdV, xw, dS, lane);
     cp_async_wait<kStages - 2>();
     __syncthreads();  // chunk c's tiles and sdS complete; every warp is done with chunk c + 1
     // the chunks visited kSignalEvery before, c + 1 .. c + kSignalEvery: their dS' and dV' were
-    // written before the barrier after the last one's dV' (a chunk late: the fence finds them done)
+    // written before this barrier (the last one's dV' after chunk c + 1's second barrier)
     if (j > 0 && j % kSignalEvery == 0) chunks_ready_signal(a, ch + 1, kSignalEvery, threadIdx.x == 0);
     if (c - (kStages - 1) >= 0) prefetch(c - (kStages - 1), static_cast<int>((j + kStages - 1) % kStages));
     cp_async_commit();
@@ -289,15 +288,20 @@ __global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 
           for (int h = 0; h < 2; ++h) {
             const int e = 2 * h, i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
             const float v0 = l[ni][h].x + dec[h] * P[0][ni][e], v1 = l[ni][h].y + dec[h] * P[0][ni][e + 1];
-            st_bf16x2(a.dVn + (ch * kC + i) * D + y0 + y, v0, v1, true);
+            st_bf16x2(sdvl + i * kLdV + y, v0, v1, true);
             st_bf16x2(sdVn + i * kLdV + y, -v0, -v1, true);
           }
     }
-    if constexpr (kFused) named_barrier(kStateWarpsBarrier, kThreads);  // sdVn complete
+    if constexpr (kFused) named_barrier(kStateWarpsBarrier, kThreads);  // sdVn and dV' complete
     else __syncthreads();
     warp_mma<MT, NT, kC, true, true>(dS, sW, kLd, xw, sdVn, kLdV, 0, lane);
+    // dV' out while that product runs (the stage is next written after the next visit's first barrier)
+    store_tile_cta<kC, BV, kThreads>(a.dVn + ch * kC * D + y0, D, sdvl, kLdV);
   }
-  {  // the chunks not yet counted, 0 .. (chunk 0's dV' was written before the last barrier)
+  // chunk 0's dV' was written after the last barrier: every state thread's store before the count
+  if constexpr (kFused) named_barrier(kStateWarpsBarrier, kThreads);
+  else __syncthreads();
+  {  // the chunks not yet counted, 0 ..
     const int64_t first = (a.NC - 1) / kSignalEvery * kSignalEvery;  // visits counted so far
     chunks_ready_signal(a, bh * a.NC, a.NC - first, threadIdx.x == 0);
   }

@@ -233,7 +233,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     const unsigned char* st = sm + (c % kStages) * L.stage;
     const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
-    const uint16_t* sU = reinterpret_cast<const uint16_t*>(st + L.U);
+    // U's tile then takes V' (each thread over the elements of U it read), which leaves in whole rows
+    uint16_t* sU = reinterpret_cast<uint16_t*>(sm + (c % kStages) * L.stage + L.U);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
 #pragma unroll
@@ -247,8 +248,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
         }
     cp_async_wait<kStages - 2>();  // chunk c's group done; chunks c + 1 .. c + kStages - 2 may fly
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
-    // chunks c - kSignalEvery .. c - 1: their S and V' were written before the barrier after the
-    // last one's V' (a chunk late, so that the release fence finds them long done)
+    // chunks c - kSignalEvery .. c - 1: their S and V' were written before this barrier (the last
+    // one's V' after chunk c - 1's second barrier)
     if (c > 0 && c % kSignalEvery == 0) chunks_ready_signal(a, ch - kSignalEvery, kSignalEvery, threadIdx.x == 0);
     if (c + kStages - 1 < a.NC) prefetch(c + kStages - 1, static_cast<int>((c + kStages - 1) % kStages));
     cp_async_commit();
@@ -272,17 +273,19 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
           for (int h = 0; h < 2; ++h) {
             const int e = 2 * h, i = m0 + acc_row(0, e, lane), y = acc_col(ni, e, lane);
             const float v0 = u[ni][h].x - P[0][ni][e], v1 = u[ni][h].y - P[0][ni][e + 1];
-            const int64_t at = (ch * kC + i) * D + y0 + y;
-            st_bf16x2(a.Vn + at, v0, v1, true);
+            st_bf16x2(sU + i * kLdU + y, v0, v1, true);
             st_bf16x2(sVd + i * kLdV + y, v0 * dec[h], v1 * dec[h], true);
           }
     }
-    __syncthreads();  // sVd complete; every warp is done reading sS
-    // S' = e^{G_n} S + K^T Vd
+    __syncthreads();  // sVd and V' complete; every warp is done reading sS
+    // S' = e^{G_n} S + K^T Vd; V' out while that product runs (U's stage is next written by the
+    // copies issued after the next chunk's first barrier)
     scale_acc(S, __expf(gl));
     warp_mma<MT, NT, kC, true, true>(S, sK, kLd, xw, sVd, kLdV, 0, lane);
+    store_tile_cta<kC, BV, kThreads>(a.Vn + ch * kC * D + y0, D, sU, kLdU);
   }
-  {  // the chunks not yet counted (the last one's V' was written before the last barrier)
+  __syncthreads();  // the last chunk's V' was written after the last barrier: every thread's store before the count
+  {  // the chunks not yet counted
     const int64_t first = (a.NC - 1) / kSignalEvery * kSignalEvery;
     chunks_ready_signal(a, bh * a.NC + first, a.NC - first, threadIdx.x == 0);
   }
