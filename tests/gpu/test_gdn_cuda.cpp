@@ -54,6 +54,7 @@ struct Case {
   bool with_S0 = true, with_dS_out = true;
   enum class Gates { kNormal, kNearZero, kVeryNegative, kBetaEdges } gates = Gates::kNormal;
   bool strided = false;  // q, k, v as column slices of one [B, T, C] buffer
+  int64_t out_offset = 0;  // o, dq, dk, dv start this many elements past a 256-byte boundary
   uint64_t seed = 1;
 
   int64_t dv() const { return Dv ? Dv : D; }
@@ -63,7 +64,8 @@ struct Case {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hk=" + std::to_string(Hk) +
            " Hv=" + std::to_string(Hv) + " D=" + std::to_string(D) + (Dv ? " Dv=" + std::to_string(Dv) : "") +
            " gates=" + gate_names[static_cast<int>(gates)] +
-           (with_S0 ? " S0" : "") + (with_dS_out ? " dS_out" : "") + (strided ? " strided" : "");
+           (with_S0 ? " S0" : "") + (with_dS_out ? " dS_out" : "") + (strided ? " strided" : "") +
+           (out_offset ? " outputs+" + std::to_string(out_offset) : "");
   }
 };
 
@@ -171,9 +173,9 @@ void upload(DevBuf& d, const std::vector<T>& h) {
   device_copy(d.p, Device::kCUDA, h.data(), Device::kCPU, h.size() * sizeof(T));
 }
 template <class T>
-std::vector<T> download(const DevBuf& d, size_t n) {
+std::vector<T> download(const DevBuf& d, size_t n, size_t off = 0) {
   std::vector<T> h(n);
-  device_copy(h.data(), Device::kCPU, d.p, Device::kCUDA, n * sizeof(T));
+  device_copy(h.data(), Device::kCPU, static_cast<const T*>(d.p) + off, Device::kCUDA, n * sizeof(T));
   return h;
 }
 
@@ -284,10 +286,13 @@ GpuRun run_gpu(const Case& c, const Inputs& in, const Kernels& kn = {}, bool use
   Tensor d_o(dod.p, DType::kBF16, Device::kCUDA, vs);
   Tensor dS_out = c.with_dS_out ? Tensor(dSd.p, DType::kF32, Device::kCUDA, ss) : Tensor();
 
-  DevBuf od(nv * 2), Soutd(ns * 4), dqd(nq * 2), dkd(nq * 2), dvd(nv * 2), dgd(ng * 4), dbd(ng * 4), dS0d(ns * 4);
-  Tensor o(od.p, DType::kBF16, Device::kCUDA, vs), S_out(Soutd.p, DType::kF32, Device::kCUDA, ss);
-  Tensor dq(dqd.p, DType::kBF16, Device::kCUDA, qs), dk(dkd.p, DType::kBF16, Device::kCUDA, qs);
-  Tensor dv(dvd.p, DType::kBF16, Device::kCUDA, vs);
+  const int64_t off = c.out_offset;
+  DevBuf od((nv + off) * 2), Soutd(ns * 4), dqd((nq + off) * 2), dkd((nq + off) * 2), dvd((nv + off) * 2);
+  DevBuf dgd(ng * 4), dbd(ng * 4), dS0d(ns * 4);
+  auto at = [&](const DevBuf& d) { return static_cast<uint16_t*>(d.p) + off; };
+  Tensor o(at(od), DType::kBF16, Device::kCUDA, vs), S_out(Soutd.p, DType::kF32, Device::kCUDA, ss);
+  Tensor dq(at(dqd), DType::kBF16, Device::kCUDA, qs), dk(at(dkd), DType::kBF16, Device::kCUDA, qs);
+  Tensor dv(at(dvd), DType::kBF16, Device::kCUDA, vs);
   Tensor dg(dgd.p, DType::kF32, Device::kCUDA, gs), dbeta(dbd.p, DType::kF32, Device::kCUDA, gs);
   Tensor dS0(dS0d.p, DType::kF32, Device::kCUDA, ss);
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -311,8 +316,8 @@ GpuRun run_gpu(const Case& c, const Inputs& in, const Kernels& kn = {}, bool use
   }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
-  r.o_bits = download<uint16_t>(od, nv), r.dq_bits = download<uint16_t>(dqd, nq);
-  r.dk_bits = download<uint16_t>(dkd, nq), r.dv_bits = download<uint16_t>(dvd, nv);
+  r.o_bits = download<uint16_t>(od, nv, off), r.dq_bits = download<uint16_t>(dqd, nq, off);
+  r.dk_bits = download<uint16_t>(dkd, nq, off), r.dv_bits = download<uint16_t>(dvd, nv, off);
   r.o = from_bf16(r.o_bits), r.dq = from_bf16(r.dq_bits), r.dk = from_bf16(r.dk_bits), r.dv = from_bf16(r.dv_bits);
   r.S_out = download<float>(Soutd, ns), r.dS0 = download<float>(dS0d, ns);
   r.dg = download<float>(dgd, ng), r.dbeta = download<float>(dbd, ng);
@@ -511,6 +516,30 @@ TEST(GdnCuda, SavedForwardStateGivesTheSameBitsAsRecomputing) {
     const Inputs in = make_inputs(c);
     const GpuRun a = run_gpu(c, in), b = run_gpu(c, in, {}, /*use_saved=*/true);
     expect_same_bits(a, b);
+  }
+}
+
+// o, dq, dk and dv 4 bytes past a 16-byte boundary: the kernels store them with 4-byte stores from
+// their accumulators instead of whole rows through shared memory (TcArgs::vec16_*), and must give
+// the same bits. Head dims 64 and 128, a partial chunk, GQA (dq, dk summed over value heads after),
+// the dvl producer (32 columns, 3 stages), grad_qk chasing and not.
+TEST(GdnCuda, OutputsOffA16ByteBoundaryGiveTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  struct Run { int64_t T, B, Hk, Hv, D; Kernels kn; };
+  const Run runs[] = {{300, 2, 1, 1, 64, {.impl = GdnCudaImpl::kTensorCore}},
+                      {130, 1, 2, 2, 128, {.impl = GdnCudaImpl::kTensorCore, .overlap = 0}},
+                      {65, 1, 1, 2, 128, {.impl = GdnCudaImpl::kTensorCore}},
+                      {200, 1, 2, 2, 128, {.impl = GdnCudaImpl::kTensorCore, .state_cols = 32, .state_stages = 3,
+                                           .overlap = 1, .dvl_fused = 1}}};
+  uint64_t seed = 190;
+  for (const Run& r : runs) {
+    Case c;
+    c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = r.D, c.seed = seed++;
+    const Inputs in = make_inputs(c);
+    const GpuRun aligned = run_gpu(c, in, r.kn);
+    c.out_offset = 2;
+    SCOPED_TRACE(c.name() + r.kn.name());
+    expect_same_bits(aligned, run_gpu(c, in, r.kn));
   }
 }
 
