@@ -346,14 +346,14 @@ __device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g,
 }
 
 // ROWS x COLS bf16 from shared memory to 16-byte aligned global rows (workspace), by the n_threads
-// threads numbered tid = 0..n_threads-1 (a warp, or the CTA).
+// threads numbered tid = 0..n_threads-1 (a warp, or the CTA); rows >= valid are not stored.
 template <int ROWS, int COLS>
 __device__ __forceinline__ void store_tile(uint16_t* g, int64_t ldg, const uint16_t* s, int lds, int tid,
-                                           int n_threads) {
+                                           int n_threads, int valid = ROWS) {
   constexpr int kPerRow = COLS / 8;
   for (int idx = tid; idx < ROWS * kPerRow; idx += n_threads) {
     const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
-    *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+    if (r < valid) *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
   }
 }
 
@@ -375,10 +375,7 @@ __device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const u
         *reinterpret_cast<uint4*>(dst + i * kStep * ldg) =
             *reinterpret_cast<const uint4*>(s + (r0 + i * kStep) * lds + c);
   } else {
-    for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
-      const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
-      if (r < valid) *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
-    }
+    store_tile<ROWS, COLS>(g, ldg, s, lds, threadIdx.x, NTHREADS, valid);
   }
 }
 

@@ -249,13 +249,13 @@ __global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 
   for (int64_t c = a.NC - 1; c >= 0; --c) {
     const int64_t j = a.NC - 1 - c;
     const int s = static_cast<int>(j % kStages);
-    const unsigned char* st = sm + s * L.stage;
+    unsigned char* st = sm + s * L.stage;
     const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
     const uint16_t* sQ = reinterpret_cast<const uint16_t*>(st + L.Q);
     const uint16_t* sdOg = reinterpret_cast<const uint16_t*>(st + L.dOg);
     // dvl's tile then takes dV' (each thread over the elements of dvl it read), which leaves in whole rows
-    uint16_t* sdvl = reinterpret_cast<uint16_t*>(sm + s * L.stage + L.dvl);
+    uint16_t* sdvl = reinterpret_cast<uint16_t*>(st + L.dvl);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
     store_acc_bf16(sdS, kLdV, xw, dS, lane);

@@ -230,11 +230,11 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     cp_async_commit();
   }
   for (int64_t c = 0; c < a.NC; ++c) {
-    const unsigned char* st = sm + (c % kStages) * L.stage;
+    unsigned char* st = sm + (c % kStages) * L.stage;
     const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
     const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
     // U's tile then takes V' (each thread over the elements of U it read), which leaves in whole rows
-    uint16_t* sU = reinterpret_cast<uint16_t*>(sm + (c % kStages) * L.stage + L.U);
+    uint16_t* sU = reinterpret_cast<uint16_t*>(st + L.U);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
     const int64_t ch = bh * a.NC + c;
 #pragma unroll
