@@ -798,7 +798,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
           const int i = m0 + acc_row(0, e, lane), y = n2 + acc_col(ni, e, lane);
-          if (i < ck.n) st_bf16x2(a.dv + (ck.r0 + i) * a.ld_dv + ck.h * D + y, dv[0][ni][e], dv[0][ni][e + 1], a.vec_out);
+          if (i < ck.n)
+            st_bf16x2(a.dv + (ck.r0 + i) * a.ld_dv + ck.h * D + y, dv[0][ni][e], dv[0][ni][e + 1], a.vec_out);
         }
   }
   __syncthreads();
