@@ -287,7 +287,9 @@ int main(int argc, char** argv) {
   app.add_option("--state-stages", opts.state_stages, "tensor-core state passes: chunks' tiles in flight (0: 2; 3 at D 128)");
   app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings");
   app.add_flag("--profile", profile,
-               "for a profiler: no ceilings, and only the runs launched one by one (no L2-flushed or graph timings)");
+               "for a profiler: no ceilings, and only the runs launched one by one (no L2-flushed or graph timings); "
+               "--chase-prep 0 unless given (ncu runs kernels one at a time, and the state pass would wait for "
+               "prep, launched after it)");
   app.add_option("--wgmma", opts.wgmma,
                  "wgmma kernels: -1 by the sizes (default), else bits: 1 the forward's output kernel, 2 the forward "
                  "state pass, 4 the reverse one (v7)")
@@ -303,12 +305,17 @@ int main(int argc, char** argv) {
   app.add_option("--dvl-fused", opts.dvl_fused,
                  "dv_local's work in the reverse state pass: -1 by the sizes (default), 0 off, 1 on (v16)")
       ->check(CLI::Range(-1, 1));
+  app.add_option("--chase-prep", opts.chase_prep,
+                 "prep beside the forward state pass, which waits for its chunks: -1 by the sizes (default), 0 off, "
+                 "1 on (v19)")
+      ->check(CLI::Range(-1, 1));
   app.add_flag("--digest", digest,
                "print a hash of each output of one forward + backward (seeded inputs): builds that give the same "
                "bits print the same hashes");
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
   opts.impl = impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto;
+  if (profile && opts.chase_prep == -1) opts.chase_prep = 0;
 #ifndef DELTATRON_HAVE_CUDA
   std::fprintf(stderr, "bench_gdn: built without the CUDA backend; nothing to time\n");
   return 1;
@@ -350,7 +357,8 @@ int main(int argc, char** argv) {
                   (opts.wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", opts.wgmma)) +
                   (opts.overlap < 0 ? "" : fmt::format("; overlap {}", opts.overlap)) +
                   (opts.colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", opts.colwarp, opts.colwarp_cols)) +
-                  (opts.dvl_fused < 0 ? "" : fmt::format("; dvl_fused {}", opts.dvl_fused));
+                  (opts.dvl_fused < 0 ? "" : fmt::format("; dvl_fused {}", opts.dvl_fused)) +
+                  (opts.chase_prep < 0 ? "" : fmt::format("; chase_prep {}", opts.chase_prep));
     for (const Shape4& s : shape_list) {
       const Result r = bench_shape(s, warmup, iters, opts, recompute, profile, digest);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);

@@ -498,6 +498,10 @@ struct TcArgs {
   // written chunk ch's states (S and V'; dS' and dV'). null: no chase.
   int* ready = nullptr;
   int ready_count = 0;
+  // The forward state pass fed by prep beside it (GdnCudaDims::chase_prep, gdn_tc_prep_fed_kernel):
+  // fed[ch] becomes 1 once chunk ch's G, W, U (and k_hat) are written, and the state pass waits for
+  // it. null: prep runs first.
+  int* fed = nullptr;
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
   int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
   bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned
@@ -577,6 +581,34 @@ __device__ __forceinline__ void chunk_ready_wait(const TcArgs& a, int64_t ch) {
   if (!a.ready) return;
   if (threadIdx.x == 0) flag_wait_at_least(a.ready + ch, a.ready_count);
   __syncthreads();
+}
+
+// ---- a state pass fed by the kernel beside it (TcArgs::fed) ----
+// The feeding CTA for chunk ch counts it once every thread has written it; the state pass's thread 0
+// waits for the chunks of its head (counts: the head's first chunk) before the barrier after which
+// their tiles are copied. One round trip looks up to 8 chunks ahead with relaxed loads and one
+// acquire fence covers the run of counted ones, so that when the feeding kernel is ahead the L2's
+// latency is paid once per run; `until` keeps the first chunk not yet seen counted.
+__device__ __forceinline__ void chunk_fed_signal(const TcArgs& a, int64_t ch) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    flag_fence();
+    flag_add_fenced(a.fed + ch, 1);
+  }
+}
+__device__ __forceinline__ void chunk_fed_wait(const int* counts, int64_t c, int64_t nc, int64_t& until) {
+  constexpr int kLook = 8;
+  if (c < until) return;
+  int v[kLook];
+#pragma unroll
+  for (int j = 0; j < kLook; ++j) v[j] = c + j < nc ? flag_peek(counts + c + j) : 0;
+  if (v[0] < 1) flag_wait_at_least(counts + c, 1);
+  int n = 1;
+  bool run = true;
+#pragma unroll
+  for (int j = 1; j < kLook; ++j) run = run && v[j] >= 1, n += run;
+  until = c + n;
+  fence_acquire();
 }
 
 // ---- per-chunk steps ----
@@ -791,6 +823,12 @@ void tc_state_backward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op
 void tc_state_forward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op);   // gdn_tc_state_cw.cu
 void tc_state_backward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op);  // gdn_tc_state_cw.cu
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);
+// prep feeding the mma.sync forward state pass launched before it (TcArgs::fed; GdnCudaDims::chase_prep):
+// a 1-D grid, chunk-major, by programmatic dependent launch; the output kernel after it. Their code
+// is loaded by tc_prep_fed_load before the state pass is launched (a kernel loaded on its first
+// launch waits for the kernels running: the state pass, waiting for it; bench/NOTES.md v13).
+void tc_prep_fed(const TcArgs& a, int D, cudaStream_t s, const char* op);
+void tc_prep_fed_load(const TcArgs& a, int D, const char* op);
 void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op);       // dvl = M^T dO
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op); // dS per chunk, dV', dS0
 void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op);        // dq, dk_part, dW, dG_part

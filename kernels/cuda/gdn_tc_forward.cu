@@ -7,6 +7,8 @@
 // Three kernels:
 //   prep    (chunk, h, b) in parallel: G, K K^T, T (fp32; bf16 copy for the backward), W and U
 //           (bf16)                                                                -> workspace
+//           (or beside the state pass, launched after it, which waits for each chunk: TcArgs::fed,
+//           GdnCudaDims::chase_prep)
 //   state   (column tile of S, h, b), sequential over chunks: S kept in fp32 registers (mma
 //           accumulators); per chunk V' = U - W S and S' = e^{G_n} S + K^T (D o V'), saving the
 //           entering S and V' (both bf16) per chunk; the next chunks' tiles are prefetched (cp.async)
@@ -79,16 +81,15 @@ __device__ __forceinline__ void prep_t_times(float (&acc)[1][NT][4], const float
   }
 }
 
+// prep's work on one chunk (gdn_tc_prep_kernel, gdn_tc_prep_fed_kernel).
 template <int D>
-__global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
+__device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, unsigned char* sm) {
   constexpr PrepLayout<D> L{};
   constexpr int kLd = L.kLd;
-  unsigned char* sm = dynamic_smem();
   uint16_t *sK = reinterpret_cast<uint16_t*>(sm + L.K), *sV = reinterpret_cast<uint16_t*>(sm + L.V);
   float* sAT = reinterpret_cast<float*>(sm + L.AT);
   float *sG = reinterpret_cast<float*>(sm + L.G), *sB = reinterpret_cast<float*>(sm + L.B);
   float* sBE = reinterpret_cast<float*>(sm + L.BE);
-  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
   const int64_t base = ck.ch * kC * D;
 
@@ -164,6 +165,28 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   store_tile_cta<kC, D>(a.U + base, D, sV, kLd);
 }
 
+template <int D>
+__global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
+  prep_chunk<D>(a, tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z), dynamic_smem());
+}
+
+// prep feeding the forward state pass launched before it (TcArgs::fed; GdnCudaDims::chase_prep;
+// bench/NOTES.md v19): a 1-D grid, chunk-major (the order in which the state pass takes the chunks),
+// each CTA counting its chunk once written. The output kernel after it (programmatic dependent
+// launch) starts once every CTA here has; its CTAs wait for the state pass, which waits only for
+// chunks of CTAs here, all begun by then.
+template <int D>
+__global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_fed_kernel(TcArgs a) {
+  grid_launch_dependents();
+  const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
+  const TcChunk ck = tc_chunk(a, blockIdx.x / bhs, bh % a.Hv, bh / a.Hv);
+  prep_chunk<D>(a, ck, dynamic_smem());
+  chunk_fed_signal(a, ck.ch);
+  // The last chunks' CTAs end only after the state pass has (S_out): so does this kernel, and so the
+  // output kernel, which waits for this one at its end.
+  if (ck.c == a.NC - 1) grid_dependency_wait();
+}
+
 // ---------------------------------------------------------------------------------------------
 // State pass: grid (D / BV, Hv, B); columns [y0, y0 + BV) of S, kStateWarps(D) warps. Warp w holds
 // rows [w D / warps, + D / warps) of the S tile as fp32 accumulators, and rows [16 (w % 4), + 16) of
@@ -225,6 +248,15 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
         const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
         S[mi][ni][e] = a.S0 ? a.S0[(bh * D + x) * D + y] : 0.f;
       }
+  // Fed by prep beside it (TcArgs::fed): thread 0 waits for a chunk's tiles before the barrier after
+  // which they are copied.
+  const int* fed = a.fed ? a.fed + bh * a.NC : nullptr;
+  int64_t fed_until = 0;
+  if (fed) {
+    if (threadIdx.x == 0)
+      for (int j = 0; j < kStages - 1 && j < a.NC; ++j) chunk_fed_wait(fed, j, a.NC, fed_until);
+    __syncthreads();
+  }
   for (int j = 0; j < kStages - 1; ++j) {  // one commit group per chunk, empty past the end
     if (j < a.NC) prefetch(j, j);
     cp_async_commit();
@@ -246,6 +278,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
           const int at = (xw + acc_row(mi, e, lane)) * kLdV + acc_col(ni, e, lane);
           st_bf16x2(sS + at, S[mi][ni][e], S[mi][ni][e + 1], true);
         }
+    if (fed && threadIdx.x == 0 && c + kStages - 1 < a.NC) chunk_fed_wait(fed, c + kStages - 1, a.NC, fed_until);
     cp_async_wait<kStages - 2>();  // chunk c's group done; chunks c + 1 .. c + kStages - 2 may fly
     __syncthreads();  // chunk c's tiles and sS are complete; every warp is done with chunk c - 1
     // chunks c - kSignalEvery .. c - 1: their S and V' were written before this barrier (the last
@@ -320,31 +353,31 @@ struct OutputLayout {
   }
 };
 
-// kWarps 4, or 8 (D = 128, BO = 128): warp w takes rows [16 (w % 4), + 16) and half of the BO
-// columns (w / 4); both warps of a row block form the same rows of M (as two CTAs of 64 columns
-// did), and the chunk's Q and K tiles are loaded once.
-// kSaveM (TcArgs::dvl_fused): M's bf16 saved for the reverse state pass as well; o may be null then
-// (M alone).
+// The output kernel's CTA: 8 warps at D = 128 (v4; was two CTAs of 64 columns, 4 warps each).
+template <int D>
+inline constexpr int kOutWarps = D == 128 ? 8 : 4;
+
+// The output kernel's work on one chunk. after_state: K and G loaded only once the state pass has
+// counted the chunk (they are prep's, and prep runs beside the state pass: TcArgs::fed).
 template <int D, int BO, int kWarps, bool kSaveM>
-__global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
+__device__ __forceinline__ void output_chunk(const TcArgs& a, const TcChunk& ck, unsigned char* sm, bool after_state) {
   constexpr OutputLayout<D, BO> L{};
   constexpr int kLd = L.kLd, kLdO = L.kLdO, kThreads = kWarps * 32, NT = BO / 8 / (kWarps / 4);
-  unsigned char* sm = dynamic_smem();
   uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
   uint16_t* sS = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t* sVp = reinterpret_cast<uint16_t*>(sm + L.Vp);
   float* sG = reinterpret_cast<float*>(sm + L.G);
-  // 1-D grid, chunk-major (chunk c of every sequence and head, then c + 1: the order in which the
-  // state pass finishes them when this kernel chases it)
-  const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
-  const TcChunk ck = tc_chunk(a, blockIdx.x / bhs, bh % a.Hv, bh / a.Hv);
   constexpr int y0 = 0;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), n0 = (warp / 4) * NT * 8;
+  auto load_k_g = [&] {
+    load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+    load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
+  };
   load_tile<kC, D, kThreads>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
-  load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
-  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
+  if (!after_state) load_k_g();
   cp_async_commit();
   chunk_ready_wait(a, ck.ch);  // S and V' of this chunk written (when chasing the state pass)
+  if (after_state) load_k_g();
   load_tile<D, BO, kThreads>(sS, kLdO, a.S + ck.ch * D * D + y0, D, D, true);
   load_tile<kC, BO, kThreads>(sVp, kLdO, a.Vn + ck.ch * kC * D + y0, D, kC, true);
   cp_async_commit();
@@ -414,6 +447,20 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   }
   // When chasing, the last chunks' CTAs end only after the state pass has (S_out): so does this kernel
   if (a.ready && ck.c == a.NC - 1) grid_dependency_wait();
+}
+
+// kWarps 4, or 8 (D = 128, BO = 128): warp w takes rows [16 (w % 4), + 16) and half of the BO
+// columns (w / 4); both warps of a row block form the same rows of M (as two CTAs of 64 columns
+// did), and the chunk's Q and K tiles are loaded once.
+// kSaveM (TcArgs::dvl_fused): M's bf16 saved for the reverse state pass as well; o may be null then
+// (M alone).
+// 1-D grid, chunk-major (chunk c of every sequence and head, then c + 1: the order in which the
+// state pass finishes them when this kernel chases it).
+template <int D, int BO, int kWarps, bool kSaveM>
+__global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
+  const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
+  output_chunk<D, BO, kWarps, kSaveM>(a, tc_chunk(a, blockIdx.x / bhs, bh % a.Hv, bh / a.Hv), dynamic_smem(),
+                                      a.fed != nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -540,14 +587,20 @@ void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
     DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
     return;
   }
-  // D = 128: one CTA of 8 warps per chunk (v4; was two CTAs of 64 columns, 4 warps each).
-  constexpr int BO = D, kWarps = D == 128 ? 8 : 4;
+  constexpr int BO = D, kWarps = kOutWarps<D>;
   constexpr OutputLayout<D, BO> L{};
   auto* kernel = gdn_tc_output_kernel<D, BO, kWarps, false>;
   if constexpr (D == 128)
     if (a.dvl_fused) kernel = gdn_tc_output_kernel<D, BO, kWarps, true>;  // (tc_inputs: head dim 128 only)
   tc_set_smem(kernel, L.bytes, op);
   tc_launch_chunks(kernel, a, kWarps * 32, L.bytes, s, op);
+}
+
+template <int D>
+void prep_fed_d(const TcArgs& a, cudaStream_t s, const char* op) {
+  constexpr PrepLayout<D> L{};
+  tc_set_smem(gdn_tc_prep_fed_kernel<D>, L.bytes, op);
+  tc_launch_chunks(gdn_tc_prep_fed_kernel<D>, a, kTcThreads, L.bytes, s, op);
 }
 
 }  // namespace
@@ -571,6 +624,25 @@ void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   D == 64 ? output_d<64>(a, s, op) : output_d<128>(a, s, op);
+}
+
+void tc_prep_fed(const TcArgs& a, int D, cudaStream_t s, const char* op) {
+  DT_CHECK(a.fed && a.ready, "{}: prep feeding the state pass needs its counts (fed) and a kernel chasing that pass",
+           op);
+  D == 64 ? prep_fed_d<64>(a, s, op) : prep_fed_d<128>(a, s, op);
+}
+
+void tc_prep_fed_load(const TcArgs& a, int D, const char* op) {
+  cudaFuncAttributes attr;
+  auto load = [&](auto kernel) { DT_GDN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel), op); };
+  if (D == 64) {
+    load(gdn_tc_prep_fed_kernel<64>);
+    load(gdn_tc_output_kernel<64, 64, kOutWarps<64>, false>);
+  } else {
+    load(gdn_tc_prep_fed_kernel<128>);
+    load(a.dvl_fused ? gdn_tc_output_kernel<128, 128, kOutWarps<128>, true>
+                     : gdn_tc_output_kernel<128, 128, kOutWarps<128>, false>);
+  }
 }
 
 }  // namespace gdn_cuda

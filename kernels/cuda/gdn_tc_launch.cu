@@ -51,6 +51,7 @@ int64_t tc_saved_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   take(a.Tb, rows * kC * 2, base, off);
   if (d.dk == 128) take(a.Mb, rows * kC * 2, base, off);  // for dvl_fused (head dim 128 only)
   take(a.ready, nch * 4, base, off);
+  take(a.fed, nch * 4, base, off);  // prep beside the forward state pass
   return off;
 }
 
@@ -116,6 +117,8 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   // the ones taken, 1 is refused.
   DT_CHECK(d.dvl_fused >= -1 && d.dvl_fused <= 1,
            "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.dvl_fused);
+  DT_CHECK(d.chase_prep >= -1 && d.chase_prep <= 1,
+           "gdn_chunk: chase_prep must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.chase_prep);
   const bool fusable = d.dk == 128 && !(a.colwarp & 2) && !(a.wgmma & 5) && a.state_cols <= 32 && a.state_stages == 3;
   DT_CHECK(d.dvl_fused != 1 || fusable,
            "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, 16 or 32 "
@@ -296,7 +299,8 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
     tc_saved_layout(a, d, temp);
   }
   const int D = static_cast<int>(d.dk);
-  tc_prep(a, D, s, op);
+  TcArgs ap = a;  // prep's: the caller's K, which it normalises when asked
+  ap.fed = nullptr;
   if (a.k_hat) {  // the state pass and the output kernel read the normalised K
     a.vec_in = a.vec_in && aligned(a.k_hat, a.ld_hat, 16);
     a.k = a.k_hat, a.ld_k = a.ld_hat, a.k_hat = nullptr;
@@ -314,8 +318,40 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   const bool chase = d.overlap == 1 || (d.overlap == -1 && (D == 64 || (a.wgmma & 2) || (a.colwarp & 1) ||
                                                             tc_chase_beside(a, D, cols)));
   if (chase && !(a.wgmma & 1)) start_counts(a, ready, D / cols, s, op);
-  tc_state_forward(a, D, s, op);
-  tc_output(a, D, s, op);
+  // prep beside the mma.sync state pass (GdnCudaDims::chase_prep; bench/NOTES.md v19): by the sizes
+  // at head dim 128 where the output kernel chases a state pass of 16 columns a CTA, that is few
+  // heads (8 or fewer on 132 SMs) beside a long chain: 1 x 32768 x 8 heads forward 0.946 -> 0.875
+  // ms, forward + backward 2.123 -> 2.051. At 16 heads (32 columns) the forward gains too (1.148 ->
+  // 1.091) but forward + backward does not (2.92 -> 2.94): prep's CTAs beside the chain slow it,
+  // and twice the heads' prep and output leave the other SMs no room. 1 is refused where those
+  // kernels are not the ones taken. (The emulator, DT_GDN_EMULATED, runs kernels one after another:
+  // prep first there.)
+  const bool mma_sync = !(a.wgmma & 3) && !(a.colwarp & 1), beside = tc_chase_beside(a, D, cols);
+  DT_CHECK(d.chase_prep != 1 || (mma_sync && beside && a.ready),
+           "{}: chase_prep 1 takes the mma.sync output kernel and forward state pass, chasing (overlap -1 or 1), on "
+           "at most half of the SMs; got wgmma {}, colwarp {}, overlap {}, {} state-pass CTAs for {} SMs (set "
+           "chase_prep to -1 or 0)",
+           op, a.wgmma, a.colwarp, d.overlap, d.B * d.Hv * (D / cols), a.sms);
+  bool feed = (d.chase_prep == 1 || (d.chase_prep == -1 && D == 128 && beside && cols == 16)) && mma_sync && a.ready;
+#ifdef DT_GDN_EMULATED
+  feed = false;
+#endif
+  if (feed) {
+    // The state pass first, then prep and the output kernel, each by programmatic dependent launch
+    // (starting once every CTA of the kernel before it runs); their code loaded before: loaded on
+    // its first launch, prep waited for the state pass, which waits for it (bench/NOTES.md v13).
+    ap.fed = a.fed, ap.ready = a.ready;
+    DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.fed, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
+    tc_prep_fed_load(a, D, op);
+    tc_state_forward(a, D, s, op);
+    tc_prep_fed(ap, D, s, op);
+    tc_output(a, D, s, op);
+  } else {
+    a.fed = nullptr;
+    tc_prep(ap, D, s, op);
+    tc_state_forward(a, D, s, op);
+    tc_output(a, D, s, op);
+  }
   if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
 }
 
@@ -348,7 +384,7 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   else tc_saved_layout(a, d, temp);
   tc_backward_layout(a, d, temp + saved_bytes);
   int* ready = a.ready;
-  a.ready = nullptr;  // no output kernel chases the state pass rerun here
+  a.ready = nullptr, a.fed = nullptr;  // no kernel chases or feeds the state pass rerun here
   if (!p.saved) {  // the forward's G, W, U, S and V' again (and M: the output kernel without o)
     tc_prep(a, D, s, op);
     tc_state_forward(a, D, s, op);

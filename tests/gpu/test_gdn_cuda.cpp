@@ -184,9 +184,10 @@ std::vector<T> download(const DevBuf& d, size_t n, size_t off = 0) {
 struct Kernels {
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
   int state_cols = 0, state_stages = 0, wgmma = -1, overlap = -1, colwarp = -1, colwarp_cols = 0, dvl_fused = -1;
+  int chase_prep = -1;
   bool defaults() const {
     return impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && overlap == -1 &&
-           colwarp == -1 && colwarp_cols == 0 && dvl_fused == -1;
+           colwarp == -1 && colwarp_cols == 0 && dvl_fused == -1 && chase_prep == -1;
   }
   std::string name() const {
     auto opt = [](const char* key, int v, int unset) {
@@ -194,15 +195,18 @@ struct Kernels {
     };
     return (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") + opt("state_cols", state_cols, 0) +
            opt("state_stages", state_stages, 0) + opt("wgmma", wgmma, -1) + opt("overlap", overlap, -1) +
-           opt("colwarp", colwarp, -1) + opt("colwarp_cols", colwarp_cols, 0) + opt("dvl_fused", dvl_fused, -1);
+           opt("colwarp", colwarp, -1) + opt("colwarp_cols", colwarp_cols, 0) + opt("dvl_fused", dvl_fused, -1) +
+           opt("chase_prep", chase_prep, -1);
   }
 };
 
-// The launchers of kernels/gdn_cuda.h with explicit options (the ops take the defaults).
+// The launchers of kernels/gdn_cuda.h with explicit options (the ops take the defaults). use_saved
+// (not in a graph): the forward leaves its factors and states in a NaN-poisoned saved buffer and the
+// backward reads them.
 void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, const Tensor& dq,
                    const Tensor& dk, const Tensor& dv, const Tensor& dg, const Tensor& dbeta, const Tensor& dS0,
-                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr) {
+                   const Tensor& d_o, const Tensor& dS_out, cudaStream_t stream = nullptr, bool use_saved = false) {
   auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.data); };
   auto f32 = [](const Tensor& t) { return static_cast<float*>(t.data); };
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
@@ -210,16 +214,28 @@ void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_out, cons
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = kn.impl, d.state_cols = kn.state_cols, d.state_stages = kn.state_stages, d.wgmma = kn.wgmma;
   d.overlap = kn.overlap, d.colwarp = kn.colwarp, d.colwarp_cols = kn.colwarp_cols, d.dvl_fused = kn.dvl_fused;
+  d.chase_prep = kn.chase_prep;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
+  const int64_t n_saved = use_saved ? gdn_chunk_saved_bytes(d) : 0;
+  std::unique_ptr<DevBuf> saved_buf;  // (no allocation while a graph is captured)
+  if (n_saved > 0) {
+    saved_buf = std::make_unique<DevBuf>(n_saved);
+    upload(*saved_buf, std::vector<uint8_t>(n_saved, 0xFF));  // NaN as bf16 and as fp32
+    f.saved = saved_buf->p;
+  }
   gdn_chunk_forward_cuda(f, stream);
   GdnCudaBackwardParams b;
   b.dims = d, b.q = f.q, b.k = f.k, b.v = f.v, b.ld_q = f.ld_q, b.ld_k = f.ld_k, b.ld_v = f.ld_v;
   b.g = f.g, b.beta = f.beta, b.S0 = f.S0, b.d_o = bits(d_o), b.ld_do = ld(d_o), b.dS_out = f32(dS_out);
   b.dq = bits(dq), b.dk = bits(dk), b.dv = bits(dv), b.ld_dq = ld(dq), b.ld_dk = ld(dk), b.ld_dv = ld(dv);
   b.dg = f32(dg), b.dbeta = f32(dbeta), b.dS0 = f32(dS0);
+  b.saved = f.saved;
   gdn_chunk_backward_cuda(b, stream);
+  if (n_saved > 0) {  // saved_buf is freed at the end of this scope
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
 }
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
@@ -312,7 +328,7 @@ GpuRun run_gpu(const Case& c, const Inputs& in, const Kernels& kn = {}, bool use
     gdn_chunk_backward(ctx, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, q, k, v, g, beta, S0, 64, saved);
     device_synchronize();  // saved_buf is freed at the end of this scope
   } else {
-    run_launchers(kn, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out);
+    run_launchers(kn, o, S_out, q, k, v, g, beta, S0, dq, dk, dv, dg, dbeta, dS0, d_o, dS_out, nullptr, use_saved);
   }
 
   GpuRun r;  // device_copy is a blocking cudaMemcpy: it waits for the kernels on the default stream
@@ -680,6 +696,59 @@ TEST(GdnCuda, DvlFusedIntoTheReversePassGivesDvLocalsBits) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("dvl_fused 1 takes head dim 128"), std::string::npos) << e.what();
     }
+  }
+}
+
+// prep beside the forward state pass (GdnCudaDims::chase_prep; v19: prep's and the output kernel's
+// work in one kernel that feeds the state pass) gives the bits of prep run first: head dims 128 (16
+// and 32 columns, 2 and 3 stages, with and without the dvl producer's saved M) and 64, partial and
+// single chunks, fewer chunks than prep's lead, GQA, several sequences, edge gates, no S0 or dS_out;
+// from the saved forward and recomputing it; in a CUDA graph; against the reference. Where the
+// kernels it needs are not the ones taken, 1 is refused.
+TEST(GdnCuda, PrepBesideTheStatePassGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  struct Run { int64_t T, B, Hk, Hv, D; int cols, stages, gates, dvl; bool S0; };
+  const Run runs[] = {{300, 1, 1, 1, 128, 32, 3, 0, -1, true}, {130, 2, 1, 2, 128, 16, 3, 2, -1, true},
+                      {1, 1, 1, 1, 128, 32, 3, 0, -1, true},   {65, 1, 2, 2, 128, 32, 2, 1, 0, true},
+                      {200, 1, 1, 1, 128, 16, 3, 3, 0, false}, {4000, 2, 2, 4, 128, 32, 3, 0, -1, true},
+                      {3001, 1, 8, 8, 128, 16, 3, 0, -1, true}, {600, 2, 1, 2, 64, 64, 2, 0, -1, true},
+                      {150, 1, 1, 1, 64, 32, 2, 1, -1, true},   {5000, 1, 4, 4, 128, 32, 3, 0, 1, true}};
+  uint64_t seed = 190;
+  for (const Run& r : runs) {
+    Case c;
+    c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = r.D, c.gates = static_cast<Case::Gates>(r.gates);
+    c.with_S0 = c.with_dS_out = r.S0, c.seed = seed++;
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = r.stages,
+                     .dvl_fused = r.dvl, .chase_prep = 1};
+    Kernels off = on;
+    off.chase_prep = 0;
+    if (r.T > 1 && r.T <= 300) check_case(c, on);
+    SCOPED_TRACE(c.name() + on.name());
+    const Inputs in = make_inputs(c);
+    const GpuRun beside = run_gpu(c, in, on);
+    expect_same_bits(run_gpu(c, in, off), beside);
+    expect_same_bits(beside, run_gpu(c, in, on, /*use_saved=*/true));
+    if (r.T == 130) expect_same_bits(beside, run_gpu(c, in, on, false, /*graph=*/true));
+  }
+  Case c;
+  c.D = 128;
+  const Inputs in = make_inputs(c);
+  for (const Kernels& kn : {Kernels{.impl = GdnCudaImpl::kTensorCore, .colwarp = 1, .chase_prep = 1},
+                            Kernels{.impl = GdnCudaImpl::kTensorCore, .wgmma = 2, .chase_prep = 1},
+                            Kernels{.impl = GdnCudaImpl::kTensorCore, .overlap = 0, .chase_prep = 1}}) {
+    try {
+      run_gpu(c, in, kn);
+      FAIL() << "chase_prep 1 accepted with" << kn.name();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("chase_prep 1 takes the mma.sync output kernel"), std::string::npos)
+          << e.what();
+    }
+  }
+  try {
+    run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore, .chase_prep = 2});
+    FAIL() << "chase_prep 2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chase_prep must be -1"), std::string::npos) << e.what();
   }
 }
 

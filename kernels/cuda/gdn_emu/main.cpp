@@ -475,6 +475,12 @@ static void wgmma() {
          [&] { forward_with([](GdnCudaDims& d) { d.dvl_fused = 2; }); });
   expect("dvl_fused 1 at head dim 64", "dvl_fused 1 takes head dim 128",
          [&] { forward_with([](GdnCudaDims& d) { d.dvl_fused = 1; }); });
+  expect("chase_prep 2", "chase_prep must be -1 (by the sizes), 0 (off) or 1 (on)",
+         [&] { forward_with([](GdnCudaDims& d) { d.chase_prep = 2; }); });
+  expect("chase_prep 1 with colwarp 1", "chase_prep 1 takes the mma.sync output kernel and forward state pass",
+         [&] { forward_with([](GdnCudaDims& d) { d.chase_prep = 1, d.colwarp = 1; }); });
+  expect("chase_prep 1 with overlap 0", "chase_prep 1 takes the mma.sync output kernel and forward state pass",
+         [&] { forward_with([](GdnCudaDims& d) { d.chase_prep = 1, d.overlap = 0; }); });
 }
 
 int main(int argc, char** argv) {

@@ -1,6 +1,7 @@
 // Emulation shim of the CUDA runtime for running kernels on the CPU: one std::thread per CUDA
 // thread, one block at a time, std::barrier for __syncthreads and for warp collectives.
 #pragma once
+#define DT_GDN_EMULATED 1  // kernels/cuda/gdn_tc_launch.cu: kernels that run side by side on the GPU run in order here
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -108,6 +109,9 @@ cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int v) {
 }
 inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { std::memset(p, v, n); return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+struct cudaFuncAttributes {};
+template <class K>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, K) { return cudaSuccess; }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 132; return cudaSuccess; }
 inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) { *p = nullptr; return cudaSuccess; }
 inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
