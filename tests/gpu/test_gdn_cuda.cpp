@@ -655,6 +655,38 @@ TEST(GdnCuda, ColumnWarpStatePassesMatchReference) {
   }
 }
 
+// An option that must not change the bits, on one case: `on` against `on` with the option 0, and
+// from the saved forward; also against the reference (reference) and captured in a CUDA graph (graph).
+void expect_option_keeps_bits(const Case& c, const Kernels& on, int Kernels::*option, bool reference, bool graph) {
+  Kernels off = on;
+  off.*option = 0;
+  if (reference) check_case(c, on);
+  SCOPED_TRACE(c.name() + on.name());
+  const Inputs in = make_inputs(c);
+  const GpuRun a = run_gpu(c, in, on);
+  expect_same_bits(run_gpu(c, in, off), a);
+  expect_same_bits(a, run_gpu(c, in, on, /*use_saved=*/true));
+  if (graph) expect_same_bits(a, run_gpu(c, in, on, false, /*graph=*/true));
+}
+
+// The cases of the tests above: sizes, gates (Case::Gates), S0 and dS_out or neither.
+Case option_case(int64_t T, int64_t B, int64_t Hk, int64_t Hv, int64_t D, int gates, bool S0, uint64_t seed) {
+  Case c;
+  c.T = T, c.B = B, c.Hk = Hk, c.Hv = Hv, c.D = D, c.gates = static_cast<Case::Gates>(gates);
+  c.with_S0 = c.with_dS_out = S0, c.seed = seed;
+  return c;
+}
+
+// The launchers refuse these options with a message containing `want`.
+void expect_refused(const Case& c, const Inputs& in, const Kernels& kn, const char* want) {
+  try {
+    run_gpu(c, in, kn);
+    ADD_FAILURE() << "accepted:" << kn.name();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
 // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; v16): at 16 and 32 columns,
 // more chunks than the ring's stages, partial chunks, one row, GQA, edge gates, no S0 / dS_out, with
 // and without grad_qk chasing, from the saved forward and recomputing it (the output kernel then
@@ -668,43 +700,28 @@ TEST(GdnCuda, DvlFusedIntoTheReversePassGivesDvLocalsBits) {
                       {3001, 1, 8, 8, 16, 0, -1, true}};
   uint64_t seed = 160;
   for (const Run& r : runs) {
-    Case c;
-    c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = 128, c.gates = static_cast<Case::Gates>(r.gates);
-    c.with_S0 = c.with_dS_out = r.S0, c.seed = seed++;
     const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = 3, .overlap = r.overlap,
                      .dvl_fused = 1};
-    Kernels off = on;
-    off.dvl_fused = 0;
     // against the reference where dg has more than one row a head (at T = 1 its relative RMS is one
     // number's error, which the bitwise comparisons with dv_local's path cover: 2.6e-2 on the H200)
-    if (r.T > 1 && r.T <= 300) check_case(c, on);
-    SCOPED_TRACE(c.name() + on.name());
-    const Inputs in = make_inputs(c);
-    const GpuRun fused = run_gpu(c, in, on);
-    expect_same_bits(run_gpu(c, in, off), fused);
-    expect_same_bits(fused, run_gpu(c, in, on, /*use_saved=*/true));
-    if (r.T == 130) expect_same_bits(fused, run_gpu(c, in, on, false, /*graph=*/true));
+    expect_option_keeps_bits(option_case(r.T, r.B, r.Hk, r.Hv, 128, r.gates, r.S0, seed++), on, &Kernels::dvl_fused,
+                             r.T > 1 && r.T <= 300, r.T == 130);
   }
   Case c;
   c.D = 128;
   const Inputs in = make_inputs(c);
-  for (const Kernels& kn : {Kernels{.impl = GdnCudaImpl::kTensorCore, .state_cols = 64, .dvl_fused = 1},
-                            Kernels{.impl = GdnCudaImpl::kTensorCore, .colwarp = 2, .colwarp_cols = 32, .dvl_fused = 1}}) {
-    try {
-      run_gpu(c, in, kn);
-      FAIL() << "dvl_fused 1 accepted with" << kn.name();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("dvl_fused 1 takes head dim 128"), std::string::npos) << e.what();
-    }
-  }
+  const Kernels tc{.impl = GdnCudaImpl::kTensorCore, .dvl_fused = 1};
+  Kernels wide = tc, colwarp = tc;
+  wide.state_cols = 64, colwarp.colwarp = 2, colwarp.colwarp_cols = 32;
+  for (const Kernels& kn : {wide, colwarp}) expect_refused(c, in, kn, "dvl_fused 1 takes head dim 128");
 }
 
-// prep beside the forward state pass (GdnCudaDims::chase_prep; v19: prep's and the output kernel's
-// work in one kernel that feeds the state pass) gives the bits of prep run first: head dims 128 (16
-// and 32 columns, 2 and 3 stages, with and without the dvl producer's saved M) and 64, partial and
-// single chunks, fewer chunks than prep's lead, GQA, several sequences, edge gates, no S0 or dS_out;
-// from the saved forward and recomputing it; in a CUDA graph; against the reference. Where the
-// kernels it needs are not the ones taken, 1 is refused.
+// prep beside the forward state pass (GdnCudaDims::chase_prep; v19: launched after the state pass,
+// which waits for each chunk) gives the bits of prep run first: head dims 128 (16 and 32 columns, 2
+// and 3 stages, with and without the dvl producer's saved M) and 64, partial and single chunks,
+// fewer chunks than the pass's ring, GQA, several sequences, edge gates, no S0 or dS_out; from the
+// saved forward and recomputing it; in a CUDA graph; against the reference. Where the kernels it
+// needs are not the ones taken, 1 is refused.
 TEST(GdnCuda, PrepBesideTheStatePassGivesTheSameBits) {
   SKIP_WITHOUT_GPU();
   struct Run { int64_t T, B, Hk, Hv, D; int cols, stages, gates, dvl; bool S0; };
@@ -715,41 +732,19 @@ TEST(GdnCuda, PrepBesideTheStatePassGivesTheSameBits) {
                       {150, 1, 1, 1, 64, 32, 2, 1, -1, true},   {5000, 1, 4, 4, 128, 32, 3, 0, 1, true}};
   uint64_t seed = 190;
   for (const Run& r : runs) {
-    Case c;
-    c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = r.D, c.gates = static_cast<Case::Gates>(r.gates);
-    c.with_S0 = c.with_dS_out = r.S0, c.seed = seed++;
     const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = r.stages,
                      .dvl_fused = r.dvl, .chase_prep = 1};
-    Kernels off = on;
-    off.chase_prep = 0;
-    if (r.T > 1 && r.T <= 300) check_case(c, on);
-    SCOPED_TRACE(c.name() + on.name());
-    const Inputs in = make_inputs(c);
-    const GpuRun beside = run_gpu(c, in, on);
-    expect_same_bits(run_gpu(c, in, off), beside);
-    expect_same_bits(beside, run_gpu(c, in, on, /*use_saved=*/true));
-    if (r.T == 130) expect_same_bits(beside, run_gpu(c, in, on, false, /*graph=*/true));
+    expect_option_keeps_bits(option_case(r.T, r.B, r.Hk, r.Hv, r.D, r.gates, r.S0, seed++), on, &Kernels::chase_prep,
+                             r.T > 1 && r.T <= 300, r.T == 130);
   }
   Case c;
   c.D = 128;
   const Inputs in = make_inputs(c);
   for (const Kernels& kn : {Kernels{.impl = GdnCudaImpl::kTensorCore, .colwarp = 1, .chase_prep = 1},
                             Kernels{.impl = GdnCudaImpl::kTensorCore, .wgmma = 2, .chase_prep = 1},
-                            Kernels{.impl = GdnCudaImpl::kTensorCore, .overlap = 0, .chase_prep = 1}}) {
-    try {
-      run_gpu(c, in, kn);
-      FAIL() << "chase_prep 1 accepted with" << kn.name();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("chase_prep 1 takes the mma.sync output kernel"), std::string::npos)
-          << e.what();
-    }
-  }
-  try {
-    run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore, .chase_prep = 2});
-    FAIL() << "chase_prep 2 accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("chase_prep must be -1"), std::string::npos) << e.what();
-  }
+                            Kernels{.impl = GdnCudaImpl::kTensorCore, .overlap = 0, .chase_prep = 1}})
+    expect_refused(c, in, kn, "chase_prep 1 takes the mma.sync output kernel");
+  expect_refused(c, in, {.impl = GdnCudaImpl::kTensorCore, .chase_prep = 2}, "chase_prep must be -1");
 }
 
 // The forward's output kernel with wgmma (GdnCudaDims::wgmma; v7 pilot): D 64 and 128, partial
