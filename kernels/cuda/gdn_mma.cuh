@@ -92,14 +92,13 @@ __device__ __forceinline__ void flag_wait_at_least(const int* p, int n) {
     __nanosleep(64);
   }
 }
-// A counter's value now (a relaxed load: no ordering), and the acquire fence that, once relaxed loads
-// saw counts reached, orders this thread's later loads after the writes they count.
+// A counter's value now (a relaxed load: no ordering; flag_fence after it, once such loads saw counts
+// reached, orders this thread's later loads after the writes they count).
 __device__ __forceinline__ int flag_peek(const int* p) {
   int v;
   asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void fence_acquire() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.

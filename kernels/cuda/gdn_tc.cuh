@@ -569,10 +569,14 @@ __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t 
 // the next barrier (bench/NOTES.md v15: 4 at a time took the long forward 1.254 -> 1.228 ms, 1 x 32K
 // x 8 heads forward + backward 2.235 -> 2.115; 2 at a time half of that).
 inline constexpr int kSignalEvery = 4;
-__device__ __forceinline__ void chunks_ready_signal(const TcArgs& a, int64_t ch0, int64_t n, bool leader) {
-  if (!a.ready || !leader || n <= 0) return;
+// counts_signal: the same on any per-chunk counts (TcArgs::ready, TcArgs::fed).
+__device__ __forceinline__ void counts_signal(int* counts, int64_t ch0, int64_t n, bool leader) {
+  if (!counts || !leader || n <= 0) return;
   flag_fence();
-  for (int64_t i = 0; i < n; ++i) flag_add_fenced(a.ready + ch0 + i, 1);
+  for (int64_t i = 0; i < n; ++i) flag_add_fenced(counts + ch0 + i, 1);
+}
+__device__ __forceinline__ void chunks_ready_signal(const TcArgs& a, int64_t ch0, int64_t n, bool leader) {
+  counts_signal(a.ready, ch0, n, leader);
 }
 __device__ __forceinline__ void chunk_ready_signal(const TcArgs& a, int64_t ch, bool leader) {
   chunks_ready_signal(a, ch, 1, leader);
@@ -587,14 +591,12 @@ __device__ __forceinline__ void chunk_ready_wait(const TcArgs& a, int64_t ch) {
 // The feeding CTA for chunk ch counts it once every thread has written it; the state pass's thread 0
 // waits for the chunks of its head (counts: the head's first chunk) before the barrier after which
 // their tiles are copied. One round trip looks up to 8 chunks ahead with relaxed loads and one
-// acquire fence covers the run of counted ones, so that when the feeding kernel is ahead the L2's
-// latency is paid once per run; `until` keeps the first chunk not yet seen counted.
+// fence (flag_fence: acquire as well as release) covers the run of counted ones, so that when the
+// feeding kernel is ahead the L2's latency is paid once per run; `until` keeps the first chunk not
+// yet seen counted.
 __device__ __forceinline__ void chunk_fed_signal(const TcArgs& a, int64_t ch) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    flag_fence();
-    flag_add_fenced(a.fed + ch, 1);
-  }
+  counts_signal(a.fed, ch, 1, threadIdx.x == 0);
 }
 __device__ __forceinline__ void chunk_fed_wait(const int* counts, int64_t c, int64_t nc, int64_t& until) {
   constexpr int kLook = 8;
@@ -608,7 +610,7 @@ __device__ __forceinline__ void chunk_fed_wait(const int* counts, int64_t c, int
 #pragma unroll
   for (int j = 1; j < kLook; ++j) run = run && v[j] >= 1, n += run;
   until = c + n;
-  fence_acquire();
+  flag_fence();
 }
 
 // ---- per-chunk steps ----

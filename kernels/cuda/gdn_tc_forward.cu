@@ -357,16 +357,27 @@ struct OutputLayout {
 template <int D>
 inline constexpr int kOutWarps = D == 128 ? 8 : 4;
 
-// The output kernel's work on one chunk. after_state: K and G loaded only once the state pass has
-// counted the chunk (they are prep's, and prep runs beside the state pass: TcArgs::fed).
+// kWarps 4, or 8 (D = 128, BO = 128): warp w takes rows [16 (w % 4), + 16) and half of the BO
+// columns (w / 4); both warps of a row block form the same rows of M (as two CTAs of 64 columns
+// did), and the chunk's Q and K tiles are loaded once.
+// kSaveM (TcArgs::dvl_fused): M's bf16 saved for the reverse state pass as well; o may be null then
+// (M alone).
+// With prep beside the state pass (TcArgs::fed), K and G (prep's) are loaded only once the state pass
+// has counted the chunk.
 template <int D, int BO, int kWarps, bool kSaveM>
-__device__ __forceinline__ void output_chunk(const TcArgs& a, const TcChunk& ck, unsigned char* sm, bool after_state) {
+__global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   constexpr OutputLayout<D, BO> L{};
   constexpr int kLd = L.kLd, kLdO = L.kLdO, kThreads = kWarps * 32, NT = BO / 8 / (kWarps / 4);
+  unsigned char* sm = dynamic_smem();
   uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
   uint16_t* sS = reinterpret_cast<uint16_t*>(sm + L.S);
   uint16_t* sVp = reinterpret_cast<uint16_t*>(sm + L.Vp);
   float* sG = reinterpret_cast<float*>(sm + L.G);
+  // 1-D grid, chunk-major (chunk c of every sequence and head, then c + 1: the order in which the
+  // state pass finishes them when this kernel chases it)
+  const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
+  const TcChunk ck = tc_chunk(a, blockIdx.x / bhs, bh % a.Hv, bh / a.Hv);
+  const bool after_state = a.fed != nullptr;
   constexpr int y0 = 0;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), n0 = (warp / 4) * NT * 8;
   auto load_k_g = [&] {
@@ -447,20 +458,6 @@ __device__ __forceinline__ void output_chunk(const TcArgs& a, const TcChunk& ck,
   }
   // When chasing, the last chunks' CTAs end only after the state pass has (S_out): so does this kernel
   if (a.ready && ck.c == a.NC - 1) grid_dependency_wait();
-}
-
-// kWarps 4, or 8 (D = 128, BO = 128): warp w takes rows [16 (w % 4), + 16) and half of the BO
-// columns (w / 4); both warps of a row block form the same rows of M (as two CTAs of 64 columns
-// did), and the chunk's Q and K tiles are loaded once.
-// kSaveM (TcArgs::dvl_fused): M's bf16 saved for the reverse state pass as well; o may be null then
-// (M alone).
-// 1-D grid, chunk-major (chunk c of every sequence and head, then c + 1: the order in which the
-// state pass finishes them when this kernel chases it).
-template <int D, int BO, int kWarps, bool kSaveM>
-__global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
-  const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
-  output_chunk<D, BO, kWarps, kSaveM>(a, tc_chunk(a, blockIdx.x / bhs, bh % a.Hv, bh / a.Hv), dynamic_smem(),
-                                      a.fed != nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -575,6 +572,15 @@ void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
+// The mma.sync output kernel that `a` takes (M saved too where the reverse pass makes dvl).
+template <int D>
+auto output_kernel(const TcArgs& a) {
+  auto* kernel = gdn_tc_output_kernel<D, D, kOutWarps<D>, false>;
+  if constexpr (D == 128)
+    if (a.dvl_fused) kernel = gdn_tc_output_kernel<D, D, kOutWarps<D>, true>;  // (tc_inputs: head dim 128 only)
+  return kernel;
+}
+
 // 64 columns of O per CTA: 55 KB of shared memory at D = 64 (4 CTAs per SM), 91 KB at D = 128 (2);
 // M stays in registers (v2 kept its two bf16 parts in 18 KB of shared memory: 3 CTAs per SM).
 template <int D>
@@ -587,13 +593,10 @@ void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
     DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
     return;
   }
-  constexpr int BO = D, kWarps = kOutWarps<D>;
-  constexpr OutputLayout<D, BO> L{};
-  auto* kernel = gdn_tc_output_kernel<D, BO, kWarps, false>;
-  if constexpr (D == 128)
-    if (a.dvl_fused) kernel = gdn_tc_output_kernel<D, BO, kWarps, true>;  // (tc_inputs: head dim 128 only)
+  constexpr OutputLayout<D, D> L{};
+  const auto kernel = output_kernel<D>(a);
   tc_set_smem(kernel, L.bytes, op);
-  tc_launch_chunks(kernel, a, kWarps * 32, L.bytes, s, op);
+  tc_launch_chunks(kernel, a, kOutWarps<D> * 32, L.bytes, s, op);
 }
 
 template <int D>
@@ -637,11 +640,10 @@ void tc_prep_fed_load(const TcArgs& a, int D, const char* op) {
   auto load = [&](auto kernel) { DT_GDN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel), op); };
   if (D == 64) {
     load(gdn_tc_prep_fed_kernel<64>);
-    load(gdn_tc_output_kernel<64, 64, kOutWarps<64>, false>);
+    load(output_kernel<64>(a));
   } else {
     load(gdn_tc_prep_fed_kernel<128>);
-    load(a.dvl_fused ? gdn_tc_output_kernel<128, 128, kOutWarps<128>, true>
-                     : gdn_tc_output_kernel<128, 128, kOutWarps<128>, false>);
+    load(output_kernel<128>(a));
   }
 }
 
