@@ -309,6 +309,10 @@ int main(int argc, char** argv) {
                  "prep beside the forward state pass, which waits for its chunks: -1 by the sizes (default), 0 off, "
                  "1 on (v19)")
       ->check(CLI::Range(-1, 1));
+  app.add_option("--qk-persist", opts.qk_persist,
+                 "grad_qk persistent where it chases the reverse state pass: -1 by the sizes (default), 0 off, 1 on "
+                 "(v20)")
+      ->check(CLI::Range(-1, 1));
   app.add_flag("--digest", digest,
                "print a hash of each output of one forward + backward (seeded inputs): builds that give the same "
                "bits print the same hashes");
@@ -358,7 +362,8 @@ int main(int argc, char** argv) {
                   (opts.overlap < 0 ? "" : fmt::format("; overlap {}", opts.overlap)) +
                   (opts.colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", opts.colwarp, opts.colwarp_cols)) +
                   (opts.dvl_fused < 0 ? "" : fmt::format("; dvl_fused {}", opts.dvl_fused)) +
-                  (opts.chase_prep < 0 ? "" : fmt::format("; chase_prep {}", opts.chase_prep));
+                  (opts.chase_prep < 0 ? "" : fmt::format("; chase_prep {}", opts.chase_prep)) +
+                  (opts.qk_persist < 0 ? "" : fmt::format("; qk_persist {}", opts.qk_persist));
     for (const Shape4& s : shape_list) {
       const Result r = bench_shape(s, warmup, iters, opts, recompute, profile, digest);
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);

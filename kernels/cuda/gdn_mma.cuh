@@ -99,6 +99,8 @@ __device__ __forceinline__ int flag_peek(const int* p) {
   asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// Adds v, returning the value before (a work counter: no ordering).
+__device__ __forceinline__ int flag_fetch_add(int* p, int v) { return atomicAdd(p, v); }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.

@@ -502,6 +502,10 @@ struct TcArgs {
   // fed[ch] becomes 1 once chunk ch's G, W, U (and k_hat) are written, and the state pass waits for
   // it. null: prep runs first.
   int* fed = nullptr;
+  // grad_qk persistent (GdnCudaDims::qk_persist): its next chunk's ticket, zeroed before the
+  // reverse state pass
+  bool qk_persist = false;
+  int* qk_ticket = nullptr;
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
   int64_t ld_q = 0, ld_k = 0, ld_v = 0, ld_do = 0;
   bool vec_in = false;   // q, k, v, d_o rows 16-byte aligned
@@ -789,9 +793,11 @@ inline dim3 tc_chunk_grid(const TcArgs& a) {
 // pass before it (a.ready), by programmatic dependent launch: it may start as soon as every CTA of
 // the state pass runs.
 template <class Kernel>
-void tc_launch_chunks(Kernel kernel, const TcArgs& a, int threads, size_t smem, cudaStream_t s, const char* op) {
-  const int64_t n_chunks = a.NC * a.Hv * a.B;
+void tc_launch_chunks(Kernel kernel, const TcArgs& a, int threads, size_t smem, cudaStream_t s, const char* op,
+                      int64_t max_ctas = 0) {
+  int64_t n_chunks = a.NC * a.Hv * a.B;
   DT_CHECK(n_chunks < (int64_t{1} << 31), "{}: {} chunks are more than one grid takes", op, n_chunks);
+  if (max_ctas > 0 && n_chunks > max_ctas) n_chunks = max_ctas;  // a persistent kernel's CTAs
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;

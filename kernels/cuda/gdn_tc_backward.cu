@@ -328,7 +328,7 @@ template <int D>
 struct GradQkLayout {
   static constexpr int kLd = D + 8, kParts = kGradWarps<D> / 4;
   size_t Q = 0, K = 0, dO = 0, Vn = 0, dVn = 0, S = 0, dS = 0, dMG = 0, xr = 0, xc = 0, pq = 0, rk = 0, G = 0,
-         red = 0, nd = 0, bytes = 0;
+         red = 0, nd = 0, Q2 = 0, K2 = 0, dO2 = 0, tk = 0, bytes = 0, persist_bytes = 0;
   __host__ __device__ constexpr GradQkLayout() {
     SmemPlan p;
     Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), dO = p.take(kC * kLd * 2), Vn = p.take(kC * kLd * 2);
@@ -336,6 +336,9 @@ struct GradQkLayout {
     xr = p.take(kParts * kC * 4), xc = p.take(4 * kC * 4), pq = p.take(kParts * kC * 4), rk = p.take(kParts * kC * 4);
     G = p.take(kC * 4), red = p.take(kGradWarps<D> * 32 * 4), nd = p.take(kParts * kC * 4);
     bytes = p.bytes;
+    // the persistent kernel (kPersist): the next chunk's Q, K, dO, and the tickets
+    Q2 = p.take(kC * kLd * 2), K2 = p.take(kC * kLd * 2), dO2 = p.take(kC * kLd * 2), tk = p.take(16);
+    persist_bytes = p.bytes;
   }
 };
 
@@ -416,165 +419,211 @@ __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const u
   }
 }
 
-template <int D, bool kChase>
+// kPersist (chasing only; GdnCudaDims::qk_persist, bench/NOTES.md v20): one CTA a SM, taking chunks
+// by ticket (TcArgs::qk_ticket: the same order, set by arrival, not the sums) and copying the next
+// chunk's Q, K, dO into a second set of tiles while this one's products run.
+template <int D, bool kChase, bool kPersist>
 __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcArgs a) {
+  static_assert(kChase || !kPersist, "persistent only when chasing");
   constexpr GradQkLayout<D> L{};
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
   constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products
   unsigned char* sm = dynamic_smem();
-  uint16_t *sQ = reinterpret_cast<uint16_t*>(sm + L.Q), *sK = reinterpret_cast<uint16_t*>(sm + L.K);
-  uint16_t *sdO = reinterpret_cast<uint16_t*>(sm + L.dO), *sVn = reinterpret_cast<uint16_t*>(sm + L.Vn);
-  uint16_t *sdVn = reinterpret_cast<uint16_t*>(sm + L.dVn), *sS = reinterpret_cast<uint16_t*>(sm + L.S);
-  uint16_t *sdS = reinterpret_cast<uint16_t*>(sm + L.dS), *sdMG = reinterpret_cast<uint16_t*>(sm + L.dMG);
-  float *sxr = reinterpret_cast<float*>(sm + L.xr), *sxc = reinterpret_cast<float*>(sm + L.xc);
-  float* spq = reinterpret_cast<float*>(sm + L.pq);
-  float *srk = reinterpret_cast<float*>(sm + L.rk), *sG = reinterpret_cast<float*>(sm + L.G);
-  float* red = reinterpret_cast<float*>(sm + L.red);
-  // kChase (chasing the reverse state pass): a 1-D grid, reverse chunk-major (the last chunk of
-  // every sequence and head first, the order in which the state pass finishes them). Else grid
-  // (NC, Hv, B).
-  TcChunk ck;
-  if constexpr (kChase) {
-    const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
-    ck = tc_chunk(a, a.NC - 1 - blockIdx.x / bhs, bh % a.Hv, bh / a.Hv);
-  } else {
-    ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  }
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), part = warp / 4;
-  const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
-  const int64_t base = ck.ch * kC * D;
-
-  load_tile<kC, D, kThreads>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
-  load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
-  load_tile<kC, D, kThreads>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
-  load_tile<kC, D, kThreads>(sVn, kLd, a.Vn + base, D, kC, true);
-  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
-  cp_async_commit();
-  load_tile<D, D, kThreads>(sS, kLd, a.S + ck.ch * D * D, D, D, true);
-  cp_async_commit();
-  auto load_from_state_pass = [&] {  // dS', dV': the reverse state pass's
-    load_tile<D, D, kThreads>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
-    load_tile<kC, D, kThreads>(sdVn, kLd, a.dVn + base, D, kC, true);
+  const int64_t bhs = a.B * a.Hv, total = a.NC * bhs;
+  int* stk = reinterpret_cast<int*>(sm + L.tk);
+  // chunk of ticket t (reverse chunk-major)
+  auto chunk_of = [&](int64_t t) {
+    const int64_t bh = t % bhs;
+    return tc_chunk(a, a.NC - 1 - t / bhs, bh % a.Hv, bh / a.Hv);
   };
-  if constexpr (!kChase) {
-    load_from_state_pass();  // else once the state pass has counted the chunk (below)
-    cp_async_commit();
-  }
-  float q_r[2];
-  rnorm_rows(q_r, a, ck, a.q_rnorm, m0, lane);
-  cp_async_wait<kChase ? 1 : 2>();  // Q, K, dO, V', G
-  __syncthreads();
+  auto load_qkdo = [&](const TcChunk& c, int buf) {
+    uint16_t* q = reinterpret_cast<uint16_t*>(sm + (buf ? L.Q2 : L.Q));
+    uint16_t* k = reinterpret_cast<uint16_t*>(sm + (buf ? L.K2 : L.K));
+    uint16_t* o = reinterpret_cast<uint16_t*>(sm + (buf ? L.dO2 : L.dO));
+    load_tile<kC, D, kThreads>(q, kLd, a.q + c.r0 * a.ld_q + c.kh * D, a.ld_q, c.n, a.vec_in);
+    load_tile<kC, D, kThreads>(k, kLd, a.k + c.r0 * a.ld_k + c.kh * D, a.ld_k, c.n, a.vec_in);
+    load_tile<kC, D, kThreads>(o, kLd, a.d_o + c.r0 * a.ld_do + c.h * D, a.ld_do, c.n, a.vec_in);
+  };
+  // One chunk's work (ticket: its place in the chasing order; buf: which Q, K, dO tiles); returns
+  // the next ticket (persistent) after copying that chunk's Q, K, dO into the other tiles.
+  auto run = [&](int64_t ticket, int buf) -> int64_t {
+    uint16_t* sQ = reinterpret_cast<uint16_t*>(sm + (buf ? L.Q2 : L.Q));
+    uint16_t* sK = reinterpret_cast<uint16_t*>(sm + (buf ? L.K2 : L.K));
+    uint16_t* sdO = reinterpret_cast<uint16_t*>(sm + (buf ? L.dO2 : L.dO));
+    uint16_t* sVn = reinterpret_cast<uint16_t*>(sm + L.Vn);
+    uint16_t *sdVn = reinterpret_cast<uint16_t*>(sm + L.dVn), *sS = reinterpret_cast<uint16_t*>(sm + L.S);
+    uint16_t *sdS = reinterpret_cast<uint16_t*>(sm + L.dS), *sdMG = reinterpret_cast<uint16_t*>(sm + L.dMG);
+    float *sxr = reinterpret_cast<float*>(sm + L.xr), *sxc = reinterpret_cast<float*>(sm + L.xc);
+    float* spq = reinterpret_cast<float*>(sm + L.pq);
+    float *srk = reinterpret_cast<float*>(sm + L.rk), *sG = reinterpret_cast<float*>(sm + L.G);
+    float* red = reinterpret_cast<float*>(sm + L.red);
+    // kChase (chasing the reverse state pass): a 1-D grid (or the tickets, persistent), reverse
+    // chunk-major (the last chunk of every sequence and head first, the order in which the state pass
+    // finishes them). Else grid (NC, Hv, B).
+    TcChunk ck;
+    if constexpr (kChase) {
+      ck = chunk_of(ticket);
+    } else {
+      ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
+    }
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), part = warp / 4;
+    const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
+    const int64_t base = ck.ch * kC * D;
 
-  {  // dMG = lower(dO V'^T) o Gam (bf16), X = dMG o (Q K^T): only its row and column sums are kept
-    float dm[1][NT1][4], qk[1][NT1][4];
-    zero_acc(dm);
-    zero_acc(qk);
-    warp_mma<1, NT1, D, false, false>(dm, sdO, kLd, m0, sVn, kLd, n1, lane);
-    warp_mma<1, NT1, D, false, false>(qk, sQ, kLd, m0, sK, kLd, n1, lane);
-#pragma unroll
-    for (int ni = 0; ni < NT1; ++ni) {
-      const bool zero = above_diagonal(n1 + 8 * ni, m0);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
-        const float dmg = !zero && j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
-        sdMG[i * kLdC + j] = bf16_bits(dmg);
-        qk[0][ni][e] = zero ? 0.f : qk[0][ni][e] * dmg;
-      }
-    }
-    row_col_sums(qk, m0, sxr + part * kC, [&](int j) -> float& { return sxc[(warp % 4) * kC + n1 + j]; }, lane);
-  }
-  if constexpr (kChase) {
-    cp_async_wait<0>();
-    if (threadIdx.x == 0) flag_wait_at_least(a.ready + ck.ch, a.ready_count);
-  } else {
-    cp_async_wait<1>();
-  }
-  __syncthreads();  // sdMG complete; S has landed; (chasing) the state pass has written dS', dV'
-  if constexpr (kChase) {
-    load_from_state_pass();
+    if constexpr (!kPersist) load_qkdo(ck, 0);  // else copied during the previous chunk (or above)
+    load_tile<kC, D, kThreads>(sVn, kLd, a.Vn + base, D, kC, true);
+    load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
     cp_async_commit();
-  }
-  const float gl = sG[kC - 1];
-  // dq leaves through shared memory with dk_part and dW where it is bf16 (16-byte aligned rows)
-  const bool stage_dq = a.Hv == a.Hk && a.vec16_dq;
-  float P[1][NT2][4];
-  {  // dq = (dO S^T) o e^G + dMG K
-    zero_acc(P);
-    warp_mma<1, NT2, D, false, false>(P, sdO, kLd, m0, sS, kLd, n2, lane);
-    row_dot(P, sQ, kLd, m0, spq + part * kC, lane, n2);
-#pragma unroll
-    for (int ni = 0; ni < NT2; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) P[0][ni][e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
-    warp_mma<1, NT2, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, n2, lane);
-    if (a.q_rnorm)
-      l2norm_grad_rows<kParts>(P, sQ, kLd, m0, n2, q_r, a.q_scale, reinterpret_cast<float*>(sm + L.nd), warp, lane);
-    if (!stage_dq) store_qk_grad<D>(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane, n2);
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // dS', dV' have landed
-  {  // <dS', S>: per-thread partial sums over 16-byte loads (8 products each), added in thread order below
-    float acc = 0.f;
-    for (int v = threadIdx.x; v < D * D / 8; v += kThreads) {
-      const int at = (v / (D / 8)) * kLd + (v % (D / 8)) * 8;
-      const uint4 x = *reinterpret_cast<const uint4*>(sS + at), y = *reinterpret_cast<const uint4*>(sdS + at);
-      const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-      for (int u = 0; u < 4; ++u)  // a bf16 pair: the low half is element 2u, the high one 2u + 1
-        acc += __uint_as_float(xs[u] << 16) * __uint_as_float(ys[u] << 16) +
-               __uint_as_float(xs[u] & 0xffff0000u) * __uint_as_float(ys[u] & 0xffff0000u);
+    load_tile<D, D, kThreads>(sS, kLd, a.S + ck.ch * D * D, D, D, true);
+    cp_async_commit();
+    auto load_from_state_pass = [&] {  // dS', dV': the reverse state pass's
+      load_tile<D, D, kThreads>(sdS, kLd, a.dS + ck.ch * D * D, D, D, true);
+      load_tile<kC, D, kThreads>(sdVn, kLd, a.dVn + base, D, kC, true);
+    };
+    if constexpr (!kChase) {
+      load_from_state_pass();  // else once the state pass has counted the chunk (below)
+      cp_async_commit();
     }
-    red[threadIdx.x] = acc;
-  }
-  // dk_part and dW stay in registers until the tiles are free, then leave through shared memory in
-  // whole rows (bench/NOTES.md v17)
-  float R[1][NT2][4], Wd[1][NT2][4];
-  {  // dk_part = (V' dS'^T) o D + dMG^T Q
-    zero_acc(R);
-    warp_mma<1, NT2, D, false, false>(R, sVn, kLd, m0, sdS, kLd, n2, lane);
-    row_dot(R, sK, kLd, m0, srk + part * kC, lane, n2);
+    float q_r[2];
+    rnorm_rows(q_r, a, ck, a.q_rnorm, m0, lane);
+    cp_async_wait<kChase ? 1 : 2>();  // Q, K, dO, V', G
+    __syncthreads();
+
+    {  // dMG = lower(dO V'^T) o Gam (bf16), X = dMG o (Q K^T): only its row and column sums are kept
+      float dm[1][NT1][4], qk[1][NT1][4];
+      zero_acc(dm);
+      zero_acc(qk);
+      warp_mma<1, NT1, D, false, false>(dm, sdO, kLd, m0, sVn, kLd, n1, lane);
+      warp_mma<1, NT1, D, false, false>(qk, sQ, kLd, m0, sK, kLd, n1, lane);
 #pragma unroll
-    for (int ni = 0; ni < NT2; ++ni)
+      for (int ni = 0; ni < NT1; ++ni) {
+        const bool zero = above_diagonal(n1 + 8 * ni, m0);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) R[0][ni][e] *= __expf(gl - sG[m0 + acc_row(0, e, lane)]);
-    warp_mma<1, NT2, kC, true, true>(R, sdMG, kLdC, m0, sQ, kLd, n2, lane);
-  }
-  {  // dW = -dV' S^T
-    zero_acc(Wd);
-    warp_mma<1, NT2, D, false, false>(Wd, sdVn, kLd, m0, sS, kLd, n2, lane);
-#pragma unroll
-    for (int ni = 0; ni < NT2; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) Wd[0][ni][e] = -Wd[0][ni][e];
-  }
-  __syncthreads();  // every product done: Q's and K's tiles take dk_part and dW
-  store_acc_bf16(sQ + n2, kLd, m0, R, lane);
-  store_acc_bf16(sK + n2, kLd, m0, Wd, lane);
-  if (stage_dq) store_acc_bf16(sdO + n2, kLd, m0, P, lane);
-  if (threadIdx.x < kC) {
-    const int i = threadIdx.x;
-    auto parts = [&](const float* v, int r) { return kParts == 1 ? v[r] : v[r] + v[kC + r]; };
-    const float xs = parts(sxr, i) - (((sxc[i] + sxc[kC + i]) + sxc[2 * kC + i]) + sxc[3 * kC + i]);
-    float dG = __expf(sG[i]) * parts(spq, i) - __expf(gl - sG[i]) * parts(srk, i) + xs;
-    // The last row's G_n terms, e^{G_n} <dS', S> + sum_r D_r (R.K)_r, summed by its warp in a fixed
-    // order (one thread's serial loops over 128 + 64 terms sat at every CTA's end).
-    if (i >= kC - 32) {
-      float dot = 0.f, rk = 0.f;
-      for (int t = lane; t < kThreads; t += 32) dot += red[t];
-      for (int r = lane; r < kC; r += 32) rk += __expf(gl - sG[r]) * parts(srk, r);
-      dot = warp_sum(dot);
-      rk = warp_sum(rk);
-      if (i == kC - 1) dG += __expf(gl) * dot + rk;
+        for (int e = 0; e < 4; ++e) {
+          const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
+          const float dmg = !zero && j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+          sdMG[i * kLdC + j] = bf16_bits(dmg);
+          qk[0][ni][e] = zero ? 0.f : qk[0][ni][e] * dmg;
+        }
+      }
+      row_col_sums(qk, m0, sxr + part * kC, [&](int j) -> float& { return sxc[(warp % 4) * kC + n1 + j]; }, lane);
     }
-    a.dG_part[ck.ch * kC + i] = dG;
+    if constexpr (kChase) {
+      cp_async_wait<0>();
+      if (threadIdx.x == 0) {
+        if constexpr (kPersist) stk[1] = flag_fetch_add(a.qk_ticket, 1);  // the next chunk's ticket
+        flag_wait_at_least(a.ready + ck.ch, a.ready_count);
+      }
+    } else {
+      cp_async_wait<1>();
+    }
+    __syncthreads();  // sdMG complete; S has landed; (chasing) the state pass has written dS', dV'
+    int64_t next = total;
+    if constexpr (kChase) {
+      load_from_state_pass();
+      cp_async_commit();
+    }
+    if constexpr (kPersist) {  // the next chunk's Q, K, dO into the other set (free since the barrier above)
+      next = stk[1];
+      if (next < total) load_qkdo(chunk_of(next), buf ^ 1);
+      cp_async_commit();
+    }
+    const float gl = sG[kC - 1];
+    // dq leaves through shared memory with dk_part and dW where it is bf16 (16-byte aligned rows)
+    const bool stage_dq = a.Hv == a.Hk && a.vec16_dq;
+    float P[1][NT2][4];
+    {  // dq = (dO S^T) o e^G + dMG K
+      zero_acc(P);
+      warp_mma<1, NT2, D, false, false>(P, sdO, kLd, m0, sS, kLd, n2, lane);
+      row_dot(P, sQ, kLd, m0, spq + part * kC, lane, n2);
+#pragma unroll
+      for (int ni = 0; ni < NT2; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) P[0][ni][e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
+      warp_mma<1, NT2, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, n2, lane);
+      if (a.q_rnorm)
+        l2norm_grad_rows<kParts>(P, sQ, kLd, m0, n2, q_r, a.q_scale, reinterpret_cast<float*>(sm + L.nd), warp, lane);
+      if (!stage_dq) store_qk_grad<D>(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane, n2);
+    }
+    cp_async_wait<kPersist ? 1 : 0>();  // (the next chunk's Q, K, dO may fly)
+    __syncthreads();  // dS', dV' have landed
+    {  // <dS', S>: per-thread partial sums over 16-byte loads (8 products each), added in thread order below
+      float acc = 0.f;
+      for (int v = threadIdx.x; v < D * D / 8; v += kThreads) {
+        const int at = (v / (D / 8)) * kLd + (v % (D / 8)) * 8;
+        const uint4 x = *reinterpret_cast<const uint4*>(sS + at), y = *reinterpret_cast<const uint4*>(sdS + at);
+        const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+        for (int u = 0; u < 4; ++u)  // a bf16 pair: the low half is element 2u, the high one 2u + 1
+          acc += __uint_as_float(xs[u] << 16) * __uint_as_float(ys[u] << 16) +
+                 __uint_as_float(xs[u] & 0xffff0000u) * __uint_as_float(ys[u] & 0xffff0000u);
+      }
+      red[threadIdx.x] = acc;
+    }
+    // dk_part and dW stay in registers until the tiles are free, then leave through shared memory in
+    // whole rows (bench/NOTES.md v17)
+    float R[1][NT2][4], Wd[1][NT2][4];
+    {  // dk_part = (V' dS'^T) o D + dMG^T Q
+      zero_acc(R);
+      warp_mma<1, NT2, D, false, false>(R, sVn, kLd, m0, sdS, kLd, n2, lane);
+      row_dot(R, sK, kLd, m0, srk + part * kC, lane, n2);
+#pragma unroll
+      for (int ni = 0; ni < NT2; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) R[0][ni][e] *= __expf(gl - sG[m0 + acc_row(0, e, lane)]);
+      warp_mma<1, NT2, kC, true, true>(R, sdMG, kLdC, m0, sQ, kLd, n2, lane);
+    }
+    {  // dW = -dV' S^T
+      zero_acc(Wd);
+      warp_mma<1, NT2, D, false, false>(Wd, sdVn, kLd, m0, sS, kLd, n2, lane);
+#pragma unroll
+      for (int ni = 0; ni < NT2; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Wd[0][ni][e] = -Wd[0][ni][e];
+    }
+    __syncthreads();  // every product done: Q's and K's tiles take dk_part and dW
+    store_acc_bf16(sQ + n2, kLd, m0, R, lane);
+    store_acc_bf16(sK + n2, kLd, m0, Wd, lane);
+    if (stage_dq) store_acc_bf16(sdO + n2, kLd, m0, P, lane);
+    if (threadIdx.x < kC) {
+      const int i = threadIdx.x;
+      auto parts = [&](const float* v, int r) { return kParts == 1 ? v[r] : v[r] + v[kC + r]; };
+      const float xs = parts(sxr, i) - (((sxc[i] + sxc[kC + i]) + sxc[2 * kC + i]) + sxc[3 * kC + i]);
+      float dG = __expf(sG[i]) * parts(spq, i) - __expf(gl - sG[i]) * parts(srk, i) + xs;
+      // The last row's G_n terms, e^{G_n} <dS', S> + sum_r D_r (R.K)_r, summed by its warp in a fixed
+      // order (one thread's serial loops over 128 + 64 terms sat at every CTA's end).
+      if (i >= kC - 32) {
+        float dot = 0.f, rk = 0.f;
+        for (int t = lane; t < kThreads; t += 32) dot += red[t];
+        for (int r = lane; r < kC; r += 32) rk += __expf(gl - sG[r]) * parts(srk, r);
+        dot = warp_sum(dot);
+        rk = warp_sum(rk);
+        if (i == kC - 1) dG += __expf(gl) * dot + rk;
+      }
+      a.dG_part[ck.ch * kC + i] = dG;
+    }
+    __syncthreads();
+    store_tile_cta<kC, D, kThreads>(a.dk_part + base, D, sQ, kLd);
+    store_tile_cta<kC, D, kThreads>(a.dW + base, D, sK, kLd);
+    if (stage_dq) store_tile_cta<kC, D, kThreads>(a.dq + ck.r0 * a.ld_dq + ck.kh * D, a.ld_dq, sdO, kLd, ck.n);
+    // When chasing, the first chunks' CTAs end only after the state pass has (dS0): so does this kernel
+    if (kChase && !kPersist && ck.c == 0) grid_dependency_wait();
+    return next;
+  };
+  if constexpr (kPersist) {
+    if (threadIdx.x == 0) stk[0] = flag_fetch_add(a.qk_ticket, 1);
+    __syncthreads();
+    int64_t ticket = stk[0];
+    if (ticket < total) load_qkdo(chunk_of(ticket), 0);
+    cp_async_commit();
+    for (int buf = 0; ticket < total; buf ^= 1) {
+      ticket = run(ticket, buf);
+      __syncthreads();  // every thread's stores from this chunk's tiles are read before they are reused
+    }
+    grid_dependency_wait();  // (dS0: the state pass's last chunk is counted before it ends)
+  } else {
+    run(blockIdx.x, 0);
   }
-  __syncthreads();
-  store_tile_cta<kC, D, kThreads>(a.dk_part + base, D, sQ, kLd);
-  store_tile_cta<kC, D, kThreads>(a.dW + base, D, sK, kLd);
-  if (stage_dq) store_tile_cta<kC, D, kThreads>(a.dq + ck.r0 * a.ld_dq + ck.kh * D, a.ld_dq, sdO, kLd, ck.n);
-  // When chasing, the first chunks' CTAs end only after the state pass has (dS0): so does this kernel
-  if (kChase && ck.c == 0) grid_dependency_wait();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -866,12 +915,18 @@ void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
 template <int D>
 void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradQkLayout<D> L{};
-  if (a.ready) {
-    tc_set_smem(gdn_tc_grad_qk_kernel<D, true>, L.bytes, op);
-    tc_launch_chunks(gdn_tc_grad_qk_kernel<D, true>, a, kGradWarps<D> * 32, L.bytes, s, op);
+  if (a.qk_persist) {  // one CTA a SM (its shared memory fills one), taking chunks by ticket
+    DT_CHECK(D == 128 && a.ready, "{}: the persistent grad_qk takes head dim 128, chasing", op);
+    if constexpr (D == 128) {
+      tc_set_smem(gdn_tc_grad_qk_kernel<D, true, true>, L.persist_bytes, op);
+      tc_launch_chunks(gdn_tc_grad_qk_kernel<D, true, true>, a, kGradWarps<D> * 32, L.persist_bytes, s, op, a.sms);
+    }
+  } else if (a.ready) {
+    tc_set_smem(gdn_tc_grad_qk_kernel<D, true, false>, L.bytes, op);
+    tc_launch_chunks(gdn_tc_grad_qk_kernel<D, true, false>, a, kGradWarps<D> * 32, L.bytes, s, op);
   } else {
-    tc_set_smem(gdn_tc_grad_qk_kernel<D, false>, L.bytes, op);
-    gdn_tc_grad_qk_kernel<D, false><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
+    tc_set_smem(gdn_tc_grad_qk_kernel<D, false, false>, L.bytes, op);
+    gdn_tc_grad_qk_kernel<D, false, false><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
     DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
   }
 }

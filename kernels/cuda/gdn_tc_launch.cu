@@ -70,6 +70,7 @@ int64_t tc_backward_layout(TcArgs& a, const GdnCudaDims& d, char* base) {
   take(a.dk_part, rows * D * 2, base, off);
   take(a.dG_part, rows * 4, base, off);
   take(a.ready, nch * 4, base, off);  // grad_qk chasing the reverse state pass
+  take(a.qk_ticket, 4, base, off);
   if (d.Hv > d.Hk) {
     take(a.dq_vh, d.B * d.T * d.Hv * D * 4, base, off);
     take(a.dk_vh, d.B * d.T * d.Hv * D * 4, base, off);
@@ -119,6 +120,8 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
            "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.dvl_fused);
   DT_CHECK(d.chase_prep >= -1 && d.chase_prep <= 1,
            "gdn_chunk: chase_prep must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.chase_prep);
+  DT_CHECK(d.qk_persist >= -1 && d.qk_persist <= 1,
+           "gdn_chunk: qk_persist must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.qk_persist);
   const bool fusable = d.dk == 128 && !(a.colwarp & 2) && !(a.wgmma & 5) && a.state_cols <= 32 && a.state_stages == 3;
   DT_CHECK(d.dvl_fused != 1 || fusable,
            "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, 16 or 32 "
@@ -377,6 +380,21 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   if (norm_in_kernel) a.q_rnorm = p.q_rnorm, a.k_rnorm = p.k_rnorm, a.q_scale = p.q_scale, a.k_scale = p.k_scale;
   const int D = static_cast<int>(d.dk);
   if (p.saved) check_saved(p.saved, op);
+  // grad_qk chases the reverse state pass (not the wgmma one): per chunk, a count of the state pass's
+  // CTAs of the head that have written its dS' and dV', zeroed first. By default at head dim 64
+  // (H200, bench/NOTES.md v11) and where the state pass leaves half of the SMs free
+  // (tc_chase_beside; v12: long sequences at 32 columns).
+  const int cols = (a.colwarp & 2) ? a.colwarp_cols : a.state_cols;
+  const bool chase =
+      (d.overlap == 1 || (d.overlap == -1 && (D == 64 || tc_chase_beside(a, D, cols)))) && !(a.wgmma & 4);
+  // grad_qk persistent (GdnCudaDims::qk_persist): by the sizes at 32 columns (H200, bench/NOTES.md
+  // v20: 16 heads at 32K -17 us; at 16 columns, 8 heads, +5 us)
+  DT_CHECK(d.qk_persist != 1 || (chase && D == 128),
+           "{}: qk_persist 1 takes head dim 128 and grad_qk chasing the reverse state pass (overlap -1 where the "
+           "state pass leaves SMs free, or 1; not its wgmma version); got head dim {}, overlap {}, wgmma {} (set "
+           "qk_persist to -1 or 0)",
+           op, D, d.overlap, a.wgmma);
+  a.qk_persist = chase && D == 128 && (d.qk_persist == 1 || (d.qk_persist == -1 && cols == 32));
   // [saved part, unless given][backward part]
   const int64_t saved_bytes = p.saved ? 0 : tc_saved_layout(a, d, nullptr);
   char* temp = tc_alloc(saved_bytes + tc_backward_layout(a, d, nullptr), s, op);
@@ -395,13 +413,12 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
     }
   }
   if (!a.dvl_fused) tc_dv_local(a, D, s, op);  // else the reverse state pass does its work
-  // grad_qk chases the reverse state pass (not the wgmma one): per chunk, a count of the state pass's
-  // CTAs of the head that have written its dS' and dV', zeroed first. By default at head dim 64
-  // (H200, bench/NOTES.md v11) and where the state pass leaves half of the SMs free
-  // (tc_chase_beside; v12: long sequences at 32 columns).
-  const int cols = (a.colwarp & 2) ? a.colwarp_cols : a.state_cols;
-  if ((d.overlap == 1 || (d.overlap == -1 && (D == 64 || tc_chase_beside(a, D, cols)))) && !(a.wgmma & 4))
+  if (chase) {
     start_counts(a, ready, D / cols, s, op);
+    // its ticket, zeroed before the state pass (a memset between the pass and grad_qk would wait for
+    // the whole pass, and grad_qk would not chase it: +0.6 ms at 32K)
+    if (a.qk_persist) DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.qk_ticket, 0, 4, s), op);
+  }
   tc_state_backward(a, D, s, op);
   tc_grad_qk(a, D, s, op);
   a.ready = nullptr;

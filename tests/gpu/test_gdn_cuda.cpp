@@ -184,10 +184,10 @@ std::vector<T> download(const DevBuf& d, size_t n, size_t off = 0) {
 struct Kernels {
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
   int state_cols = 0, state_stages = 0, wgmma = -1, overlap = -1, colwarp = -1, colwarp_cols = 0, dvl_fused = -1;
-  int chase_prep = -1;
+  int chase_prep = -1, qk_persist = -1;
   bool defaults() const {
     return impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && wgmma == -1 && overlap == -1 &&
-           colwarp == -1 && colwarp_cols == 0 && dvl_fused == -1 && chase_prep == -1;
+           colwarp == -1 && colwarp_cols == 0 && dvl_fused == -1 && chase_prep == -1 && qk_persist == -1;
   }
   std::string name() const {
     auto opt = [](const char* key, int v, int unset) {
@@ -196,7 +196,7 @@ struct Kernels {
     return (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") + opt("state_cols", state_cols, 0) +
            opt("state_stages", state_stages, 0) + opt("wgmma", wgmma, -1) + opt("overlap", overlap, -1) +
            opt("colwarp", colwarp, -1) + opt("colwarp_cols", colwarp_cols, 0) + opt("dvl_fused", dvl_fused, -1) +
-           opt("chase_prep", chase_prep, -1);
+           opt("chase_prep", chase_prep, -1) + opt("qk_persist", qk_persist, -1);
   }
 };
 
@@ -214,7 +214,7 @@ void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_out, cons
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = kn.impl, d.state_cols = kn.state_cols, d.state_stages = kn.state_stages, d.wgmma = kn.wgmma;
   d.overlap = kn.overlap, d.colwarp = kn.colwarp, d.colwarp_cols = kn.colwarp_cols, d.dvl_fused = kn.dvl_fused;
-  d.chase_prep = kn.chase_prep;
+  d.chase_prep = kn.chase_prep, d.qk_persist = kn.qk_persist;
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -745,6 +745,37 @@ TEST(GdnCuda, PrepBesideTheStatePassGivesTheSameBits) {
                             Kernels{.impl = GdnCudaImpl::kTensorCore, .overlap = 0, .chase_prep = 1}})
     expect_refused(c, in, kn, "chase_prep 1 takes the mma.sync output kernel");
   expect_refused(c, in, {.impl = GdnCudaImpl::kTensorCore, .chase_prep = 2}, "chase_prep must be -1");
+}
+
+// grad_qk persistent (GdnCudaDims::qk_persist; v20: chunks by ticket, the next chunk's Q, K, dO copied
+// during this one) gives the bits of one CTA a chunk: head dim 128 at 32 and 16 columns, with and
+// without the dvl producer, fewer chunks than SMs and many more (several per CTA), partial and single
+// chunks, GQA, several sequences, edge gates, no S0 or dS_out; from the saved forward and recomputing
+// it; in a CUDA graph (the ticket is zeroed in it); against the reference. Where grad_qk does not chase
+// the reverse pass, or at head dim 64, 1 is refused.
+TEST(GdnCuda, PersistentGradQkGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  struct Run { int64_t T, B, Hk, Hv; int cols, gates, dvl; bool S0; };
+  const Run runs[] = {{300, 1, 1, 1, 32, 0, -1, true},  {130, 2, 1, 2, 16, 2, -1, true}, {1, 1, 1, 1, 32, 0, -1, true},
+                      {65, 1, 2, 2, 32, 1, 0, true},    {200, 1, 1, 1, 16, 3, 0, false}, {4000, 2, 2, 4, 32, 0, -1, true},
+                      {9001, 1, 8, 8, 32, 0, -1, true}, {5000, 1, 4, 4, 16, 0, 1, true}};
+  uint64_t seed = 210;
+  for (const Run& r : runs) {
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = 3, .overlap = 1,
+                     .dvl_fused = r.dvl, .qk_persist = 1};
+    expect_option_keeps_bits(option_case(r.T, r.B, r.Hk, r.Hv, 128, r.gates, r.S0, seed++), on, &Kernels::qk_persist,
+                             r.T > 1 && r.T <= 300, r.T == 130 || r.T == 9001);
+  }
+  Case c;
+  c.D = 128;
+  const Inputs in = make_inputs(c);
+  const char* needs = "qk_persist 1 takes head dim 128";
+  for (const Kernels& kn : {Kernels{.impl = GdnCudaImpl::kTensorCore, .overlap = 0, .qk_persist = 1},
+                            Kernels{.impl = GdnCudaImpl::kTensorCore, .wgmma = 4, .qk_persist = 1}})
+    expect_refused(c, in, kn, needs);
+  expect_refused(c, in, {.impl = GdnCudaImpl::kTensorCore, .qk_persist = 2}, "qk_persist must be -1");
+  c.D = 64;
+  expect_refused(c, make_inputs(c), {.impl = GdnCudaImpl::kTensorCore, .qk_persist = 1}, needs);
 }
 
 // The forward's output kernel with wgmma (GdnCudaDims::wgmma; v7 pilot): D 64 and 128, partial

@@ -21,6 +21,7 @@ expect_refused "--colwarp" --colwarp 4
 expect_refused "--colwarp-cols" --colwarp-cols 48
 expect_refused "--dvl-fused" --dvl-fused 2
 expect_refused "--chase-prep" --chase-prep 2
+expect_refused "--qk-persist" --qk-persist 2
 expect_refused "--iters" --iters 0
 expect_refused "--warmup" --warmup -1
 expect_refused "--impl" --impl fast

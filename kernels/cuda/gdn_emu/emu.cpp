@@ -196,6 +196,7 @@ static thread_local std::deque<std::vector<Copy>> tl_groups;
 
 void flag_add_fenced(int* p, int v) { __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST); }
 int flag_peek(const int* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+int flag_fetch_add(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 // Emulated kernels run one after another, so a wait can only be on an earlier kernel's counts: a
 // count not reached would spin forever on the GPU too, or wait on a kernel launched later.
 void flag_wait_at_least(const int* p, int n) {

@@ -481,6 +481,8 @@ static void wgmma() {
          [&] { forward_with([](GdnCudaDims& d) { d.chase_prep = 1, d.colwarp = 1; }); });
   expect("chase_prep 1 with overlap 0", "chase_prep 1 takes the mma.sync output kernel and forward state pass",
          [&] { forward_with([](GdnCudaDims& d) { d.chase_prep = 1, d.overlap = 0; }); });
+  expect("qk_persist 2", "qk_persist must be -1 (by the sizes), 0 (off) or 1 (on)",
+         [&] { forward_with([](GdnCudaDims& d) { d.qk_persist = 2; }); });
 }
 
 int main(int argc, char** argv) {

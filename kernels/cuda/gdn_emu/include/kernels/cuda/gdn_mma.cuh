@@ -15,6 +15,7 @@ inline void flag_fence() {}
 void flag_add_fenced(int* p, int v);           // atomic; the waits find their counts reached
 void flag_wait_at_least(const int* p, int n);  // (aborts if not: a wait on a later kernel)
 int flag_peek(const int* p);
+int flag_fetch_add(int* p, int v);
 void cp_async_commit();
 void cp_async_wait_n(int n);
 void named_barrier(int id, int n_threads);
