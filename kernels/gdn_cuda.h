@@ -59,10 +59,10 @@ struct GdnCudaDims {
   // the chasing kernels), 0: off, 1: on (head dim 128, the mma.sync output kernel and reverse pass
   // at 16 or 32 columns with 3 stages).
   int dvl_fused = -1;
-  // prep beside the forward state pass (bench/NOTES.md v19): the mma.sync state pass is launched
+  // prep beside the forward state pass (bench/NOTES.md v19, v20): the mma.sync state pass is launched
   // first and waits for each chunk's G, W and U; prep runs beside it chunk by chunk (launched after
   // it), then the output kernel chasing it. The same bits. -1: by the sizes (head dim 128 with few
-  // heads: the state pass at 16 columns a CTA, on at most half of the SMs, its output kernel
+  // heads: the state pass at 16 or 32 columns a CTA, on at most half of the SMs, its output kernel
   // chasing it), 0: off, 1: on (the mma.sync output kernel and forward state pass, chasing, on at
   // most half of the SMs). Under a profiler that runs kernels one at a time (ncu) set 0: the state
   // pass would wait for prep, launched after it, and stops with a message.

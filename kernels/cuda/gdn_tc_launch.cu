@@ -321,21 +321,20 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   const bool chase = d.overlap == 1 || (d.overlap == -1 && (D == 64 || (a.wgmma & 2) || (a.colwarp & 1) ||
                                                             tc_chase_beside(a, D, cols)));
   if (chase && !(a.wgmma & 1)) start_counts(a, ready, D / cols, s, op);
-  // prep beside the mma.sync state pass (GdnCudaDims::chase_prep; bench/NOTES.md v19): by the sizes
-  // at head dim 128 where the output kernel chases a state pass of 16 columns a CTA, that is few
-  // heads (8 or fewer on 132 SMs) beside a long chain: 1 x 32768 x 8 heads forward 0.946 -> 0.875
-  // ms, forward + backward 2.123 -> 2.051. At 16 heads (32 columns) the forward gains too (1.148 ->
-  // 1.091) but forward + backward does not (2.92 -> 2.94): prep's CTAs beside the chain slow it,
-  // and twice the heads' prep and output leave the other SMs no room. 1 is refused where those
-  // kernels are not the ones taken. (The emulator, DT_GDN_EMULATED, runs kernels one after another:
-  // prep first there.)
+  // prep beside the mma.sync state pass (GdnCudaDims::chase_prep; bench/NOTES.md v19, v20): by the
+  // sizes at head dim 128 where the output kernel chases a state pass of 16 or 32 columns a CTA, that
+  // is few heads (16 or fewer on 132 SMs) beside a long chain: 1 x 32768 x 8 heads forward 0.946 ->
+  // 0.875 ms, forward + backward 2.123 -> 2.051 (v19); 16 heads 1.149 -> 1.087 and 2.891 -> 2.828
+  // with the persistent grad_qk (v20; with v19's grad_qk forward + backward did not gain there). 1 is
+  // refused where those kernels are not the ones taken. (The emulator, DT_GDN_EMULATED, runs kernels
+  // one after another: prep first there.)
   const bool mma_sync = !(a.wgmma & 3) && !(a.colwarp & 1), beside = tc_chase_beside(a, D, cols);
   DT_CHECK(d.chase_prep != 1 || (mma_sync && beside && a.ready),
            "{}: chase_prep 1 takes the mma.sync output kernel and forward state pass, chasing (overlap -1 or 1), on "
            "at most half of the SMs; got wgmma {}, colwarp {}, overlap {}, {} state-pass CTAs for {} SMs (set "
            "chase_prep to -1 or 0)",
            op, a.wgmma, a.colwarp, d.overlap, d.B * d.Hv * (D / cols), a.sms);
-  bool feed = (d.chase_prep == 1 || (d.chase_prep == -1 && D == 128 && beside && cols == 16)) && mma_sync && a.ready;
+  bool feed = (d.chase_prep == 1 || (d.chase_prep == -1 && D == 128 && beside && cols <= 32)) && mma_sync && a.ready;
 #ifdef DT_GDN_EMULATED
   feed = false;
 #endif
