@@ -68,9 +68,8 @@ struct GdnCudaDims {
   // pass would wait for prep, launched after it, and stops with a message.
   int chase_prep = -1;
   // grad_qk persistent where it chases the reverse state pass (bench/NOTES.md v20): one CTA a SM
-  // slot taking chunks in the chasing order (by an atomic ticket: the order only, each chunk's sums
-  // are its own, so the same bits) and copying the next chunk's Q, K and dO during this one's
-  // products. -1: by the sizes (head dim 128 with the reverse pass at 32 columns a CTA: 16 heads at
+  // taking chunks in the chasing order (by an atomic ticket: the order only, each chunk's sums are
+  // its own, so the same bits) and copying the next chunk's Q, K and dO during this one's products. -1: by the sizes (head dim 128 with the reverse pass at 32 columns a CTA: 16 heads at
   // 32K), 0: off, 1: on (head dim 128, grad_qk chasing).
   int qk_persist = -1;
 };
