@@ -18,7 +18,12 @@ if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
 fi
 mapfile -t files < <(git diff --name-only HEAD "$ref")
 [[ ${#files[@]} -gt 0 ]] || { echo "stage_variant: $ref does not differ from HEAD" >&2; exit 2; }
-restore() { git checkout HEAD -- "${files[@]}" 2> /dev/null || true; }
+restore() {  # HEAD's version of each file, or none where REF added it
+  local f
+  for f in "${files[@]}"; do
+    if git cat-file -e "HEAD:$f" 2> /dev/null; then git checkout HEAD -- "$f"; else rm -f -- "$f"; fi
+  done
+}
 trap restore EXIT
 git diff HEAD "$ref" | git apply
 targets=(test_gpu bench_gdn)
