@@ -562,6 +562,14 @@ __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t 
   x.n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
   return x;
 }
+// Chunk i of the chunk-major order in which the state passes finish them: chunk c of every sequence
+// and head before any chunk c + 1 (kReverse: the last chunk first). The kernels that chase or feed
+// a state pass take their chunks in it.
+template <bool kReverse = false>
+__device__ __forceinline__ TcChunk tc_chunk_major(const TcArgs& a, int64_t i) {
+  const int64_t bhs = a.B * a.Hv, bh = i % bhs;
+  return tc_chunk(a, kReverse ? a.NC - 1 - i / bhs : i / bhs, bh % a.Hv, bh / a.Hv);
+}
 
 // ---- a kernel chasing a state pass (TcArgs::ready) ----
 // The state pass's CTAs count chunk ch in ready[ch] once its columns are written (by its `leader`

@@ -429,13 +429,9 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
   constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products
   unsigned char* sm = dynamic_smem();
-  const int64_t bhs = a.B * a.Hv, total = a.NC * bhs;
+  const int64_t total = a.B * a.Hv * a.NC;
   int* stk = reinterpret_cast<int*>(sm + L.tk);
-  // chunk of ticket t (reverse chunk-major)
-  auto chunk_of = [&](int64_t t) {
-    const int64_t bh = t % bhs;
-    return tc_chunk(a, a.NC - 1 - t / bhs, bh % a.Hv, bh / a.Hv);
-  };
+  auto chunk_of = [&](int64_t t) { return tc_chunk_major<true>(a, t); };  // of ticket t
   auto load_qkdo = [&](const TcChunk& c, int buf) {
     uint16_t* q = reinterpret_cast<uint16_t*>(sm + (buf ? L.Q2 : L.Q));
     uint16_t* k = reinterpret_cast<uint16_t*>(sm + (buf ? L.K2 : L.K));

@@ -178,8 +178,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 template <int D>
 __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_fed_kernel(TcArgs a) {
   grid_launch_dependents();
-  const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
-  const TcChunk ck = tc_chunk(a, blockIdx.x / bhs, bh % a.Hv, bh / a.Hv);
+  const TcChunk ck = tc_chunk_major(a, blockIdx.x);
   prep_chunk<D>(a, ck, dynamic_smem());
   chunk_fed_signal(a, ck.ch);
   // The last chunks' CTAs end only after the state pass has (S_out): so does this kernel, and so the
@@ -375,8 +374,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   float* sG = reinterpret_cast<float*>(sm + L.G);
   // 1-D grid, chunk-major (chunk c of every sequence and head, then c + 1: the order in which the
   // state pass finishes them when this kernel chases it)
-  const int64_t bhs = a.B * a.Hv, bh = blockIdx.x % bhs;
-  const TcChunk ck = tc_chunk(a, blockIdx.x / bhs, bh % a.Hv, bh / a.Hv);
+  const TcChunk ck = tc_chunk_major(a, blockIdx.x);
   const bool after_state = a.fed != nullptr;
   constexpr int y0 = 0;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), n0 = (warp / 4) * NT * 8;
