@@ -116,7 +116,42 @@ struct Result {
   double fwd_cold_ms = 0, fwdbwd_cold_ms = 0;  // the same, L2 flushed before each run (do_bench's way)
   double fwd_graph_ms = 0, fwdbwd_graph_ms = 0;  // the same, replayed from a CUDA graph (GPU time only)
   std::string digest;  // --digest: a hash of each output of one forward + backward (same bits, same hash)
+  std::vector<dt::GdnCudaStamp> stamps;  // --timeline: each CTA of one forward + backward
 };
+
+// One forward + backward's per-CTA stamps (gdn_cuda_timeline): f captured in a graph, replayed twice;
+// the second replay's stamps (the first warms the caches and the code).
+template <class F>
+std::vector<dt::GdnCudaStamp> timeline(F&& f, cudaStream_t st) {
+  constexpr unsigned kCap = 1u << 20;
+  dt::GdnCudaStamp* stamps = nullptr;
+  unsigned* n = nullptr;
+  BENCH_CUDA(cudaMalloc(&stamps, kCap * sizeof(dt::GdnCudaStamp)));
+  BENCH_CUDA(cudaMalloc(&n, sizeof(unsigned)));
+  dt::gdn_cuda_timeline(stamps, n, kCap);
+  cudaGraph_t graph;
+  BENCH_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  f();
+  BENCH_CUDA(cudaStreamEndCapture(st, &graph));
+  dt::gdn_cuda_timeline(nullptr, nullptr, 0);
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 2; ++i) {
+    BENCH_CUDA(cudaMemsetAsync(n, 0, sizeof(unsigned), st));
+    BENCH_CUDA(cudaGraphLaunch(exec, st));
+  }
+  BENCH_CUDA(cudaStreamSynchronize(st));
+  unsigned count = 0;
+  BENCH_CUDA(cudaMemcpy(&count, n, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  if (count > kCap) std::fprintf(stderr, "bench_gdn: timeline: %u CTAs, only the first %u kept\n", count, kCap);
+  std::vector<dt::GdnCudaStamp> out(std::min(count, kCap));
+  BENCH_CUDA(cudaMemcpy(out.data(), stamps, out.size() * sizeof(dt::GdnCudaStamp), cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  BENCH_CUDA(cudaFree(stamps));
+  BENCH_CUDA(cudaFree(n));
+  return out;
+}
 
 // FNV-1a over a device buffer's bytes.
 uint64_t device_fnv1a(const void* p, size_t bytes) {
@@ -129,9 +164,9 @@ uint64_t device_fnv1a(const void* p, size_t bytes) {
 
 // profile: one pass of each timing launched directly, none from a graph or after an L2 flush (for ncu).
 // opts: the kernels' options from the command line (GdnCudaDims without the sizes).
-// digest: Result::digest, after the timings.
+// digest: Result::digest, after the timings; with_timeline: Result::stamps.
 Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims& opts, bool recompute, bool profile,
-                   bool digest) {
+                   bool digest, bool with_timeline) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -251,6 +286,7 @@ Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims
     for (const auto& [name, buf] : outs)
       r.digest += fmt::format("{}{} {:016x}", r.digest.empty() ? "" : ", ", name, device_fnv1a(buf.first, buf.second));
   }
+  if (with_timeline) r.stamps = timeline(layer_fwdbwd, st);
   BENCH_CUDA(cudaStreamDestroy(st));
   for (void* p : {static_cast<void*>(q_raw), static_cast<void*>(k_raw), static_cast<void*>(a), static_cast<void*>(b),
                   static_cast<void*>(A_log), static_cast<void*>(dt_bias), static_cast<void*>(da),
@@ -271,7 +307,7 @@ Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims
 int main(int argc, char** argv) {
   CLI::App app{"bench_gdn: GDN chunk kernels (CUDA) vs ceilings and fla"};
   std::string shapes = "16,1024,12,64;4,4096,16,128;1,32768,16,128";
-  std::string json_out, fla_json;
+  std::string json_out, fla_json, timeline_csv;
   int iters = 30, warmup = 5;
   std::string impl = "tc";
   dt::GdnCudaDims opts;  // the kernels' options; the sizes come per shape
@@ -280,6 +316,9 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "timed runs per measurement (median)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
   app.add_option("--json", json_out, "write the results here");
+  app.add_option("--timeline", timeline_csv,
+                 "write one forward + backward's per-CTA stamps here (CSV: shape, kernel, sm, start and end in us, "
+                 "cycles; scripts/gdn_timeline.py plots them; needs a build with -DDELTATRON_GDN_TIMELINE=ON)");
   app.add_option("--fla-json", fla_json, "fla_kernels.json from bench/bench_gdn_peers.py, same device");
   app.add_option("--impl", impl, "tc: tensor-core kernels (default), simt: the plain fp32 ones")
       ->check(CLI::IsMember({"tc", "simt"}));
@@ -326,6 +365,10 @@ int main(int argc, char** argv) {
 #else
   try {
     const std::vector<Shape4> shape_list = parse_shapes(shapes);  // before the device: bad input fails anywhere
+    if (!timeline_csv.empty() && !dt::gdn_cuda_timeline_built()) {
+      std::fprintf(stderr, "bench_gdn: --timeline needs a build configured with -DDELTATRON_GDN_TIMELINE=ON\n");
+      return 2;
+    }
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
       std::fprintf(stderr, "bench_gdn: no CUDA device\n");
@@ -364,8 +407,16 @@ int main(int argc, char** argv) {
                   (opts.dvl_fused < 0 ? "" : fmt::format("; dvl_fused {}", opts.dvl_fused)) +
                   (opts.chase_prep < 0 ? "" : fmt::format("; chase_prep {}", opts.chase_prep)) +
                   (opts.qk_persist < 0 ? "" : fmt::format("; qk_persist {}", opts.qk_persist));
+    std::string timeline_rows;  // --timeline's CSV rows
     for (const Shape4& s : shape_list) {
-      const Result r = bench_shape(s, warmup, iters, opts, recompute, profile, digest);
+      const Result r = bench_shape(s, warmup, iters, opts, recompute, profile, digest, !timeline_csv.empty());
+      if (!r.stamps.empty()) {
+        uint64_t t_first = r.stamps[0].t0;
+        for (const dt::GdnCudaStamp& x : r.stamps) t_first = std::min(t_first, x.t0);
+        for (const dt::GdnCudaStamp& x : r.stamps)
+          timeline_rows += fmt::format("{},{},{},{:.3f},{:.3f},{}\n", s.key(), dt::gdn_cuda_timeline_kernel(x.kernel),
+                                       x.sm, (x.t0 - t_first) * 1e-3, (x.t1 - t_first) * 1e-3, x.c1 - x.c0);
+      }
       const double ff = flops_forward(s, 64), fb = ff + flops_backward(s, 64);
       // fla's fastest sample over the peer script's processes (bench_gdn_peers.py keeps the minimum)
       double fla_f = NAN, fla_fb = NAN, fla_f_cold = NAN, fla_fb_cold = NAN;
@@ -414,6 +465,8 @@ int main(int argc, char** argv) {
     }
     std::printf("ratio = ours / fla (targets: <= 0.33 at B16_T1024_H12_D64, <= 0.5 at the others)\n");
     if (!json_out.empty()) std::ofstream(json_out) << out.dump(1) << "\n";
+    if (!timeline_csv.empty())
+      std::ofstream(timeline_csv) << "shape,kernel,sm,start_us,end_us,cycles\n" << timeline_rows;
   } catch (const dt::Error& e) {
     std::fprintf(stderr, "bench_gdn: error: %s\n", e.what());
     return 1;

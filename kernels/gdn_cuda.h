@@ -152,6 +152,22 @@ int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d);
 int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved = false);
 int64_t gdn_chunk_saved_bytes(const GdnCudaDims& d);
 
+// The per-CTA timeline of the tensor-core kernels (a measuring tool: bench_gdn --timeline,
+// scripts/gdn_timeline.py; bench/NOTES.md v21). Only in a build configured with
+// -DDELTATRON_GDN_TIMELINE=ON (gdn_cuda_timeline_built); elsewhere setting stamps throws. While set,
+// thread 0 of each CTA of the calls launched (or captured) after it writes one stamp as it leaves:
+// its kernel (gdn_cuda_timeline_kernel names it), its SM, its start and end times (the GPU's
+// globaltimer, ns) and the SM's clock64 at both. stamps: device memory for cap of them; n: a device
+// counter of the slots taken, zeroed by the caller (CTAs past cap write nothing). stamps null: off.
+struct GdnCudaStamp {
+  uint32_t kernel = 0, sm = 0;
+  uint64_t t0 = 0, t1 = 0;
+  uint64_t c0 = 0, c1 = 0;
+};
+bool gdn_cuda_timeline_built();
+void gdn_cuda_timeline(GdnCudaStamp* stamps, unsigned* n, unsigned cap);
+const char* gdn_cuda_timeline_kernel(uint32_t kernel);
+
 }  // namespace dt
 
 namespace dt {

@@ -17,7 +17,10 @@
 #      BENCH_ARGS (more bench_gdn options, for its table, ncu and the profile, e.g. --state-cols 32),
 #      NCU_FLA="B,T,H,D ..." (with FLA=1: fla's per-kernel times under ncu),
 #      SASS="B,T,H,D:regex ..." (stall samples per instruction, CSV under $OUT),
-#      PIPES="B,T,H,D ..." (per kernel: issue, tensor, shared memory, bank conflicts, L2, DRAM busy).
+#      PIPES="B,T,H,D ..." (per kernel: issue, tensor, shared memory, bank conflicts, L2, DRAM busy),
+#      TIMELINE="B,T,H,D ..." (each CTA's kernel, SM, start, end and cycles in one forward + backward,
+#      CSV under $OUT, summed by scripts/gdn_timeline.py; from .devbin/tl/bench_gdn, a build configured
+#      with -DDELTATRON_GDN_TIMELINE=ON: `bash scripts/gpu_quick.sh --stage-timeline build-tl` here).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--stage" ]]; then
@@ -27,6 +30,15 @@ if [[ "${1:-}" == "--stage" ]]; then
   [[ -x "$B/bench/bench_train" ]] && cp "$B/bench/bench_train" .devbin/
   for lib in libfmt.so.9 libyaml-cpp.so.0.7; do cp -L "/lib/x86_64-linux-gnu/$lib" .devbin/ 2>/dev/null || true; done
   du -sh .devbin
+  exit 0
+fi
+if [[ "${1:-}" == "--stage-timeline" ]]; then
+  B=${2:?"usage: gpu_quick.sh --stage-timeline BUILD_DIR (configured with -DDELTATRON_GDN_TIMELINE=ON)"}
+  grep -q "DELTATRON_GDN_TIMELINE:BOOL=ON" "$B/CMakeCache.txt" 2>/dev/null ||
+    { echo "gpu_quick: $B is not configured with -DDELTATRON_GDN_TIMELINE=ON" >&2; exit 2; }
+  mkdir -p .devbin/tl
+  cp "$B/bench/bench_gdn" .devbin/tl/
+  du -sh .devbin/tl
   exit 0
 fi
 export LD_LIBRARY_PATH=$PWD/.devbin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -105,6 +117,14 @@ for spec in ${SASS:-}; do
     ${BENCH_ARGS:-} > /tmp/sass.log 2>&1 || tail -5 /tmp/sass.log
   ncu -i "/tmp/sass_$tag.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/sass_$tag.csv" 2>&1
   echo "== sass $re at $sh: $(wc -l < "$OUT/sass_$tag.csv") lines"
+done
+# TIMELINE="B,T,H,D ...": one forward + backward's per-CTA stamps at each shape (BENCH_ARGS apply)
+for sh in ${TIMELINE:-}; do
+  tag=$(echo "$sh" | tr ',' '_')
+  # shellcheck disable=SC2086
+  timeout 120 .devbin/tl/bench_gdn --shapes "$sh" --no-ceilings ${BENCH_ARGS:-} --timeline "$OUT/timeline_$tag.csv" \
+    > /tmp/timeline.log 2>&1 || { tail -3 /tmp/timeline.log; status=1; continue; }
+  python3 scripts/gdn_timeline.py "$OUT/timeline_$tag.csv"
 done
 if [[ -n "${TRAIN:-}" ]]; then
   timeout 120 .devbin/bench_train --config configs/hybrid_124m.yaml --steps 20 --warmup 5 2>&1 | tail -4

@@ -479,6 +479,64 @@ __device__ __forceinline__ void store_acc_bf16(uint16_t* s, int ld, int m0, cons
         st_bf16x2(s + (m0 + acc_row(mi, e, lane)) * ld + acc_col(ni, e, lane), acc[mi][ni][e], acc[mi][ni][e + 1], true);
 }
 
+// ---- the per-CTA timeline (a measuring tool: gdn_cuda_timeline, bench_gdn --timeline) ----
+
+// Built with -DDELTATRON_GDN_TIMELINE=ON (DT_GDN_TIMELINE), thread 0 of each CTA of the tensor-core
+// kernels writes, as it leaves, its kernel, its SM, its start and end times (the GPU's globaltimer, ns)
+// and the SM's cycles between them, where TcTimeline::stamps is set; one atomic add a CTA picks the
+// slot (the slots' order is the CTAs' order of leaving, not part of any result). Otherwise (the
+// default, and the emulator) TcTimelineScope is empty and the kernels are as without it.
+enum TcKernelId : uint32_t {
+  kTlPrep, kTlPrepFed, kTlStateForward, kTlOutput, kTlOutputWg, kTlDvLocal, kTlStateBackward, kTlGradQk,
+  kTlGradWy, kTlStateForwardWg, kTlStateBackwardWg, kTlStateForwardCw, kTlStateBackwardCw
+};
+struct TcTimeline {
+  GdnCudaStamp* stamps = nullptr;  // device memory, cap slots
+  unsigned* n = nullptr;      // device: slots taken (zeroed by the caller)
+  unsigned cap = 0;
+};
+#if defined(DT_GDN_TIMELINE) && !defined(DT_GDN_EMULATED)
+__device__ __forceinline__ uint64_t tl_now() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ uint64_t tl_clock() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ uint32_t tl_sm() {
+  uint32_t s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  return s;
+}
+// At the top of a kernel: TcTimelineScope tl_scope(a.tl, kTl...); it writes the stamp when thread 0
+// leaves the kernel (any return).
+struct TcTimelineScope {
+  GdnCudaStamp* stamps;
+  unsigned *n, cap;
+  uint32_t kernel;
+  uint64_t t0, c0;
+  __device__ TcTimelineScope(const TcTimeline& tl, uint32_t k)
+      : stamps(tl.stamps), n(tl.n), cap(tl.cap), kernel(k), t0(stamps ? tl_now() : 0), c0(tl_clock()) {}
+  __device__ ~TcTimelineScope() {
+    if (stamps && threadIdx.x == 0) {
+      const unsigned i = atomicAdd(n, 1u);
+      if (i < cap) {
+        GdnCudaStamp st;
+        st.kernel = kernel, st.sm = tl_sm(), st.t0 = t0, st.t1 = tl_now(), st.c0 = c0, st.c1 = tl_clock();
+        stamps[i] = st;
+      }
+    }
+  }
+};
+#else
+struct TcTimelineScope {  // not built: nothing
+  __host__ __device__ TcTimelineScope(const TcTimeline&, uint32_t) {}
+};
+#endif
+
 // ---- parameters and workspace ----
 
 // Everything the tensor-core kernels read and write. The workspace is chunk-blocked: chunk index
@@ -546,6 +604,7 @@ struct TcArgs {
   // lower(Q K^T o Gam) in bf16, [ch][64][64], written by the output kernel, read by that pass
   bool dvl_fused = false;
   uint16_t* Mb = nullptr;
+  TcTimeline tl;  // the per-CTA timeline (stamps null: off; only in a DT_GDN_TIMELINE build)
 };
 
 // Which chunk a CTA of grid (NC, Hv, B) works on.

@@ -47,6 +47,7 @@ struct DvLocalLayout {
 // kGradWarps(D) warps (8 at D = 128: each row block's M^T columns and dvl columns split in halves).
 template <int D>
 __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlDvLocal);
   constexpr DvLocalLayout<D> L{};
   constexpr int kLd = L.kLd, kThreads = kGradWarps<D> * 32, kParts = kGradWarps<D> / 4;
   constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;
@@ -198,6 +199,7 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
 template <int D, int BV, int kStages, bool kFused = false>
 __global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 32)
     gdn_tc_state_backward_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlStateBackward);
   constexpr StateBwdLayout<D, BV, kStages, kFused> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, NT = BV / 8;
   constexpr int kWarps = L.kWarps, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
@@ -424,6 +426,7 @@ __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const u
 // chunk's Q, K, dO into a second set of tiles while this one's products run.
 template <int D, bool kChase, bool kPersist>
 __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlGradQk);
   static_assert(kChase || !kPersist, "persistent only when chasing");
   constexpr GradQkLayout<D> L{};
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
@@ -661,6 +664,7 @@ __device__ __forceinline__ float& ec_at(uint16_t* sTb, int k) {
 
 template <int D>
 __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlocks) gdn_tc_grad_wy_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlGradWy);
   constexpr GradWyLayout<D> L{};
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
   constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products

@@ -167,6 +167,7 @@ __device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, u
 
 template <int D>
 __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlPrep);
   prep_chunk<D>(a, tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z), dynamic_smem());
 }
 
@@ -177,6 +178,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
 // chunks of CTAs here, all begun by then.
 template <int D>
 __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_fed_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlPrepFed);
   grid_launch_dependents();
   const TcChunk ck = tc_chunk_major(a, blockIdx.x);
   prep_chunk<D>(a, ck, dynamic_smem());
@@ -212,6 +214,7 @@ struct StateFwdLayout {
 
 template <int D, int BV, int kStages>
 __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlStateForward);
   constexpr StateFwdLayout<D, BV, kStages> L{};
   constexpr int kLd = L.kLd, kLdV = L.kLdV, kLdU = L.kLdU, NT = BV / 8;
   constexpr int kWarps = kStateWarps<D>, kThreads = kWarps * 32, kParts = kWarps / 4, MT = D / kWarps / 16;
@@ -365,6 +368,7 @@ inline constexpr int kOutWarps = D == 128 ? 8 : 4;
 // has counted the chunk.
 template <int D, int BO, int kWarps, bool kSaveM>
 __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlOutput);
   constexpr OutputLayout<D, BO> L{};
   constexpr int kLd = L.kLd, kLdO = L.kLdO, kThreads = kWarps * 32, NT = BO / 8 / (kWarps / 4);
   unsigned char* sm = dynamic_smem();
@@ -479,6 +483,7 @@ struct OutputWgLayout {
 
 template <int D>
 __global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlOutputWg);
   constexpr OutputWgLayout<D> L{};
   constexpr int kThreads = D / 64 * 128;
   constexpr uint32_t kG = L.kGroup;

@@ -82,9 +82,12 @@ bool aligned(const void* p, int64_t ld, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0 && (ld * 2) % bytes == 0;
 }
 
+TcTimeline g_timeline;  // gdn_cuda_timeline
+
 TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld_q,
                  int64_t ld_k, int64_t ld_v, const float* g, const float* beta, const float* S0) {
   TcArgs a;
+  a.tl = g_timeline;
   a.B = d.B, a.T = d.T, a.Hk = d.Hk, a.Hv = d.Hv, a.NC = (d.T + kC - 1) / kC;
   tc_state_config(d, a);
   DT_CHECK(d.wgmma >= -1 && d.wgmma <= 7,
@@ -425,6 +428,29 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   if (d.Hv > d.Hk) tc_sum_heads(a, D, s, op);
   DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
   if (p.q_rnorm && !norm_in_kernel) l2norm_backward_after(p, s);
+}
+
+bool gdn_cuda_timeline_built() {
+#ifdef DT_GDN_TIMELINE
+  return true;
+#else
+  return false;
+#endif
+}
+
+void gdn_cuda_timeline(GdnCudaStamp* stamps, unsigned* n, unsigned cap) {
+  DT_CHECK(!stamps || gdn_cuda_timeline_built(),
+           "gdn_cuda_timeline: this build has no timeline; configure with -DDELTATRON_GDN_TIMELINE=ON");
+  DT_CHECK(!stamps || (n && cap > 0), "gdn_cuda_timeline: stamps need a counter and a capacity");
+  g_timeline = {stamps, n, cap};
+}
+
+const char* gdn_cuda_timeline_kernel(uint32_t kernel) {
+  static const char* const names[] = {"prep",    "prep_fed",     "state_fwd",    "output",       "output_wg",
+                                      "dv_local", "state_bwd",    "grad_qk",      "grad_wy",      "state_fwd_wg",
+                                      "state_bwd_wg", "state_fwd_cw", "state_bwd_cw"};
+  static_assert(sizeof(names) / sizeof(names[0]) == gdn_cuda::kTlStateBackwardCw + 1, "a name for each kernel");
+  return kernel < sizeof(names) / sizeof(names[0]) ? names[kernel] : "?";
 }
 
 }  // namespace dt

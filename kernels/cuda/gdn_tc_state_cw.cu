@@ -115,6 +115,7 @@ struct StateCwLayout {
 
 template <int D, int NW, int kStages>
 __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_forward_cw_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlStateForwardCw);
   constexpr StateCwLayout<D, NW, kStages> L{};
   constexpr int kLd = L.kLd, kLdY = L.kLdY, kCols = 16 * NW;
   using Ring = TileRing<kStages, 32 * (NW + 1)>;
@@ -217,6 +218,7 @@ struct StateBwdCwLayout {
 
 template <int D, int NW, int kStages>
 __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_backward_cw_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlStateBackwardCw);
   constexpr StateBwdCwLayout<D, NW, kStages> L{};
   constexpr int kLd = L.kLd, kLdY = L.kLdY, kCols = 16 * NW;
   using Ring = TileRing<kStages, 32 * (NW + 1)>;

@@ -39,6 +39,7 @@ struct StateWgLayout {
 
 template <int D, int kStages>
 __global__ void __launch_bounds__(256, D == 64 ? 2 : 1) gdn_tc_state_forward_wg_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlStateForwardWg);
   constexpr StateWgLayout<D, kStages> L{};
   constexpr uint32_t kG = L.kGroup;
   constexpr int kLdU = L.kLdU, kLdO = L.kLdO;
@@ -174,6 +175,7 @@ struct StateBwdWgLayout {
 
 template <int D, int kStages>
 __global__ void __launch_bounds__(256) gdn_tc_state_backward_wg_kernel(TcArgs a) {
+  TcTimelineScope tl_scope(a.tl, kTlStateBackwardWg);
   constexpr StateBwdWgLayout<D, kStages> L{};
   constexpr uint32_t kG = L.kGroup;
   constexpr int kLdV = L.kLdV;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -776,6 +777,64 @@ TEST(GdnCuda, PersistentGradQkGivesTheSameBits) {
   expect_refused(c, in, {.impl = GdnCudaImpl::kTensorCore, .qk_persist = 2}, "qk_persist must be -1");
   c.D = 64;
   expect_refused(c, make_inputs(c), {.impl = GdnCudaImpl::kTensorCore, .qk_persist = 1}, needs);
+}
+
+// The per-CTA timeline (gdn_cuda_timeline; bench/NOTES.md v21), in a build configured with
+// -DDELTATRON_GDN_TIMELINE=ON: one stamp per CTA (prep, the output kernel and grad_wy run a CTA per
+// chunk), each with its kernel's name, an SM the device has, and times and cycles in order; the
+// outputs keep their bits. Other builds refuse the stamps with a message naming the option.
+TEST(GdnCuda, TimelineStampsEachCtaAndKeepsTheBits) {
+  SKIP_WITHOUT_GPU();
+  DevBuf count(sizeof(unsigned));
+  if (!gdn_cuda_timeline_built()) {
+    try {
+      gdn_cuda_timeline(static_cast<GdnCudaStamp*>(count.p), static_cast<unsigned*>(count.p), 1);
+      ADD_FAILURE() << "stamps accepted by a build without the timeline";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("-DDELTATRON_GDN_TIMELINE=ON"), std::string::npos) << e.what();
+    }
+    GTEST_SKIP() << "built without -DDELTATRON_GDN_TIMELINE=ON (its refusal checked)";
+  }
+  for (int64_t D : {64, 128}) {
+    const Case c = option_case(300, 2, 2, 2, D, 0, true, 220 + D);
+    SCOPED_TRACE(c.name());
+    const Inputs in = make_inputs(c);
+    // from the saved forward, so that the backward runs no prep or output kernel of its own
+    const GpuRun plain = run_gpu(c, in, {}, /*use_saved=*/true);
+    constexpr unsigned kCap = 4096;
+    DevBuf stamps(kCap * sizeof(GdnCudaStamp));
+    ASSERT_EQ(cudaMemset(count.p, 0, sizeof(unsigned)), cudaSuccess);
+    gdn_cuda_timeline(static_cast<GdnCudaStamp*>(stamps.p), static_cast<unsigned*>(count.p), kCap);
+    GpuRun stamped;
+    try {
+      stamped = run_gpu(c, in, {}, /*use_saved=*/true);
+    } catch (...) {
+      gdn_cuda_timeline(nullptr, nullptr, 0);
+      throw;
+    }
+    gdn_cuda_timeline(nullptr, nullptr, 0);
+    expect_same_bits(plain, stamped);
+    unsigned n = 0;
+    ASSERT_EQ(cudaMemcpy(&n, count.p, sizeof(unsigned), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_GT(n, 0u);
+    ASSERT_LE(n, kCap);
+    std::vector<GdnCudaStamp> got(n);
+    ASSERT_EQ(cudaMemcpy(got.data(), stamps.p, n * sizeof(GdnCudaStamp), cudaMemcpyDeviceToHost), cudaSuccess);
+    int sms = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    std::map<std::string, int> ctas;
+    for (const GdnCudaStamp& x : got) {
+      ++ctas[gdn_cuda_timeline_kernel(x.kernel)];
+      EXPECT_LT(x.sm, static_cast<uint32_t>(sms));
+      EXPECT_LE(x.t0, x.t1);
+      EXPECT_LE(x.c0, x.c1);
+    }
+    const int chunks = static_cast<int>(c.B * c.Hv * ((c.T + 63) / 64));
+    EXPECT_EQ(ctas["prep"] + ctas["prep_fed"], chunks);
+    EXPECT_EQ(ctas["output"], chunks);
+    EXPECT_EQ(ctas["grad_wy"], chunks);
+    EXPECT_EQ(ctas.count("?"), 0u);
+  }
 }
 
 // The forward's output kernel with wgmma (GdnCudaDims::wgmma; v7 pilot): D 64 and 128, partial

@@ -22,6 +22,9 @@ expect_refused "--colwarp-cols" --colwarp-cols 48
 expect_refused "--dvl-fused" --dvl-fused 2
 expect_refused "--chase-prep" --chase-prep 2
 expect_refused "--qk-persist" --qk-persist 2
+# --timeline needs a build with the stamps (-DDELTATRON_GDN_TIMELINE=ON); others say so
+grep -q "DELTATRON_GDN_TIMELINE:BOOL=ON" "$(dirname "$bin")/../CMakeCache.txt" 2> /dev/null ||
+  expect_refused "DELTATRON_GDN_TIMELINE=ON" --timeline /tmp/bench_gdn_timeline.csv
 expect_refused "--iters" --iters 0
 expect_refused "--warmup" --warmup -1
 expect_refused "--impl" --impl fast
