@@ -342,7 +342,7 @@ int main(int argc, char** argv) {
   app.add_option("--colwarp-cols", opts.colwarp_cols, "column-warp state passes: columns per CTA (0: by the sizes)")
       ->check(CLI::IsMember({0, 16, 32, 64}));
   app.add_option("--dvl-fused", opts.dvl_fused,
-                 "dv_local's work in the reverse state pass: -1 by the sizes (default), 0 off, 1 on (v16)")
+                 "dv_local's work in the reverse state pass: -1 by the sizes (default), 0 off, 1 on (v16, v22)")
       ->check(CLI::Range(-1, 1));
   app.add_option("--chase-prep", opts.chase_prep,
                  "prep beside the forward state pass, which waits for its chunks: -1 by the sizes (default), 0 off, "

@@ -2,8 +2,9 @@
 // plain fp32 version is kernels/cuda/gdn_chunk.cu). After the forward's prep and state pass have
 // been rerun (W, U, G, the entering states S and V' in the workspace):
 //   dv_local   (chunk, h, b):  dvl = M^T dO, M = lower(Q K^T o Gam), and dOg = dO o e^G (bf16 both);
-//              with dvl_fused (long sequences), four more warps of the reverse pass make them instead,
-//              from the M that the forward's output kernel saved (dvl_producer)
+//              with dvl_fused (head dim 128: long sequences, many heads), four more warps of the
+//              reverse pass make them instead, from the M that the forward's output kernel saved
+//              (dvl_producer)
 //   state      (column tile, h, b), last chunk first, dS' (gradient of the state leaving the chunk)
 //              in fp32 registers:  dV' = dvl + D o (K dS')
 //                                  dS  = e^{G_n} dS' + (Q o e^G)^T dO - W^T dV'
@@ -140,12 +141,13 @@ inline constexpr int kStateWarpsBarrier = 5, kDvlBarrier = 6, kDvlWarps = 4;
 // kWarps .. kWarps + kDvlWarps - 1: per chunk they copy G, dO's columns [y0, y0 + BV) and M (the
 // forward's, a.Mb), then leave dvl = M^T dO and dOg = dO o e^G in the chunk's stage, each rounded to bf16 as dv_local
 // rounds them. Visit j (chunk NC - 1 - j) is made while the state warps work on visit j - 1, from
-// copies issued during visit j - 2 into the stage that visit's first barrier freed (3 stages).
-// The producer meets the state warps only at that barrier, once a visit.
+// copies issued kStages - 1 visits ahead into the stage that a visit's first barrier freed: during
+// visit j - 2 with 3 stages, during visit j - 1 itself with 2 (64 columns, where a third stage does
+// not fit). The producer meets the state warps only at that barrier, once a visit.
 template <int D, int BV, int kStages, class Layout>
 __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm, const Layout& L, int64_t bh,
                                              int64_t b, int64_t h, int y0) {
-  static_assert(kStages == 3, "the producer works a visit ahead: 3 stages");
+  static_assert(kStages == 2 || kStages == 3, "the producer works a visit ahead: 2 or 3 stages");
   constexpr int kLdV = Layout::kLdV, NT = BV / 8, kP = kDvlWarps * 32, MT = kC / 16 / kDvlWarps;
   const int pt = static_cast<int>(threadIdx.x) - Layout::kWarps * 32, pw = pt / 32, lane = pt % 32;
   auto m_tile = [&](int64_t j) { return reinterpret_cast<uint16_t*>(sm + L.M + (j % 2) * kC * kLdC * 2); };
@@ -167,7 +169,7 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
     uint16_t* sdO = reinterpret_cast<uint16_t*>(st + L.dOg);
     uint16_t* sdvl = reinterpret_cast<uint16_t*>(st + L.dvl);
     const float* sG = reinterpret_cast<const float*>(st + L.G);
-    cp_async_wait<1>();
+    cp_async_wait<kStages - 2>();
     named_barrier(kDvlBarrier, kP);
     float acc[MT][NT][4];  // dvl's rows [16 MT pw, + 16 MT): M^T (A, transposed from M's rows) times dO
     zero_acc(acc);
@@ -186,12 +188,11 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
       *reinterpret_cast<uint4*>(sdO + i * kLdV + y) = x;
     }
   };
-  load(0);
-  load(1);
+  for (int j = 0; j < kStages - 1; ++j) load(j);
   make(0);
   for (int64_t j = 0; j < a.NC; ++j) {
-    __syncthreads();  // the state warps' first barrier of visit j: visit j + 2's stage is free
-    load(j + 2);
+    __syncthreads();  // the state warps' first barrier of visit j: visit j + kStages - 1's stage is free
+    load(j + kStages - 1);
     if (j + 1 < a.NC) make(j + 1);
   }
 }
@@ -954,9 +955,10 @@ void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   // (D, columns, stages) as tc_state_config checked them; 64 columns of 128 run 2 stages here (the
   // third would not fit in shared memory).
   const bool s3 = a.state_stages == 3;
-  if (a.dvl_fused)  // head dim 128, 16 or 32 columns, 3 stages (tc_inputs checked)
-    return a.state_cols == 16 ? state_backward_d<128, 16, 3, true>(a, s, op)
-                              : state_backward_d<128, 32, 3, true>(a, s, op);
+  if (a.dvl_fused)  // head dim 128; 16 or 32 columns with 3 stages, 64 with 2 (tc_inputs checked)
+    return a.state_cols == 16   ? state_backward_d<128, 16, 3, true>(a, s, op)
+           : a.state_cols == 32 ? state_backward_d<128, 32, 3, true>(a, s, op)
+                                : state_backward_d<128, 64, 2, true>(a, s, op);
   if (D == 64) a.state_cols == 64 ? state_backward_d<64, 64>(a, s, op) : state_backward_d<64, 32>(a, s, op);
   else if (a.state_cols == 16) s3 ? state_backward_d<128, 16, 3>(a, s, op) : state_backward_d<128, 16>(a, s, op);
   else if (a.state_cols == 32) s3 ? state_backward_d<128, 32, 3>(a, s, op) : state_backward_d<128, 32>(a, s, op);

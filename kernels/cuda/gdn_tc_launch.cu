@@ -116,22 +116,27 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   a.colwarp_cols = d.colwarp_cols ? d.colwarp_cols : by_sizes ? 64 : 32;
   DT_CHECK(d.overlap >= -1 && d.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
            d.overlap);
-  // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused): by the sizes where that pass
-  // leaves half of the SMs to grad_qk (H200, bench/NOTES.md v16). Where the kernels it needs are not
-  // the ones taken, 1 is refused.
+  // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused): by the sizes at 16 or 32
+  // columns where that pass leaves half of the SMs to grad_qk (H200, bench/NOTES.md v16), and at 64
+  // columns where it fills the GPU (mid, v22: forward + backward 1.339 -> 1.290 ms; not measured at 64
+  // columns beside grad_qk, 17 to 33 heads: off there). Where the kernels it needs are not the ones
+  // taken, 1 is refused.
   DT_CHECK(d.dvl_fused >= -1 && d.dvl_fused <= 1,
            "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.dvl_fused);
   DT_CHECK(d.chase_prep >= -1 && d.chase_prep <= 1,
            "gdn_chunk: chase_prep must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.chase_prep);
   DT_CHECK(d.qk_persist >= -1 && d.qk_persist <= 1,
            "gdn_chunk: qk_persist must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.qk_persist);
-  const bool fusable = d.dk == 128 && !(a.colwarp & 2) && !(a.wgmma & 5) && a.state_cols <= 32 && a.state_stages == 3;
+  // (the reverse pass at 64 columns runs 2 stages whatever state_stages says: tc_state_backward)
+  const bool fusable = d.dk == 128 && !(a.colwarp & 2) && !(a.wgmma & 5) &&
+                       ((a.state_cols <= 32 && a.state_stages == 3) || a.state_cols == 64);
   DT_CHECK(d.dvl_fused != 1 || fusable,
-           "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, 16 or 32 "
-           "columns and 3 stages; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set dvl_fused to -1 "
-           "or 0)",
+           "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, and 16 or 32 "
+           "columns with 3 stages or 64 columns; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set "
+           "dvl_fused to -1 or 0)",
            d.dk, a.wgmma, a.colwarp, a.state_cols, a.state_stages);
-  a.dvl_fused = d.dvl_fused == 1 || (d.dvl_fused == -1 && fusable && tc_chase_beside(a, 128, a.state_cols));
+  const bool beside = tc_chase_beside(a, 128, a.state_cols);
+  a.dvl_fused = d.dvl_fused == 1 || (d.dvl_fused == -1 && fusable && (a.state_cols == 64 ? !beside : beside));
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);

@@ -688,7 +688,7 @@ void expect_refused(const Case& c, const Inputs& in, const Kernels& kn, const ch
   }
 }
 
-// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; v16): at 16 and 32 columns,
+// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; v16, v22): at 16, 32 and 64 columns,
 // more chunks than the ring's stages, partial chunks, one row, GQA, edge gates, no S0 / dS_out, with
 // and without grad_qk chasing, from the saved forward and recomputing it (the output kernel then
 // makes M alone), in a CUDA graph: against the reference, and bitwise against dv_local (dvl_fused 0).
@@ -698,7 +698,8 @@ TEST(GdnCuda, DvlFusedIntoTheReversePassGivesDvLocalsBits) {
   struct Run { int64_t T, B, Hk, Hv; int cols, gates, overlap; bool S0; };
   const Run runs[] = {{300, 1, 1, 1, 16, 0, -1, true}, {130, 2, 1, 2, 32, 2, 0, true}, {1, 1, 1, 1, 32, 0, -1, true},
                       {65, 1, 2, 2, 32, 1, 1, true},   {200, 1, 1, 1, 16, 3, -1, false}, {4000, 2, 2, 4, 32, 0, 1, true},
-                      {3001, 1, 8, 8, 16, 0, -1, true}};
+                      {3001, 1, 8, 8, 16, 0, -1, true}, {300, 1, 1, 1, 64, 0, -1, true}, {1000, 2, 1, 2, 64, 2, 0, true},
+                      {65, 1, 2, 2, 64, 1, 1, true},   {1, 1, 1, 1, 64, 0, -1, false}};
   uint64_t seed = 160;
   for (const Run& r : runs) {
     const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = 3, .overlap = r.overlap,
@@ -712,9 +713,9 @@ TEST(GdnCuda, DvlFusedIntoTheReversePassGivesDvLocalsBits) {
   c.D = 128;
   const Inputs in = make_inputs(c);
   const Kernels tc{.impl = GdnCudaImpl::kTensorCore, .dvl_fused = 1};
-  Kernels wide = tc, colwarp = tc;
-  wide.state_cols = 64, colwarp.colwarp = 2, colwarp.colwarp_cols = 32;
-  for (const Kernels& kn : {wide, colwarp}) expect_refused(c, in, kn, "dvl_fused 1 takes head dim 128");
+  Kernels two_stages = tc, colwarp = tc;
+  two_stages.state_cols = 32, two_stages.state_stages = 2, colwarp.colwarp = 2, colwarp.colwarp_cols = 32;
+  for (const Kernels& kn : {two_stages, colwarp}) expect_refused(c, in, kn, "dvl_fused 1 takes head dim 128");
 }
 
 // prep beside the forward state pass (GdnCudaDims::chase_prep; v19: launched after the state pass,

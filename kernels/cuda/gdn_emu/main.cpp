@@ -513,11 +513,12 @@ int main(int argc, char** argv) {
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
     return failures != 0;
   }
-  if (which == "fused") {  // dv_local's work in the reverse state pass (dvl_fused 1) at 16 and 32 columns: more chunks
+  if (which == "fused") {  // dv_local's work in the reverse state pass (dvl_fused 1) at 16, 32 and 64 columns: more chunks
                            // than the ring's stages, partial chunks, one row, GQA, no S0 / dS_out, edge gates, the
                            // l2norm inside; each against the reference and bitwise against dv_local (dvl_fused 0)
     for (auto [T, Hk, Hv, cols, gates, l2] : {std::tuple{300, 1, 1, 16, 0, false}, {130, 1, 2, 32, 2, false}, {1, 1, 1, 32, 0, false},
-                                              {65, 2, 2, 32, 1, true}, {200, 1, 1, 16, 3, false}}) {
+                                              {65, 2, 2, 32, 1, true}, {200, 1, 1, 16, 3, false}, {300, 1, 1, 64, 0, false},
+                                              {130, 1, 2, 64, 2, true}}) {
       Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.stages = 3, c.dvl = 1, c.gates = gates, c.l2 = l2;
       c.seed = 700 + T + cols + gates;
       if (T == 200) c.S0 = false, c.dS = false;
