@@ -519,7 +519,8 @@ struct TcTimelineScope {
   uint32_t kernel;
   uint64_t t0, c0;
   __device__ TcTimelineScope(const TcTimeline& tl, uint32_t k)
-      : stamps(tl.stamps), n(tl.n), cap(tl.cap), kernel(k), t0(stamps ? tl_now() : 0), c0(tl_clock()) {}
+      : stamps(tl.stamps), n(tl.n), cap(tl.cap), kernel(k), t0(stamps ? tl_now() : 0),
+        c0(stamps ? tl_clock() : 0) {}
   __device__ ~TcTimelineScope() {
     if (stamps && threadIdx.x == 0) {
       const unsigned i = atomicAdd(n, 1u);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gdn_timeline.py: a small `bench_gdn --timeline` CSV gives each kernel's row (CTAs, span, SM
 # time, SMs, a CTA's mean time, the clock) and a PNG; a missing file, a CSV that is not the timeline's,
-# a malformed row and an unknown shape give a clear error.
+# a malformed row and an unknown shape give a clear error; so does staging a build without the stamps.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -38,4 +38,11 @@ expect_error "bad.csv:2: a malformed row" "$tmp/bad.csv"
 head -1 "$tmp/tl.csv" > "$tmp/empty.csv"
 expect_error "no stamps" "$tmp/empty.csv"
 expect_error "no shape B9" "$tmp/tl.csv" --shape B9
+# gpu_quick.sh --stage-timeline takes only a build configured with the stamps, and says so
+if bash "$repo/scripts/gpu_quick.sh" --stage-timeline "$tmp" > /dev/null 2> "$tmp/err"; then
+  fail "gpu_quick.sh --stage-timeline accepted a directory that is no timeline build"
+fi
+grep -q -- "-DDELTATRON_GDN_TIMELINE=ON" "$tmp/err" || { echo "gpu_quick.sh: wrong message:"; cat "$tmp/err"; exit 1; }
+if bash "$repo/scripts/gpu_quick.sh" --stage-timeline > /dev/null 2> "$tmp/err"; then fail "--stage-timeline without a directory"; fi
+grep -q "usage" "$tmp/err" || { echo "gpu_quick.sh: no usage message:"; cat "$tmp/err"; exit 1; }
 echo "gdn_timeline.py: all checks passed"
