@@ -56,7 +56,7 @@ struct GdnCudaDims {
   // saves M = lower(Q K^T o Gam) (bf16), and four more warps of the mma.sync reverse pass make
   // dvl = M^T dO and dO o e^G a chunk ahead of the state's warps, in place of the dv_local kernel
   // (the same bits). -1: by the sizes (head dim 128: where the state pass leaves half of the SMs to
-  // the chasing kernels, and at 64 columns where it fills the GPU: v22), 0: off, 1: on (head dim 128,
+  // the chasing kernels, and at 64 columns: v21, v22), 0: off, 1: on (head dim 128,
   // the mma.sync output kernel and reverse pass, at 16 or 32 columns with 3 stages or at 64 columns,
   // which run 2).
   int dvl_fused = -1;

@@ -118,9 +118,9 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
            d.overlap);
   // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused): by the sizes at 16 or 32
   // columns where that pass leaves half of the SMs to grad_qk (H200, bench/NOTES.md v16), and at 64
-  // columns where it fills the GPU (mid, v22: forward + backward 1.339 -> 1.290 ms; not measured at 64
-  // columns beside grad_qk, 17 to 33 heads: off there). Where the kernels it needs are not the ones
-  // taken, 1 is refused.
+  // columns, where it fills the GPU (mid, v21: forward + backward 1.339 -> 1.290 ms) or leaves half
+  // of the SMs to grad_qk (17 to 33 heads; v22: 2 x 16384 x 16 heads 2.747 / 2.757 / 2.713 -> 2.587 /
+  // 2.610 / 2.593 ms). Where the kernels it needs are not the ones taken, 1 is refused.
   DT_CHECK(d.dvl_fused >= -1 && d.dvl_fused <= 1,
            "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.dvl_fused);
   DT_CHECK(d.chase_prep >= -1 && d.chase_prep <= 1,
@@ -136,7 +136,7 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
            "dvl_fused to -1 or 0)",
            d.dk, a.wgmma, a.colwarp, a.state_cols, a.state_stages);
   const bool beside = tc_chase_beside(a, 128, a.state_cols);
-  a.dvl_fused = d.dvl_fused == 1 || (d.dvl_fused == -1 && fusable && (a.state_cols == 64 ? !beside : beside));
+  a.dvl_fused = d.dvl_fused == 1 || (d.dvl_fused == -1 && fusable && (a.state_cols == 64 || beside));
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);
