@@ -55,10 +55,10 @@ struct GdnCudaDims {
   // dv_local's work inside the reverse state pass (bench/NOTES.md v16): the forward's output kernel
   // saves M = lower(Q K^T o Gam) (bf16), and four more warps of the mma.sync reverse pass make
   // dvl = M^T dO and dO o e^G a chunk ahead of the state's warps, in place of the dv_local kernel
-  // (the same bits). -1: by the sizes (head dim 128: where the state pass leaves half of the SMs to
-  // the chasing kernels, and at 64 columns: v21, v22), 0: off, 1: on (head dim 128,
-  // the mma.sync output kernel and reverse pass, at 16 or 32 columns with 3 stages or at 64 columns,
-  // which run 2).
+  // (the same bits). -1: by the sizes (head dim 128: at 16 or 32 columns where the state pass leaves
+  // half of the SMs to the chasing kernels, and at 64 columns: v21, v22), 0: off, 1: on (head dim
+  // 128, the mma.sync output kernel and reverse pass, at 16 or 32 columns with 3 stages or at 64
+  // columns, which run 2).
   int dvl_fused = -1;
   // prep beside the forward state pass (bench/NOTES.md v19, v20): the mma.sync state pass is launched
   // first and waits for each chunk's G, W and U; prep runs beside it chunk by chunk (launched after

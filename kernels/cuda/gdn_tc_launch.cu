@@ -135,8 +135,8 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
            "columns with 3 stages or 64 columns; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set "
            "dvl_fused to -1 or 0)",
            d.dk, a.wgmma, a.colwarp, a.state_cols, a.state_stages);
-  const bool beside = tc_chase_beside(a, 128, a.state_cols);
-  a.dvl_fused = d.dvl_fused == 1 || (d.dvl_fused == -1 && fusable && (a.state_cols == 64 || beside));
+  a.dvl_fused = d.dvl_fused == 1 ||
+                (d.dvl_fused == -1 && fusable && (a.state_cols == 64 || tc_chase_beside(a, 128, a.state_cols)));
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);
