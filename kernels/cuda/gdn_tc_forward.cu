@@ -93,7 +93,9 @@ __device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, u
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
   const int64_t base = ck.ch * kC * D;
 
+  // V (wanted only for U, last) in a second group of copies, landing during A, its inverse and W
   load_tile<kC, D>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
+  cp_async_commit();
   load_tile<kC, D>(sV, kLd, a.v + ck.r0 * a.ld_v + ck.h * D, a.ld_v, ck.n, a.vec_in);
   cp_async_commit();
   if (warp == 0) {
@@ -104,7 +106,7 @@ __device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, u
     sBE[lane] = sB[lane] * __expf(sG[lane]);
     sBE[lane + 32] = sB[lane + 32] * __expf(sG[lane + 32]);
   }
-  cp_async_wait<0>();
+  cp_async_wait<1>();
   __syncthreads();
   if (a.k_hat) {  // K's l2norm taken here (the forward's k_hat and k_r)
     l2norm_tile_rows<D, kTcThreads>(sK, kLd, ck.n, a.k_scale, a.k_hat + ck.r0 * a.ld_hat + ck.kh * D, a.ld_hat,
@@ -150,7 +152,8 @@ __device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, u
     float acc[1][D / 8][4];
     zero_acc(acc);
     prep_t_times<D / 8>(acc, sAT, sBE, sK, kLd, m0, lane);
-    __syncthreads();  // every warp is done with K
+    cp_async_wait<0>();
+    __syncthreads();  // every warp is done with K; V has landed
     store_acc_bf16(sK, kLd, m0, acc, lane);
   }
   {
@@ -386,15 +389,20 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
     load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
     load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
   };
+  // Two groups of copies: what M needs (Q, K, G), then what O needs besides (S, V'), which land
+  // during Q's l2norm and M's product
   load_tile<kC, D, kThreads>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
   if (!after_state) load_k_g();
-  cp_async_commit();
   chunk_ready_wait(a, ck.ch);  // S and V' of this chunk written (when chasing the state pass)
   if (after_state) load_k_g();
-  load_tile<D, BO, kThreads>(sS, kLdO, a.S + ck.ch * D * D + y0, D, D, true);
-  load_tile<kC, BO, kThreads>(sVp, kLdO, a.Vn + ck.ch * kC * D + y0, D, kC, true);
   cp_async_commit();
-  cp_async_wait<0>();
+  const bool with_o = !kSaveM || a.o != nullptr;  // (else M alone: the backward's recomputation)
+  if (with_o) {
+    load_tile<D, BO, kThreads>(sS, kLdO, a.S + ck.ch * D * D + y0, D, D, true);
+    load_tile<kC, BO, kThreads>(sVp, kLdO, a.Vn + ck.ch * kC * D + y0, D, kC, true);
+  }
+  cp_async_commit();
+  cp_async_wait<1>();
   __syncthreads();
   if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r; one CTA per chunk)
     l2norm_tile_rows<D, kThreads>(sQ, kLd, ck.n, a.q_scale, a.q_hat + ck.r0 * a.ld_hat + ck.kh * D, a.ld_hat,
@@ -420,8 +428,10 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
           *reinterpret_cast<uint32_t*>(M + (m0 + (lane >> 2) + 8 * (f & 1)) * kC + 16 * ks + 8 * (f >> 1) +
                                        2 * (lane & 3)) = mh[ks][f];
     }
-    if (!a.o) return;  // M alone (the backward's recomputation)
+    if (!with_o) return;  // M alone (no copies in flight: the second group is empty)
   }
+  cp_async_wait<0>();
+  __syncthreads();  // S and V' have landed
   float O[1][NT][4];
   zero_acc(O);
   warp_mma<1, NT, D, false, true>(O, sQ, kLd, m0, sS, kLdO, n0, lane);
