@@ -101,6 +101,46 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const uint16_t
   }
 }
 
+// acc1 += A1 B1 and acc2 += A2 B2 (one 16-row block each, A row-major, B stored [n][k], B1 and B2
+// with the same ld) in one k-loop; also dot += <B1, B2> over the positions whose fragments this warp
+// loads in the k-steps with (k0 / 16) % kDotWarps == dot_phase: kDotWarps warps that load the same B
+// fragments (other row blocks) split the dot between them, each position counted once.
+template <int NT, int K, int kDotWarps>
+__device__ __forceinline__ void warp_mma2_dot(float (&acc1)[1][NT][4], const uint16_t* A1, float (&acc2)[1][NT][4],
+                                              const uint16_t* A2, int lda, int m0, const uint16_t* B1,
+                                              const uint16_t* B2, int ldb, int n0, int dot_phase, float& dot,
+                                              int lane) {
+  static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles come in pairs, K in steps of 16");
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t a1[4], a2[4], b1[NT / 2][2][2], b2[NT / 2][2][2];
+    load_a<false>(a1, A1, lda, m0, k0, lane);
+    load_a<false>(a2, A2, lda, m0, k0, lane);
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2) {
+      load_b2<false>(b1[nj / 2], B1, ldb, k0, n0 + 8 * nj, lane);
+      load_b2<false>(b2[nj / 2], B2, ldb, k0, n0 + 8 * nj, lane);
+    }
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2) {
+      mma_bf16_16816(acc1[0][nj], a1, b1[nj / 2][0]);
+      mma_bf16_16816(acc1[0][nj + 1], a1, b1[nj / 2][1]);
+      mma_bf16_16816(acc2[0][nj], a2, b2[nj / 2][0]);
+      mma_bf16_16816(acc2[0][nj + 1], a2, b2[nj / 2][1]);
+    }
+    if ((k0 / 16) % kDotWarps == dot_phase) {
+#pragma unroll
+      for (int nj = 0; nj < NT / 2; ++nj)
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {  // a bf16 pair: the low half is one element, the high one the next
+          const uint32_t x = b1[nj][f >> 1][f & 1], y = b2[nj][f >> 1][f & 1];
+          dot = fmaf(__uint_as_float(x << 16), __uint_as_float(y << 16), dot);
+          dot = fmaf(__uint_as_float(x & 0xffff0000u), __uint_as_float(y & 0xffff0000u), dot);
+        }
+    }
+  }
+}
+
 template <int MT, int NT>
 __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
 #pragma unroll

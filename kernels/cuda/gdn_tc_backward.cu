@@ -547,39 +547,29 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     }
     cp_async_wait<kPersist ? 1 : 0>();  // (the next chunk's Q, K, dO may fly)
     __syncthreads();  // dS', dV' have landed
-    {  // <dS', S>: per-thread partial sums over 16-byte loads (8 products each), added in thread order below
-      float acc = 0.f;
-      for (int v = threadIdx.x; v < D * D / 8; v += kThreads) {
-        const int at = (v / (D / 8)) * kLd + (v % (D / 8)) * 8;
-        const uint4 x = *reinterpret_cast<const uint4*>(sS + at), y = *reinterpret_cast<const uint4*>(sdS + at);
-        const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-        for (int u = 0; u < 4; ++u)  // a bf16 pair: the low half is element 2u, the high one 2u + 1
-          acc += __uint_as_float(xs[u] << 16) * __uint_as_float(ys[u] << 16) +
-                 __uint_as_float(xs[u] & 0xffff0000u) * __uint_as_float(ys[u] & 0xffff0000u);
-      }
-      red[threadIdx.x] = acc;
-    }
     // dk_part and dW stay in registers until the tiles are free, then leave through shared memory in
     // whole rows (bench/NOTES.md v17)
     float R[1][NT2][4], Wd[1][NT2][4];
-    {  // dk_part = (V' dS'^T) o D + dMG^T Q
+    {  // R = V' dS'^T and dW = -dV' S^T in one k-loop, whose B fragments (dS' and S at the same
+       // places) also give <dS', S>: each row block's warps take a quarter of the k-steps, and the
+       // threads' partial sums are added in thread order below (bench/NOTES.md v25)
+      float dot = 0.f;
       zero_acc(R);
-      warp_mma<1, NT2, D, false, false>(R, sVn, kLd, m0, sdS, kLd, n2, lane);
+      zero_acc(Wd);
+      warp_mma2_dot<NT2, D, 4>(R, sVn, Wd, sdVn, kLd, m0, sdS, sS, kLd, n2, warp % 4, dot, lane);
+      red[threadIdx.x] = dot;
+#pragma unroll
+      for (int ni = 0; ni < NT2; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Wd[0][ni][e] = -Wd[0][ni][e];
+    }
+    {  // dk_part = R o D + dMG^T Q
       row_dot(R, sK, kLd, m0, srk + part * kC, lane, n2);
 #pragma unroll
       for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) R[0][ni][e] *= __expf(gl - sG[m0 + acc_row(0, e, lane)]);
       warp_mma<1, NT2, kC, true, true>(R, sdMG, kLdC, m0, sQ, kLd, n2, lane);
-    }
-    {  // dW = -dV' S^T
-      zero_acc(Wd);
-      warp_mma<1, NT2, D, false, false>(Wd, sdVn, kLd, m0, sS, kLd, n2, lane);
-#pragma unroll
-      for (int ni = 0; ni < NT2; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) Wd[0][ni][e] = -Wd[0][ni][e];
     }
     __syncthreads();  // every product done: Q's and K's tiles take dk_part and dW
     store_acc_bf16(sQ + n2, kLd, m0, R, lane);
