@@ -8,7 +8,7 @@
 # hide, but it runs the real kernel code on any machine: every tensor-core kernel passed here
 # before its first GPU run, and passed there too.
 #   kernels/cuda/gdn_emu/build.sh            -> build-gdnemu/emu_gdn
-#   build-gdnemu/emu_gdn quick|lengths|d128|wide|cols|misc|long|dims|pointwise|norm|conv|wgmma|colwarp|fused [simt]
+#   build-gdnemu/emu_gdn quick|lengths|d128|wide|cols|misc|long|dims|pointwise|norm|conv|wgmma|colwarp|fused|persist [simt]
 # (norm: the gated norm at sizes where its one-wave backward variant takes several steps per CTA; slow.)
 # (dims: head dims 8 to 64, dk != dv, through kAuto, which must pick the SIMT kernels.)
 # CMake builds the same thing as the target emu_gdn (kernels/cuda/gdn_emu/CMakeLists.txt) and ctest runs

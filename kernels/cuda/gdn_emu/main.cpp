@@ -29,7 +29,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; int colwarp = -1, cw_cols = 0; int dvl = -1; bool misaligned = false; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; int colwarp = -1, cw_cols = 0; int dvl = -1; bool misaligned = false; int persist = -1; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -98,7 +98,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   for (size_t i = 0; i < v.size(); ++i) vb[i] = f2b(v[i]), dOb[i] = f2b(dO[i]);
   GdnCudaForwardParams fp;
   fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols; fp.dims.state_stages = c.stages; fp.dims.wgmma = c.wgmma;
-  fp.dims.colwarp = c.colwarp, fp.dims.colwarp_cols = c.cw_cols, fp.dims.dvl_fused = c.dvl;
+  fp.dims.colwarp = c.colwarp, fp.dims.colwarp_cols = c.cw_cols, fp.dims.dvl_fused = c.dvl, fp.dims.qk_persist = c.persist;
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(&qkv[r * W], &qb[r * Hk * D], Hk * D * 2);
@@ -536,6 +536,19 @@ int main(int argc, char** argv) {
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
     return failures != 0;
   }
+  if (which == "persist") {  // grad_qk persistent (qk_persist 1), chasing the reverse pass at 16 and 32 columns: one
+                             // CTA takes every chunk here (the emulator runs one block at a time), partial chunks,
+                             // GQA, the dvl producer on and off, the l2norm inside
+    for (auto [T, Hk, Hv, cols, dvl, l2] : {std::tuple{300, 1, 1, 16, 0, false}, {130, 1, 2, 32, 1, true}, {65, 2, 2, 32, 0, true},
+                                            {33, 1, 2, 16, 1, false}}) {
+      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.stages = 3, c.dvl = dvl, c.l2 = l2, c.persist = 1;
+      c.seed = 800 + T + cols;
+      std::printf("qk_persist 1, %d columns a CTA, dvl_fused %d:\n", cols, dvl);
+      run_case(c, GdnCudaImpl::kTensorCore);
+    }
+    std::printf("%s\n", failures ? "FAILURES" : "all ok");
+    return failures != 0;
+  }
   if (which == "pointwise") { pointwise(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
   if (which == "norm") {  // the gated norm at sizes where variant 3's CTAs take several warp steps (slow)
     std::mt19937_64 rng(9);
@@ -586,7 +599,7 @@ int main(int argc, char** argv) {
     Case s; s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12; cases.push_back(s);
   }
   if (cases.empty()) {
-    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv, wgmma, colwarp, fused)\n",
+    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv, wgmma, colwarp, fused, persist)\n",
                  which.c_str());
     return 2;
   }
