@@ -4,6 +4,8 @@
 # copied to .devbin/NAME/, then the working tree's files put back and rebuilt (so that BUILD_DIR and
 # .devbin/ hold HEAD's binaries again). Only the changed files recompile: seconds, not a full build.
 #   scripts/stage_variant.sh NAME REF [BUILD_DIR]     e.g. scripts/stage_variant.sh nolo v10-no-lo
+# REBUILD_HEAD=0: the files are put back but HEAD is not rebuilt (when staging several variants in a row,
+# each build then recompiles what the last one and this one changed; HEAD's binaries are in .devbin/).
 # The working tree must be clean (its files are overwritten and restored from HEAD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +38,10 @@ cp "$build/tests/test_gpu" "$build/bench/bench_gdn" ".devbin/$name/"
 $train && cp "$build/bench/bench_train" ".devbin/$name/"
 restore
 trap - EXIT
+if [[ ${REBUILD_HEAD:-1} == 0 ]]; then
+  echo "staged .devbin/$name ($ref: ${files[*]}); $build not rebuilt (REBUILD_HEAD=0)"
+  exit 0
+fi
 cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" > "/tmp/stage_head.log" 2>&1 ||
   { echo "stage_variant: rebuilding HEAD failed (see /tmp/stage_head.log)" >&2; exit 1; }
 echo "staged .devbin/$name ($ref: ${files[*]}); $build holds HEAD's build again"
