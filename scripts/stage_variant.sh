@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 name=${1:?"usage: stage_variant.sh NAME REF [BUILD_DIR]"}
 ref=${2:?"usage: stage_variant.sh NAME REF [BUILD_DIR]"}
 build=${3:-build-gdncu}
+rebuild_head=${REBUILD_HEAD:-1}
+[[ $rebuild_head == 0 || $rebuild_head == 1 ]] ||
+  { echo "stage_variant: REBUILD_HEAD must be 0 (leave HEAD unbuilt) or 1 (rebuild it), got '$rebuild_head'" >&2; exit 2; }
 [[ -d $build ]] || { echo "stage_variant: no build directory $build (see scripts/gpu_quick.sh)" >&2; exit 2; }
 git rev-parse --verify --quiet "$ref^{commit}" > /dev/null || { echo "stage_variant: unknown ref $ref" >&2; exit 2; }
 if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
@@ -38,7 +41,7 @@ cp "$build/tests/test_gpu" "$build/bench/bench_gdn" ".devbin/$name/"
 $train && cp "$build/bench/bench_train" ".devbin/$name/"
 restore
 trap - EXIT
-if [[ ${REBUILD_HEAD:-1} == 0 ]]; then
+if [[ $rebuild_head == 0 ]]; then
   echo "staged .devbin/$name ($ref: ${files[*]}); $build not rebuilt (REBUILD_HEAD=0)"
   exit 0
 fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/stage_variant.sh refuses a missing build directory and an unknown ref with a clear message,
+# scripts/stage_variant.sh refuses a missing build directory, an unknown ref and a REBUILD_HEAD other than
+# 0 or 1 with a clear message,
 # before it touches the working tree.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,4 +17,5 @@ expect() {  # expect WANT ARGS...: stage_variant.sh ARGS fails with WANT in its 
 expect "no build directory" x HEAD "$repo/no-such-build-dir"
 expect "unknown ref no-such-ref-" x no-such-ref- "$repo/scripts"
 expect "usage: stage_variant.sh NAME REF" x
-echo "stage_variant: missing build directory, unknown ref and missing arguments refused"
+REBUILD_HEAD=no expect "REBUILD_HEAD must be 0" x HEAD "$repo/scripts"
+echo "stage_variant: missing build directory, unknown ref, missing arguments and a bad REBUILD_HEAD refused"
