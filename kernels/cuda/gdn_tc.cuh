@@ -103,12 +103,15 @@ __device__ __forceinline__ bool tri_skip_n(int n0, int m0, int rows) {
 }
 
 // The row block (of 4, 16 rows each) of warp w in a CTA of kWarps warps laid out as 4 row blocks x
-// kWarps / 4 column parts, part w / 4. With more than one part, odd parts take the row blocks in reverse
-// (w and 3 - w), so that the warps of each SM sub-partition (w % 4) share the work of a triangular
-// product evenly: row block r has r + 1 sixteen-column blocks on or below the diagonal.
+// kWarps / 4 column parts, part w / 4. Row block r has r + 1 sixteen-column blocks on or below the
+// diagonal (Tri), so the warps of each SM sub-partition (w % 4) should mix heavy and light ones: with
+// more than one part, odd parts take the row blocks in reverse (w and 3 - w); with 4 warps the CTA's
+// rotation rot (tc_cta_rotation) turns them, so that CTAs sharing an SM differ. Which warp forms which
+// rows changes no bits.
 template <int kWarps>
-__device__ __forceinline__ int tc_row_block(int w) {
-  return kWarps == 4 || (w / 4) % 2 == 0 ? w % 4 : 3 - w % 4;
+__device__ __forceinline__ int tc_row_block(int w, int rot = 0) {
+  if constexpr (kWarps == 4) return (w + rot) & 3;
+  else return (w / 4) % 2 == 0 ? w % 4 : 3 - w % 4;
 }
 
 // acc[mi][ni] += A[m0 + 16 mi + (0..15), 0..K) B[0..K), n0 + 8 ni + (0..7)]   (K a multiple of 16)
@@ -710,6 +713,14 @@ template <bool kReverse = false>
 __device__ __forceinline__ TcChunk tc_chunk_major(const TcArgs& a, int64_t i) {
   const int64_t bhs = a.B * a.Hv, bh = i % bhs;
   return tc_chunk(a, kReverse ? a.NC - 1 - i / bhs : i / bhs, bh % a.Hv, bh / a.Hv);
+}
+
+// The rotation of a 4-warp CTA's row blocks (tc_row_block): CTAs are handed out in order of their linear
+// index, about one an SM in turn, so CTAs i, i + sms, i + 2 sms, i + 3 sms tend to share an SM; they take
+// rotations 0 to 3. (32-bit division: grids fit in 31 bits.)
+__device__ __forceinline__ int tc_cta_rotation(const TcArgs& a) {
+  const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  return static_cast<int>((linear / static_cast<unsigned>(a.sms)) & 3u);
 }
 
 // ---- a kernel chasing a state pass (TcArgs::ready) ----

@@ -57,8 +57,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
   uint16_t *sdO = reinterpret_cast<uint16_t*>(sm + L.dO), *sMt = reinterpret_cast<uint16_t*>(sm + L.Mt);
   float* sG = reinterpret_cast<float*>(sm + L.G);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, rb = tc_row_block<kGradWarps<D>>(warp), m0 = 16 * rb;
-  const int n1 = (warp / 4) * NT1 * 8, n2 = (warp / 4) * NT2 * 8;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int rb = tc_row_block<kGradWarps<D>>(warp, tc_cta_rotation(a)), m0 = 16 * rb, n1 = (warp / 4) * NT1 * 8, n2 = (warp / 4) * NT2 * 8;
   load_tile<kC, D, kThreads>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
   load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
   load_tile<kC, D, kThreads>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
@@ -467,7 +467,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
       ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
     }
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4;
-    const int rb = tc_row_block<kGradWarps<D>>(warp), m0 = 16 * rb;
+    const int rb = tc_row_block<kGradWarps<D>>(warp, tc_cta_rotation(a)), m0 = 16 * rb;
     const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
     const int64_t base = ck.ch * kC * D;
 
@@ -672,7 +672,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   float *szr = reinterpret_cast<float*>(sm + L.zr), *sdG = reinterpret_cast<float*>(sm + L.dG);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4;
-  const int rb = tc_row_block<kGradWarps<D>>(warp), m0 = 16 * rb;
+  const int rb = tc_row_block<kGradWarps<D>>(warp, tc_cta_rotation(a)), m0 = 16 * rb;
   const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
   const int64_t base = ck.ch * kC * D;
 

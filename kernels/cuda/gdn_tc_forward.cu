@@ -90,7 +90,7 @@ __device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, u
   float* sAT = reinterpret_cast<float*>(sm + L.AT);
   float *sG = reinterpret_cast<float*>(sm + L.G), *sB = reinterpret_cast<float*>(sm + L.B);
   float* sBE = reinterpret_cast<float*>(sm + L.BE);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * tc_row_block<4>(warp, tc_cta_rotation(a));
   const int64_t base = ck.ch * kC * D;
 
   // V (wanted only for U, last) in a second group of copies, landing during A, its inverse and W
@@ -385,7 +385,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   const TcChunk ck = tc_chunk_major(a, blockIdx.x);
   const bool after_state = a.fed != nullptr;
   constexpr int y0 = 0;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * tc_row_block<kWarps>(warp),
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * tc_row_block<kWarps>(warp, tc_cta_rotation(a)),
             n0 = (warp / 4) * NT * 8;
   auto load_k_g = [&] {
     load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
