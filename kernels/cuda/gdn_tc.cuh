@@ -145,6 +145,37 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const uint16_t
   }
 }
 
+// As warp_mma<1, NT, K, false, false, kTri>, for the n-tile pairs p (16 columns, [n0 + 16 p, + 16)) with
+// p % 2 == parity only (the others' accumulators are left as they are).
+template <int NT, int K, Tri kTri>
+__device__ __forceinline__ void warp_mma_pairs(float (&acc)[1][NT][4], const uint16_t* A, int lda, int m0,
+                                               const uint16_t* B, int ldb, int n0, int parity, int lane) {
+  static_assert(NT % 4 == 0 && K % 16 == 0, "n-tile pairs in twos, K in steps of 16");
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t a[4], b[NT / 4][2][2];
+    load_a<false>(a, A, lda, m0, k0, lane);
+#pragma unroll
+    for (int q = 0; q < NT / 4; ++q) {
+      const int nj = 4 * q + 2 * parity;
+      if (!tri_skip_n<kTri>(n0 + 8 * nj, m0, 16)) load_b2<false>(b[q], B, ldb, k0, n0 + 8 * nj, lane);
+    }
+#pragma unroll
+    for (int q = 0; q < NT / 4; ++q) {
+      const int nj = 4 * q + 2 * parity;
+      if (tri_skip_n<kTri>(n0 + 8 * nj, m0, 16)) continue;
+      // (parity is warp-uniform; the accumulators are picked by it, both pairs' code present)
+      if (parity == 0) {
+        mma_bf16_16816(acc[0][4 * q], a, b[q][0]);
+        mma_bf16_16816(acc[0][4 * q + 1], a, b[q][1]);
+      } else {
+        mma_bf16_16816(acc[0][4 * q + 2], a, b[q][0]);
+        mma_bf16_16816(acc[0][4 * q + 3], a, b[q][1]);
+      }
+    }
+  }
+}
+
 // acc1 += A1 B1 and acc2 += A2 B2 (one 16-row block each, A row-major, B stored [n][k], B1 and B2
 // with the same ld) in one k-loop; also dot += <B1, B2> over the positions whose fragments this warp
 // loads in the k-steps with (k0 / 16) % kDotWarps == dot_phase: kDotWarps warps that load the same B
@@ -307,9 +338,11 @@ inline constexpr int kSwapBytes = kStateWarps<D> == 8 ? 8 * (BV / 16) * 4 * 32 *
 // (warp-uniform): a causal mask zeroes that whole accumulator block, so its values need not be formed.
 __device__ __forceinline__ bool above_diagonal(int n0, int m0) { return n0 > m0 + 15; }
 
+// parity (0 or 1): of the k-steps s on or below the diagonal, only those with s % 2 == parity are formed
+// (the others are left as they are; OutputLayout::kSplitM); -1: all.
 template <class X>
 __device__ __forceinline__ void causal_decay_fragments(uint32_t (&mh)[kC / 16][4], uint32_t (&ml)[kC / 16][4], X x,
-                                                       const float* sG, int m0, int lane) {
+                                                       const float* sG, int m0, int lane, int parity = -1) {
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -319,6 +352,7 @@ __device__ __forceinline__ void causal_decay_fragments(uint32_t (&mh)[kC / 16][4
         mh[j / 2][f] = ml[j / 2][f] = 0u;
         continue;
       }
+      if (parity >= 0 && (j / 2) % 2 != parity) continue;
       float v[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) v[u] = c + u <= i ? x(j, e + u) * __expf(sG[i] - sG[c + u]) : 0.f;
