@@ -75,29 +75,104 @@ __device__ __forceinline__ void load_b2(uint32_t (&b)[2][2], const uint16_t* p, 
   b[0][0] = t[0], b[0][1] = t[1], b[1][0] = t[2], b[1][1] = t[3];
 }
 
+// Triangular products (bench/NOTES.md v26): the parts of a product that a causal mask zeroes, or
+// whose operand is zero there, need not be formed. Whole 16-column n-tile pairs or 16-deep k-steps
+// are skipped where every one of the warp's rows lies on the zero side (warp-uniform branches): the
+// accumulators keep the bits they had, as a product with a zero operand would leave them.
+//   kNone    the whole product
+//   kLowerN  the result is lower-triangular (column > row masked after): n-tile pairs with every
+//            column above every row skipped (their accumulators stay as they were, zero)
+//   kUpperN  the result is upper-triangular (column < row masked after)
+//   kLowerK  A is lower-triangular (A[m][k] = 0 for k > m): k-steps past the last row skipped
+//   kUpperK  A is upper-triangular (A[m][k] = 0 for k < m): k-steps before the first row skipped
+enum class Tri { kNone, kLowerN, kUpperN, kLowerK, kUpperK };
+
+// Whether k-step [k0, k0 + 16) is all zero in A's rows [m0, m0 + rows) (kLowerK, kUpperK)
+template <Tri kTri>
+__device__ __forceinline__ bool tri_skip_k(int k0, int m0, int rows) {
+  if constexpr (kTri == Tri::kLowerK) return k0 > m0 + rows - 1;
+  else if constexpr (kTri == Tri::kUpperK) return k0 + 15 < m0;
+  else return false;
+}
+// Whether columns [n0, n0 + 16) of rows [m0, m0 + rows) are all masked (kLowerN, kUpperN)
+template <Tri kTri>
+__device__ __forceinline__ bool tri_skip_n(int n0, int m0, int rows) {
+  if constexpr (kTri == Tri::kLowerN) return n0 > m0 + rows - 1;
+  else if constexpr (kTri == Tri::kUpperN) return n0 + 15 < m0;
+  else return false;
+}
+
+// The row block (of 4, 16 rows each) of warp w in a CTA of kWarps warps laid out as 4 row blocks x
+// kWarps / 4 column parts, part w / 4. Row block r has r + 1 sixteen-column blocks on or below the
+// diagonal (Tri), so the warps of each SM sub-partition (w % 4) should mix heavy and light ones: with
+// more than one part, odd parts take the row blocks in reverse (w and 3 - w); with 4 warps the CTA's
+// rotation rot (tc_cta_rotation) turns them, so that CTAs sharing an SM differ. Which warp forms which
+// rows changes no bits.
+template <int kWarps>
+__device__ __forceinline__ int tc_row_block(int w, int rot = 0) {
+  if constexpr (kWarps == 4) return (w + rot) & 3;
+  else return (w / 4) % 2 == 0 ? w % 4 : 3 - w % 4;
+}
+
 // acc[mi][ni] += A[m0 + 16 mi + (0..15), 0..K) B[0..K), n0 + 8 ni + (0..7)]   (K a multiple of 16)
 // kTransA: A stored transposed; kKN: B stored [k][n]. K is a compile-time constant so that the
 // k-loop unrolls and the fragment loads of step k + 16 can be issued before the mma of step k.
-template <int MT, int NT, int K, bool kTransA, bool kKN>
+// kTri: the parts of a triangular product left out (above).
+template <int MT, int NT, int K, bool kTransA, bool kKN, Tri kTri = Tri::kNone>
 __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const uint16_t* A, int lda, int m0,
                                          const uint16_t* B, int ldb, int n0, int lane) {
   static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles come in pairs, K in steps of 16");
 #pragma unroll
   for (int k0 = 0; k0 < K; k0 += 16) {
+    if (tri_skip_k<kTri>(k0, m0, 16 * MT)) continue;
     // All of this step's fragments first (the loads are issued back to back and their latencies
     // overlap), then the products.
     uint32_t a[MT][4], b[NT / 2][2][2];
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi) load_a<kTransA>(a[mi], A, lda, m0 + 16 * mi, k0, lane);
 #pragma unroll
-    for (int nj = 0; nj < NT; nj += 2) load_b2<kKN>(b[nj / 2], B, ldb, k0, n0 + 8 * nj, lane);
-#pragma unroll
     for (int nj = 0; nj < NT; nj += 2)
+      if (!tri_skip_n<kTri>(n0 + 8 * nj, m0, 16 * MT)) load_b2<kKN>(b[nj / 2], B, ldb, k0, n0 + 8 * nj, lane);
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2) {
+      if (tri_skip_n<kTri>(n0 + 8 * nj, m0, 16 * MT)) continue;
 #pragma unroll
       for (int mi = 0; mi < MT; ++mi) {
         mma_bf16_16816(acc[mi][nj], a[mi], b[nj / 2][0]);
         mma_bf16_16816(acc[mi][nj + 1], a[mi], b[nj / 2][1]);
       }
+    }
+  }
+}
+
+// As warp_mma<1, NT, K, false, false, kTri>, for the n-tile pairs p (16 columns, [n0 + 16 p, + 16)) with
+// p % 2 == parity only (the others' accumulators are left as they are).
+template <int NT, int K, Tri kTri>
+__device__ __forceinline__ void warp_mma_pairs(float (&acc)[1][NT][4], const uint16_t* A, int lda, int m0,
+                                               const uint16_t* B, int ldb, int n0, int parity, int lane) {
+  static_assert(NT % 4 == 0 && K % 16 == 0, "n-tile pairs in twos, K in steps of 16");
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t a[4], b[NT / 4][2][2];
+    load_a<false>(a, A, lda, m0, k0, lane);
+#pragma unroll
+    for (int q = 0; q < NT / 4; ++q) {
+      const int nj = 4 * q + 2 * parity;
+      if (!tri_skip_n<kTri>(n0 + 8 * nj, m0, 16)) load_b2<false>(b[q], B, ldb, k0, n0 + 8 * nj, lane);
+    }
+#pragma unroll
+    for (int q = 0; q < NT / 4; ++q) {
+      const int nj = 4 * q + 2 * parity;
+      if (tri_skip_n<kTri>(n0 + 8 * nj, m0, 16)) continue;
+      // (parity is warp-uniform; the accumulators are picked by it, both pairs' code present)
+      if (parity == 0) {
+        mma_bf16_16816(acc[0][4 * q], a, b[q][0]);
+        mma_bf16_16816(acc[0][4 * q + 1], a, b[q][1]);
+      } else {
+        mma_bf16_16816(acc[0][4 * q + 2], a, b[q][0]);
+        mma_bf16_16816(acc[0][4 * q + 3], a, b[q][1]);
+      }
+    }
   }
 }
 
@@ -263,9 +338,11 @@ inline constexpr int kSwapBytes = kStateWarps<D> == 8 ? 8 * (BV / 16) * 4 * 32 *
 // (warp-uniform): a causal mask zeroes that whole accumulator block, so its values need not be formed.
 __device__ __forceinline__ bool above_diagonal(int n0, int m0) { return n0 > m0 + 15; }
 
+// parity (0 or 1): of the k-steps s on or below the diagonal, only those with s % 2 == parity are formed
+// (the others are left as they are; OutputLayout::kSplitM); -1: all.
 template <class X>
 __device__ __forceinline__ void causal_decay_fragments(uint32_t (&mh)[kC / 16][4], uint32_t (&ml)[kC / 16][4], X x,
-                                                       const float* sG, int m0, int lane) {
+                                                       const float* sG, int m0, int lane, int parity = -1) {
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -275,6 +352,7 @@ __device__ __forceinline__ void causal_decay_fragments(uint32_t (&mh)[kC / 16][4
         mh[j / 2][f] = ml[j / 2][f] = 0u;
         continue;
       }
+      if (parity >= 0 && (j / 2) % 2 != parity) continue;
       float v[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) v[u] = c + u <= i ? x(j, e + u) * __expf(sG[i] - sG[c + u]) : 0.f;
@@ -669,6 +747,14 @@ template <bool kReverse = false>
 __device__ __forceinline__ TcChunk tc_chunk_major(const TcArgs& a, int64_t i) {
   const int64_t bhs = a.B * a.Hv, bh = i % bhs;
   return tc_chunk(a, kReverse ? a.NC - 1 - i / bhs : i / bhs, bh % a.Hv, bh / a.Hv);
+}
+
+// The rotation of a 4-warp CTA's row blocks (tc_row_block): CTAs are handed out in order of their linear
+// index, about one an SM in turn, so CTAs i, i + sms, i + 2 sms, i + 3 sms tend to share an SM; they take
+// rotations 0 to 3. (32-bit division: grids fit in 31 bits.)
+__device__ __forceinline__ int tc_cta_rotation(const TcArgs& a) {
+  const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  return static_cast<int>((linear / static_cast<unsigned>(a.sms)) & 3u);
 }
 
 // ---- a kernel chasing a state pass (TcArgs::ready) ----

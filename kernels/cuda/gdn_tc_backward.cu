@@ -57,8 +57,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
   uint16_t *sdO = reinterpret_cast<uint16_t*>(sm + L.dO), *sMt = reinterpret_cast<uint16_t*>(sm + L.Mt);
   float* sG = reinterpret_cast<float*>(sm + L.G);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4);
-  const int n1 = (warp / 4) * NT1 * 8, n2 = (warp / 4) * NT2 * 8;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int rb = tc_row_block<kGradWarps<D>>(warp, tc_cta_rotation(a)), m0 = 16 * rb, n1 = (warp / 4) * NT1 * 8, n2 = (warp / 4) * NT2 * 8;
   load_tile<kC, D, kThreads>(sQ, kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
   load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
   load_tile<kC, D, kThreads>(sdO, kLd, a.d_o + ck.r0 * a.ld_do + ck.h * D, a.ld_do, ck.n, a.vec_in);
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
   {  // M^T = upper(K Q^T o Gam^T), this warp's rows j and columns [n1, n1 + 8 NT1)
     float acc[1][NT1][4];
     zero_acc(acc);
-    warp_mma<1, NT1, D, false, false>(acc, sK, kLd, m0, sQ, kLd, n1, lane);
+    warp_mma<1, NT1, D, false, false, Tri::kUpperN>(acc, sK, kLd, m0, sQ, kLd, n1, lane);
 #pragma unroll
     for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
@@ -94,11 +94,11 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
     *reinterpret_cast<uint4*>(a.dOg + (ck.ch * kC + i) * D + y) = w;
   }
   // This row block's M^T rows complete (its two warps' column halves)
-  if constexpr (kParts == 2) named_barrier(1 + (warp & 3), 64);
+  if constexpr (kParts == 2) named_barrier(1 + rb, 64);
   else __syncwarp();
   float acc[1][NT2][4];
   zero_acc(acc);
-  warp_mma<1, NT2, kC, false, true>(acc, sMt, kLdC, m0, sdO, kLd, n2, lane);
+  warp_mma<1, NT2, kC, false, true, Tri::kUpperK>(acc, sMt, kLdC, m0, sdO, kLd, n2, lane);
   // dvl leaves in whole rows through K's rows of this row block (only its own warps read them, in
   // the first product, before the barrier above)
   store_acc_bf16(sK + n2, kLd, m0, acc, lane);
@@ -173,7 +173,7 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
     named_barrier(kDvlBarrier, kP);
     float acc[MT][NT][4];  // dvl's rows [16 MT pw, + 16 MT): M^T (A, transposed from M's rows) times dO
     zero_acc(acc);
-    warp_mma<MT, NT, kC, true, true>(acc, m_tile(j), kLdC, 16 * MT * pw, sdO, kLdV, 0, lane);
+    warp_mma<MT, NT, kC, true, true, Tri::kUpperK>(acc, m_tile(j), kLdC, 16 * MT * pw, sdO, kLdV, 0, lane);
     store_acc_bf16(sdvl, kLdV, 16 * MT * pw, acc, lane);
     named_barrier(kDvlBarrier, kP);  // every producer warp is done with dO: scaled in place
     for (int v = pt; v < kC * BV / 8; v += kP) {
@@ -399,12 +399,12 @@ __device__ __forceinline__ void rnorm_rows(float (&r)[2], const TcArgs& a, const
 // r[h] = rnorm of row m0 + lane / 4 + 8 h (GdnCudaBackwardParams::q_rnorm; rnorm_rows loads them
 // when the kernel starts, so that their latency is not on the way). The row dots add the column
 // parts' partial sums (dots: kParts x 64 floats) in a fixed order; the warps of a row block
-// (warp % 4) meet at a warp-pair barrier.
+// (m0 / 16) meet at a warp-pair barrier.
 template <int kParts, int NT>
 __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const uint16_t* Y, int ld, int m0, int n0,
                                                  const float (&r)[2], float s, float* dots, int warp, int lane) {
   row_dot(acc, Y, ld, m0, dots + (warp / 4) * kC, lane, n0);
-  if constexpr (kParts == 2) named_barrier(1 + (warp & 3), 64);
+  if constexpr (kParts == 2) named_barrier(1 + m0 / 16, 64);
   else __syncwarp();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -466,7 +466,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     } else {
       ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
     }
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), part = warp / 4;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4;
+    const int rb = tc_row_block<kGradWarps<D>>(warp, tc_cta_rotation(a)), m0 = 16 * rb;
     const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
     const int64_t base = ck.ch * kC * D;
 
@@ -493,8 +494,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
       float dm[1][NT1][4], qk[1][NT1][4];
       zero_acc(dm);
       zero_acc(qk);
-      warp_mma<1, NT1, D, false, false>(dm, sdO, kLd, m0, sVn, kLd, n1, lane);
-      warp_mma<1, NT1, D, false, false>(qk, sQ, kLd, m0, sK, kLd, n1, lane);
+      warp_mma<1, NT1, D, false, false, Tri::kLowerN>(dm, sdO, kLd, m0, sVn, kLd, n1, lane);
+      warp_mma<1, NT1, D, false, false, Tri::kLowerN>(qk, sQ, kLd, m0, sK, kLd, n1, lane);
 #pragma unroll
       for (int ni = 0; ni < NT1; ++ni) {
         const bool zero = above_diagonal(n1 + 8 * ni, m0);
@@ -506,7 +507,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
           qk[0][ni][e] = zero ? 0.f : qk[0][ni][e] * dmg;
         }
       }
-      row_col_sums(qk, m0, sxr + part * kC, [&](int j) -> float& { return sxc[(warp % 4) * kC + n1 + j]; }, lane);
+      row_col_sums(qk, m0, sxr + part * kC, [&](int j) -> float& { return sxc[rb * kC + n1 + j]; }, lane);
     }
     if constexpr (kChase) {
       cp_async_wait<0>();
@@ -540,7 +541,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
       for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) P[0][ni][e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
-      warp_mma<1, NT2, kC, false, true>(P, sdMG, kLdC, m0, sK, kLd, n2, lane);
+      warp_mma<1, NT2, kC, false, true, Tri::kLowerK>(P, sdMG, kLdC, m0, sK, kLd, n2, lane);
       if (a.q_rnorm)
         l2norm_grad_rows<kParts>(P, sQ, kLd, m0, n2, q_r, a.q_scale, reinterpret_cast<float*>(sm + L.nd), warp, lane);
       if (!stage_dq) store_qk_grad<D>(a, ck, P, m0, a.dq, a.ld_dq, a.dq_vh, lane, n2);
@@ -569,7 +570,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
       for (int ni = 0; ni < NT2; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) R[0][ni][e] *= __expf(gl - sG[m0 + acc_row(0, e, lane)]);
-      warp_mma<1, NT2, kC, true, true>(R, sdMG, kLdC, m0, sQ, kLd, n2, lane);
+      warp_mma<1, NT2, kC, true, true, Tri::kUpperK>(R, sdMG, kLdC, m0, sQ, kLd, n2, lane);
     }
     __syncthreads();  // every product done: Q's and K's tiles take dk_part and dW
     store_acc_bf16(sQ + n2, kLd, m0, R, lane);
@@ -670,7 +671,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   float *ss = reinterpret_cast<float*>(sm + L.s), *ssv = reinterpret_cast<float*>(sm + L.sv);
   float *szr = reinterpret_cast<float*>(sm + L.zr), *sdG = reinterpret_cast<float*>(sm + L.dG);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), part = warp / 4;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4;
+  const int rb = tc_row_block<kGradWarps<D>>(warp, tc_cta_rotation(a)), m0 = 16 * rb;
   const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
   const int64_t base = ck.ch * kC * D;
 
@@ -695,7 +697,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   // have the same fragment layout).
   float kkg[1][NT1][4];
   zero_acc(kkg);
-  warp_mma<1, NT1, D, false, false>(kkg, sK, kLd, m0, sK, kLd, n1, lane);
+  warp_mma<1, NT1, D, false, false, Tri::kLowerN>(kkg, sK, kLd, m0, sK, kLd, n1, lane);
 #pragma unroll
   for (int ni = 0; ni < NT1; ++ni) {
     const bool zero = above_diagonal(n1 + 8 * ni, m0);
@@ -709,8 +711,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
     float a1[1][NT1][4], a2[1][NT1][4];
     zero_acc(a1);
     zero_acc(a2);
-    warp_mma<1, NT1, D, false, false>(a1, sdW, kLd, m0, sK, kLd, n1, lane);
-    warp_mma<1, NT1, D, false, false>(a2, sdU, kLd, m0, sV, kLd, n1, lane);
+    warp_mma<1, NT1, D, false, false, Tri::kLowerN>(a1, sdW, kLd, m0, sK, kLd, n1, lane);
+    warp_mma<1, NT1, D, false, false, Tri::kLowerN>(a2, sdU, kLd, m0, sV, kLd, n1, lane);
 #pragma unroll
     for (int ni = 0; ni < NT1; ++ni) {
       const bool zero = above_diagonal(n1 + 8 * ni, m0);
@@ -732,7 +734,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   {
     float acc[1][8][4];
     zero_acc(acc);
-    warp_mma<1, 8, kC, true, true>(acc, sTb, kLdC, m0, sdT, kLdC, 0, lane);
+    warp_mma<1, 8, kC, true, true, Tri::kUpperK>(acc, sTb, kLdC, m0, sdT, kLdC, 0, lane);
 #pragma unroll
     for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
@@ -749,6 +751,9 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
     for (int ks = 0; ks < kC / 16; ++ks)
 #pragma unroll
       for (int nj = 0; nj < NT1; nj += 2) {
+        // only the strict lower part is kept, and T^T's rows k > n are zero: columns above every
+        // row, and k-steps past the pair's last column, are left out (Tri)
+        if (above_diagonal(n1 + 8 * nj, m0) || 16 * ks > n1 + 8 * nj + 15) continue;
         uint32_t b[2][2];
         load_b2<false>(b, sTb, kLdC, 16 * ks, n1 + 8 * nj, lane);
         mma_bf16_16816(acc[0][nj], z1[ks], b[0]);
@@ -783,14 +788,14 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
     zpart[1] = quad_sum(zpart[1]);
     float* zr = szr + part * kC;
     if ((lane & 3) == 0) zr[m0 + (lane >> 2)] = zpart[0], zr[m0 + (lane >> 2) + 8] = zpart[1];
-    row_col_sums(acc, m0, ser + part * kC, [&](int j) -> float& { return ec_at(sTb, (warp % 4) * kC + n1 + j); },
+    row_col_sums(acc, m0, ser + part * kC, [&](int j) -> float& { return ec_at(sTb, rb * kC + n1 + j); },
                  lane);
   }
   __syncthreads();  // sPs, E complete
   {  // dk = dk_part + diag(beta e^G) T^T dW + Ps K
     float acc[1][NT2][4];
     zero_acc(acc);
-    warp_mma<1, NT2, kC, true, true>(acc, sTb, kLdC, m0, sdW, kLd, n2, lane);
+    warp_mma<1, NT2, kC, true, true, Tri::kUpperK>(acc, sTb, kLdC, m0, sdW, kLd, n2, lane);
     if constexpr (!L.kEarlyDkp) {
       __syncthreads();  // every warp is done with dW: grad_qk's dk_part lands in its place
       load_tile<kC, D, kThreads>(sdkp, kLd, a.dk_part + base, D, kC, true);
@@ -826,7 +831,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   float dv[1][NT2][4];
   {  // dv = diag(beta) T^T dU
     zero_acc(dv);
-    warp_mma<1, NT2, kC, true, true>(dv, sTb, kLdC, m0, sdU, kLd, n2, lane);
+    warp_mma<1, NT2, kC, true, true, Tri::kUpperK>(dv, sTb, kLdC, m0, sdU, kLd, n2, lane);
     row_dot(dv, sV, kLd, m0, ssv + part * kC, lane, n2);
 #pragma unroll
     for (int ni = 0; ni < NT2; ++ni)

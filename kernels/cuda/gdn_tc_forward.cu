@@ -59,7 +59,7 @@ __device__ __forceinline__ void prep_t_times(float (&acc)[1][NT][4], const float
                                              const uint16_t* X, int ldx, int m0, int lane) {
   const int g = lane >> 2, t2 = 2 * (lane & 3);
 #pragma unroll 1
-  for (int ks = 0; ks < kC / 16; ++ks) {
+  for (int ks = 0; ks <= m0 / 16; ++ks) {  // T is lower-triangular: its k-steps past the rows are zero
     uint32_t hi[4], lo[4];
 #pragma unroll
     for (int f = 0; f < 4; ++f) {
@@ -90,7 +90,7 @@ __device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, u
   float* sAT = reinterpret_cast<float*>(sm + L.AT);
   float *sG = reinterpret_cast<float*>(sm + L.G), *sB = reinterpret_cast<float*>(sm + L.B);
   float* sBE = reinterpret_cast<float*>(sm + L.BE);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * warp;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * tc_row_block<4>(warp, tc_cta_rotation(a));
   const int64_t base = ck.ch * kC * D;
 
   // V (wanted only for U, last) in a second group of copies, landing during A, its inverse and W
@@ -117,7 +117,7 @@ __device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, u
   {  // A = strict_lower(diag(beta) K K^T o Gam), zeros on and above the diagonal
     float acc[1][8][4];
     zero_acc(acc);
-    warp_mma<1, 8, D, false, false>(acc, sK, kLd, m0, sK, kLd, 0, lane);
+    warp_mma<1, 8, D, false, false, Tri::kLowerN>(acc, sK, kLd, m0, sK, kLd, 0, lane);
 #pragma unroll
     for (int ni = 0; ni < 8; ++ni) {
       const bool zero = above_diagonal(8 * ni, m0);
@@ -348,12 +348,16 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
 template <int D, int BO>
 struct OutputLayout {
   static constexpr int kLd = D + 8, kLdO = BO + 8;
-  size_t Q = 0, K = 0, S = 0, Vp = 0, G = 0, bytes = 0;
+  // 8 warps (two a row block): each forms half of its row block's M and takes the other half from
+  // the other warp's A fragments, 4 row blocks x 4 k-steps x (high, low) x 32 lanes x 4 words
+  static constexpr bool kSplitM = D == 128 && BO == 128;
+  size_t Q = 0, K = 0, S = 0, Vp = 0, G = 0, Mx = 0, bytes = 0;
   __host__ __device__ constexpr OutputLayout() {
     SmemPlan p;
     Q = p.take(kC * kLd * 2), K = p.take(kC * kLd * 2), S = p.take(D * kLdO * 2);
     Vp = p.take(kC * kLdO * 2);
     G = p.take(kC * 4);
+    Mx = kSplitM ? p.take(4 * (kC / 16) * 2 * 32 * 4 * 4) : 0;
     bytes = p.bytes;
   }
 };
@@ -362,9 +366,11 @@ struct OutputLayout {
 template <int D>
 inline constexpr int kOutWarps = D == 128 ? 8 : 4;
 
-// kWarps 4, or 8 (D = 128, BO = 128): warp w takes rows [16 (w % 4), + 16) and half of the BO
-// columns (w / 4); both warps of a row block form the same rows of M (as two CTAs of 64 columns
-// did), and the chunk's Q and K tiles are loaded once.
+// kWarps 4, or 8 (D = 128, BO = 128): warp w takes the rows of row block tc_row_block(w) and half of
+// the BO columns (w / 4); both warps of a row block form the same rows of M (as two CTAs of 64 columns
+// did), and the chunk's Q and K tiles are loaded once. M's blocks above the diagonal are not formed, nor
+// multiplied by V' (Tri; v26). With 8 warps the two warps of a row block form alternate 16-column
+// blocks of its M (k-steps of M V': part 0 the even ones) and trade them through shared memory.
 // kSaveM (TcArgs::dvl_fused): M's bf16 saved for the reverse state pass as well; o may be null then
 // (M alone).
 // With prep beside the state pass (TcArgs::fed), K and G (prep's) are loaded only once the state pass
@@ -384,7 +390,8 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   const TcChunk ck = tc_chunk_major(a, blockIdx.x);
   const bool after_state = a.fed != nullptr;
   constexpr int y0 = 0;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * (warp % 4), n0 = (warp / 4) * NT * 8;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, m0 = 16 * tc_row_block<kWarps>(warp, tc_cta_rotation(a)),
+            n0 = (warp / 4) * NT * 8;
   auto load_k_g = [&] {
     load_tile<kC, D, kThreads>(sK, kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
     load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
@@ -412,10 +419,35 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   // This warp's rows of M = lower(Q K^T o Gam), high and low bf16 parts, straight from the
   // accumulators into the A fragments of M V'.
   uint32_t mh[kC / 16][4], ml[kC / 16][4];
-  {
+  if constexpr (L.kSplitM) {
+    const int part = warp / 4, rb = m0 / 16;
     float acc[1][8][4];
     zero_acc(acc);
-    warp_mma<1, 8, D, false, false>(acc, sQ, kLd, m0, sK, kLd, 0, lane);
+    warp_mma_pairs<8, D, Tri::kLowerN>(acc, sQ, kLd, m0, sK, kLd, 0, part, lane);
+    causal_decay_fragments(mh, ml, [&](int j, int e) { return acc[0][j][e]; }, sG, m0, lane, part);
+    // this warp's k-steps out, the other warp's in: word (row block, k-step, high / low, f, lane)
+    uint32_t* mx = reinterpret_cast<uint32_t*>(sm + L.Mx) + rb * (kC / 16) * 2 * 128;
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+      if ((ks & 1) == part && !above_diagonal(16 * ks, m0))
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {
+          mx[(2 * ks) * 128 + f * 32 + lane] = mh[ks][f];
+          mx[(2 * ks + 1) * 128 + f * 32 + lane] = ml[ks][f];
+        }
+    named_barrier(1 + rb, 64);  // the row block's two warps
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+      if ((ks & 1) != part && !above_diagonal(16 * ks, m0))
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {
+          mh[ks][f] = mx[(2 * ks) * 128 + f * 32 + lane];
+          ml[ks][f] = mx[(2 * ks + 1) * 128 + f * 32 + lane];
+        }
+  } else {
+    float acc[1][8][4];
+    zero_acc(acc);
+    warp_mma<1, 8, D, false, false, Tri::kLowerN>(acc, sQ, kLd, m0, sK, kLd, 0, lane);
     causal_decay_fragments(mh, ml, [&](int j, int e) { return acc[0][j][e]; }, sG, m0, lane);
   }
   if constexpr (kSaveM) {  // M's bf16 (its high parts) for the reverse state pass, once a row block
@@ -442,7 +474,8 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
     for (int ni = 0; ni < NT; ++ni) O[0][ni][e] *= eg;
   }
 #pragma unroll
-  for (int ks = 0; ks < kC / 16; ++ks)
+  for (int ks = 0; ks < kC / 16; ++ks) {
+    if (tri_skip_k<Tri::kLowerK>(16 * ks, m0, 16)) continue;  // M's zeros above the diagonal
 #pragma unroll
     for (int nj = 0; nj < NT; nj += 2) {
       uint32_t b[2][2];
@@ -453,6 +486,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
         mma_bf16_16816(O[0][nj + u], ml[ks], b[u]);
       }
     }
+  }
   if (a.vec16_o) {  // o in whole rows through Q's tile
     __syncthreads();
     store_acc_bf16(sQ + n0, kLd, m0, O, lane);

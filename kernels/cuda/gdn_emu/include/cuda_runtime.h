@@ -112,7 +112,12 @@ inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 struct cudaFuncAttributes {};
 template <class K>
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, K) { return cudaSuccess; }
-inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 132; return cudaSuccess; }
+// EMU_SMS: another SM count (e.g. 1, so that small grids take every rotation of tc_cta_rotation)
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
+  const char* s = std::getenv("EMU_SMS");
+  *v = s ? std::atoi(s) : 132;
+  return cudaSuccess;
+}
 inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) { *p = nullptr; return cudaSuccess; }
 inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
 enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone, cudaStreamCaptureStatusActive };
