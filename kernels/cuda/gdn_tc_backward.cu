@@ -658,6 +658,10 @@ template <int D>
 __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlocks) gdn_tc_grad_wy_kernel(TcArgs a) {
   TcTimelineScope tl_scope(a.tl, kTlGradWy);
   constexpr GradWyLayout<D> L{};
+  // the triangles' zero parts are left out at head dim 128 only: at 64 the skips' branches cost
+  // registers (spills 48 -> 88 bytes) for less than they save
+  constexpr bool kWyTri = D == 128;
+  constexpr auto wy_tri = [](Tri t) { return kWyTri ? t : Tri::kNone; };
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;
   constexpr int NT1 = 8 / kParts, NT2 = D / 8 / kParts;  // n-tiles per warp: 64-column and D-column products
   const bool stage_dk = a.Hv == a.Hk && a.vec16_dk;      // dk (bf16) in whole rows, as dv where vec16_dv
@@ -672,7 +676,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   float *szr = reinterpret_cast<float*>(sm + L.zr), *sdG = reinterpret_cast<float*>(sm + L.dG);
   const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp / 4;
-  const int rb = tc_row_block<kGradWarps<D>>(warp, tc_cta_rotation(a)), m0 = 16 * rb;
+  // without the skips every row block is the same work: no rotation
+  const int rb = kWyTri ? tc_row_block<kGradWarps<D>>(warp, tc_cta_rotation(a)) : warp % 4, m0 = 16 * rb;
   const int n1 = part * NT1 * 8, n2 = part * NT2 * 8;  // this warp's first column in the two widths
   const int64_t base = ck.ch * kC * D;
 
@@ -697,7 +702,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   // have the same fragment layout).
   float kkg[1][NT1][4];
   zero_acc(kkg);
-  warp_mma<1, NT1, D, false, false, Tri::kLowerN>(kkg, sK, kLd, m0, sK, kLd, n1, lane);
+  warp_mma<1, NT1, D, false, false, wy_tri(Tri::kLowerN)>(kkg, sK, kLd, m0, sK, kLd, n1, lane);
 #pragma unroll
   for (int ni = 0; ni < NT1; ++ni) {
     const bool zero = above_diagonal(n1 + 8 * ni, m0);
@@ -711,8 +716,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
     float a1[1][NT1][4], a2[1][NT1][4];
     zero_acc(a1);
     zero_acc(a2);
-    warp_mma<1, NT1, D, false, false, Tri::kLowerN>(a1, sdW, kLd, m0, sK, kLd, n1, lane);
-    warp_mma<1, NT1, D, false, false, Tri::kLowerN>(a2, sdU, kLd, m0, sV, kLd, n1, lane);
+    warp_mma<1, NT1, D, false, false, wy_tri(Tri::kLowerN)>(a1, sdW, kLd, m0, sK, kLd, n1, lane);
+    warp_mma<1, NT1, D, false, false, wy_tri(Tri::kLowerN)>(a2, sdU, kLd, m0, sV, kLd, n1, lane);
 #pragma unroll
     for (int ni = 0; ni < NT1; ++ni) {
       const bool zero = above_diagonal(n1 + 8 * ni, m0);
@@ -734,7 +739,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   {
     float acc[1][8][4];
     zero_acc(acc);
-    warp_mma<1, 8, kC, true, true, Tri::kUpperK>(acc, sTb, kLdC, m0, sdT, kLdC, 0, lane);
+    warp_mma<1, 8, kC, true, true, wy_tri(Tri::kUpperK)>(acc, sTb, kLdC, m0, sdT, kLdC, 0, lane);
 #pragma unroll
     for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
@@ -753,7 +758,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
       for (int nj = 0; nj < NT1; nj += 2) {
         // only the strict lower part is kept, and T^T's rows k > n are zero: columns above every
         // row, and k-steps past the pair's last column, are left out (Tri)
-        if (above_diagonal(n1 + 8 * nj, m0) || 16 * ks > n1 + 8 * nj + 15) continue;
+        if (kWyTri && (above_diagonal(n1 + 8 * nj, m0) || 16 * ks > n1 + 8 * nj + 15)) continue;
         uint32_t b[2][2];
         load_b2<false>(b, sTb, kLdC, 16 * ks, n1 + 8 * nj, lane);
         mma_bf16_16816(acc[0][nj], z1[ks], b[0]);
@@ -795,7 +800,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   {  // dk = dk_part + diag(beta e^G) T^T dW + Ps K
     float acc[1][NT2][4];
     zero_acc(acc);
-    warp_mma<1, NT2, kC, true, true, Tri::kUpperK>(acc, sTb, kLdC, m0, sdW, kLd, n2, lane);
+    warp_mma<1, NT2, kC, true, true, wy_tri(Tri::kUpperK)>(acc, sTb, kLdC, m0, sdW, kLd, n2, lane);
     if constexpr (!L.kEarlyDkp) {
       __syncthreads();  // every warp is done with dW: grad_qk's dk_part lands in its place
       load_tile<kC, D, kThreads>(sdkp, kLd, a.dk_part + base, D, kC, true);
@@ -831,7 +836,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   float dv[1][NT2][4];
   {  // dv = diag(beta) T^T dU
     zero_acc(dv);
-    warp_mma<1, NT2, kC, true, true, Tri::kUpperK>(dv, sTb, kLdC, m0, sdU, kLd, n2, lane);
+    warp_mma<1, NT2, kC, true, true, wy_tri(Tri::kUpperK)>(dv, sTb, kLdC, m0, sdU, kLd, n2, lane);
     row_dot(dv, sV, kLd, m0, ssv + part * kC, lane, n2);
 #pragma unroll
     for (int ni = 0; ni < NT2; ++ni)
