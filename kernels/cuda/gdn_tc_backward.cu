@@ -756,8 +756,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
     for (int ks = 0; ks < kC / 16; ++ks)
 #pragma unroll
       for (int nj = 0; nj < NT1; nj += 2) {
-        // only the strict lower part is kept, and T^T's rows k > n are zero: columns above every
-        // row, and k-steps past the pair's last column, are left out (Tri)
+        // only the strict lower part is kept, and T^T's rows k > n are zero: at head dim 128 columns
+        // above every row, and k-steps past the pair's last column, are left out (kWyTri)
         if (kWyTri && (above_diagonal(n1 + 8 * nj, m0) || 16 * ks > n1 + 8 * nj + 15)) continue;
         uint32_t b[2][2];
         load_b2<false>(b, sTb, kLdC, 16 * ks, n1 + 8 * nj, lane);
