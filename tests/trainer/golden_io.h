@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -285,20 +286,22 @@ inline void compare_grads(const GoldenFile& f, ParamStore& ps, ErrorTable& error
     errors.add("grad " + n, rel_error(to_host_f64(ps.grad(n)), f.read<double>("grads/" + n)), tol);
 }
 
-// One layer alone against a layer file (x, R, y, dx, params, grads; attributes config_json and
-// prefix): y = layer(x), then the backward of sum(y * R), in float32 on the CPU (or bf16 mixed
-// precision on the GPU: device kCUDA with `ctx` from a CUDA runtime).
-// `config_from_hf` maps the file's Hugging Face config; `adjust` may then change it (chunk size).
-template <class L, class MapConfig, class Adjust>
-void check_layer(const std::string& file, const std::string& title, MapConfig config_from_hf, Adjust adjust,
-                 double tol_out, double tol_grad, Context* gpu_ctx = nullptr) {
+// One layer's results on a layer file's inputs: y and dx, and every weight gradient by name.
+struct LayerRun {
+  std::vector<double> y, dx;
+  std::vector<std::pair<std::string, std::vector<double>>> grads;
+};
+
+// Runs one layer of config `cfg` on a layer file (x, R, params; attribute prefix): y = layer(x),
+// then the backward of sum(y * R), in float32 on the CPU (ctx == nullptr) or in bf16 mixed
+// precision on the GPU (`ctx` from a CUDA runtime). Outputs are poisoned first, so anything
+// forward or backward leaves unwritten shows as NaN.
+template <class L>
+LayerRun run_layer(const GoldenFile& f, const ModelConfig& cfg, Context* gpu_ctx) {
   const Device device = gpu_ctx ? Device::kCUDA : Device::kCPU;
-  GoldenFile f(golden_path(file));
-  ModelConfig cfg = config_from_hf(nlohmann::json::parse(f.attr_string("config_json")));
-  adjust(cfg);
   std::vector<int64_t> xs = f.shape("x");
-  ASSERT_EQ(xs.size(), 3u) << file << ": x must be [B, T, d_model]";
-  ASSERT_EQ(xs[2], cfg.d_model) << file << ": x's last dimension against the config's hidden_size";
+  DT_CHECK(xs.size() == 3u && xs[2] == cfg.d_model, "golden layer file: x must be [B, T, d_model = {}]",
+           cfg.d_model);
   const int B = static_cast<int>(xs[0]), T = static_cast<int>(xs[1]);
   const int64_t C = xs[2];
 
@@ -308,7 +311,7 @@ void check_layer(const std::string& file, const std::string& title, MapConfig co
   layer.declare(ps, acts, B, T);
   ps.allocate();
   acts.allocate();
-  ASSERT_TRUE(load_params(f, ps));
+  DT_CHECK(load_params(f, ps), "golden layer file: the parameters do not match the layer");
 
   Arena io("golden io", device);
   const DType act = ps.act_dtype();
@@ -319,16 +322,48 @@ void check_layer(const std::string& file, const std::string& title, MapConfig co
   from_host(io.get(dy), f.read<float>("R"));  // d sum(y * R) / dy = R
   Context cpu_ctx;
   Context& ctx = gpu_ctx ? *gpu_ctx : cpu_ctx;
-  fill(ctx, io.get(y), NAN);  // poison: anything forward or backward leaves unwritten fails
+  fill(ctx, io.get(y), NAN);
   fill(ctx, io.get(dx), NAN);
   ps.zero_grads();
   layer.forward(ctx, io.get(x), io.get(y));
   layer.backward(ctx, io.get(dy), io.get(dx));
 
+  LayerRun r{to_host_f64(io.get(y)), to_host_f64(io.get(dx)), {}};
+  for (const std::string& n : f.names("grads")) r.grads.emplace_back(n, to_host_f64(ps.grad(n)));
+  return r;
+}
+
+// One layer alone against a layer file (x, R, y, dx, params, grads; attributes config_json and
+// prefix), on the CPU in float32 or on the GPU in bf16 (`gpu_ctx`). `config_from_hf` maps the
+// file's Hugging Face config; `adjust` may then change it (chunk size).
+template <class L, class MapConfig, class Adjust>
+void check_layer(const std::string& file, const std::string& title, MapConfig config_from_hf, Adjust adjust,
+                 double tol_out, double tol_grad, Context* gpu_ctx = nullptr) {
+  GoldenFile f(golden_path(file));
+  ModelConfig cfg = config_from_hf(nlohmann::json::parse(f.attr_string("config_json")));
+  adjust(cfg);
+  const LayerRun r = run_layer<L>(f, cfg, gpu_ctx);
   ErrorTable errors(title);
-  errors.add("y", rel_error(to_host_f64(io.get(y)), f.read<double>("y")), tol_out);
-  errors.add("dx", rel_error(to_host_f64(io.get(dx)), f.read<double>("dx")), tol_grad);
-  compare_grads(f, ps, errors, tol_grad);
+  errors.add("y", rel_error(r.y, f.read<double>("y")), tol_out);
+  errors.add("dx", rel_error(r.dx, f.read<double>("dx")), tol_grad);
+  for (const auto& [n, g] : r.grads) errors.add("grad " + n, rel_error(g, f.read<double>("grads/" + n)), tol_grad);
+  errors.check();
+}
+
+// The same layer file's inputs and weights through a config that the file's reference does not
+// cover (`adjust`): the GPU's bf16 results against our CPU float32 layer, which the file checks.
+template <class L, class MapConfig, class Adjust>
+void check_layer_against_cpu(const std::string& file, MapConfig config_from_hf, Adjust adjust, double tol_out,
+                             double tol_grad, Context& gpu_ctx) {
+  GoldenFile f(golden_path(file));
+  ModelConfig cfg = config_from_hf(nlohmann::json::parse(f.attr_string("config_json")));
+  adjust(cfg);
+  const LayerRun cpu = run_layer<L>(f, cfg, nullptr), gpu = run_layer<L>(f, cfg, &gpu_ctx);
+  ErrorTable errors(file + " on the GPU (bf16) against the CPU (fp32), same config");
+  errors.add("y", rel_error(gpu.y, cpu.y), tol_out);
+  errors.add("dx", rel_error(gpu.dx, cpu.dx), tol_grad);
+  for (size_t i = 0; i < cpu.grads.size(); ++i)
+    errors.add("grad " + cpu.grads[i].first, rel_error(gpu.grads[i].second, cpu.grads[i].second), tol_grad);
   errors.check();
 }
 

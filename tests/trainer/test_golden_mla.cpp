@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "golden_deepseek_v3.h"
 #include "golden_io.h"
 #include "layers/mla.h"
 
@@ -13,46 +14,8 @@ namespace {
 
 using golden::GoldenFile;
 using golden::golden_path;
+using golden::model_config_from_deepseek_v3;
 using nlohmann::json;
-
-const json& key(const json& hf, const char* k) {
-  DT_CHECK(hf.contains(k), "Hugging Face config: key '{}' is missing; is this a DeepSeek-V3 config "
-           "(model_type deepseek_v3)?", k);
-  return hf.at(k);
-}
-
-// The attention part of a Hugging Face DeepSeek-V3 config (model_type deepseek_v3) as our
-// ModelConfig with one MLA layer; the MoE fields are not ours to map. Table in
-// tests/golden/README.md.
-ModelConfig model_config_from_deepseek_v3(const json& hf) {
-  DT_CHECK(key(hf, "model_type") == "deepseek_v3", "Hugging Face config: model_type is {}, expected deepseek_v3",
-           key(hf, "model_type").dump());
-  DT_CHECK(!hf.value("attention_bias", false), "Hugging Face config: attention_bias true is not supported");
-  DT_CHECK(key(hf, "num_key_value_heads") == key(hf, "num_attention_heads"),
-           "Hugging Face config: MLA needs num_key_value_heads ({}) = num_attention_heads ({})",
-           key(hf, "num_key_value_heads").dump(), key(hf, "num_attention_heads").dump());
-  const json& rope = key(hf, "rope_parameters");
-  // yarn would also rescale the softmax (mscale), which we do not build.
-  DT_CHECK(rope.value("rope_type", "default") == "default",
-           "Hugging Face config: rope_parameters.rope_type {} is not supported (only default)",
-           rope.value("rope_type", std::string("default")));
-  ModelConfig c;
-  c.vocab_size = key(hf, "vocab_size");
-  c.d_model = key(hf, "hidden_size");
-  c.d_ff = key(hf, "intermediate_size");
-  c.layers = {MixerKind::kMla};
-  c.zero_centered_norm = false;  // DeepseekV3RMSNorm: w * x
-  c.norm_eps = key(hf, "rms_norm_eps");
-  c.mla.n_heads = key(hf, "num_attention_heads");
-  c.mla.q_lora_rank = key(hf, "q_lora_rank").is_null() ? 0 : key(hf, "q_lora_rank").get<int>();
-  c.mla.kv_lora_rank = key(hf, "kv_lora_rank");
-  c.mla.qk_nope_head_dim = key(hf, "qk_nope_head_dim");
-  c.mla.qk_rope_head_dim = key(hf, "qk_rope_head_dim");
-  c.mla.v_head_dim = key(hf, "v_head_dim");
-  c.mla.rope_theta = key(rope, "rope_theta");
-  c.mla.rope_interleave = hf.value("rope_interleave", true);
-  return c;
-}
 
 TEST(GoldenMla, ConfigMappingRefusesWhatWeDoNotBuild) {
   GoldenFile f(golden_path("deepseek_v3_mla.h5"));
