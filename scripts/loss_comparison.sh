@@ -274,7 +274,11 @@ say "plan: ${#runs[@]} runs of $steps steps x $global tokens = $((steps * global
 say "global batch: $global tokens = $batch_words, the same for every model"
 for i in "${!runs[@]}"; do
   rd="$out/${runs[i]}" m=${run_model[i]}
-  if [[ -e $rd/finished.json ]]; then state="finished" est=0
+  if [[ -e $rd/finished.json ]]; then
+    state="finished" est=0
+    [[ $(< "$rd/finished.json") =~ \"steps\":\ *([0-9]+) ]] && ((BASH_REMATCH[1] == steps)) ||
+      die "$rd finished with other steps than the $steps of this plan (see its finished.json);" \
+        "keep --tokens and the batch of that comparison, or pass another --out"
   else
     done_steps=$(ckpt_step "$rd")
     state=$( ((done_steps > 0)) && echo "resume at step $done_steps" || echo "new")
@@ -284,6 +288,7 @@ for i in "${!runs[@]}"; do
   total_s=$((total_s + est))
   printf '  [%d/%d] %-20s %-22s est %s at %s tokens/s (%s)\n' $((i + 1)) ${#runs[@]} "${runs[i]}" "$state" \
     "$(fmt_s "$est")" "${rate[$m]}" "${rate_src[$m]}"
+  [[ $state == finished ]] && continue
   train_cmd "$i"; echo "        train:$(show "${cmd[@]}")"
   for s in "${held_out[@]}"; do eval_cmd "$i" "$s"; echo "        eval: $(show "${cmd[@]}")"; done
 done

@@ -162,3 +162,46 @@ check "| gdn_124m | 2 | 500 | these runs' median | 173h37m40s | 347h15m20s |"
 "$lc" --report-only --out "$tmp/nothing" --report "$md" > /dev/null 2> "$tmp/err" && fail "--report-only on a missing dir"
 grep -q "loss_comparison: error: --report-only" "$tmp/err" || fail "wrong message: $(cat "$tmp/err")"
 echo "loss_comparison: plan, errors and report checked"
+
+# A CPU mini-run with the binary: two models, 3 steps of 2 x 2 x 32 tokens on the bundled sample.
+[[ -n $bin ]] || exit 0
+data="$tmp/shards"
+"$bin" prepare --input "$repo/assets/fineweb-edu/fineweb_edu.jsonl" --out "$tmp/prep" --val-docs 20 --threads 1 \
+  > /dev/null 2>&1 || fail "deltatron prepare failed on the bundled sample"
+mkdir -p "$data"
+cp "$tmp/prep/fineweb_edu_train_000001.bin" "$data/corpus_train_000001.bin"
+for s in fineweb_edu fineweb docs; do cp "$tmp/prep/fineweb_edu_val_000000.bin" "$data/${s}_val_000000.bin"; done
+for m in softmax_124m gdn_124m; do
+  sed -i -e 's/batch_size: 8/batch_size: 2/' -e 's/seq_len: 1024/seq_len: 32/' -e 's/checkpoint_every: 75/checkpoint_every: 2/' \
+    -e 's/eval_every: 50/eval_every: 2/' -e 's/warmup_steps: 10/warmup_steps: 1/' -e 's/eval_batches: 4/eval_batches: 2/' "$tmp/cfg/$m.yaml"
+done
+mini() {
+  "$lc" --configs "$tmp/cfg" --out "$tmp/mini" --data "$data" --deltatron "$bin" --device cpu --gpus 1 \
+    --models softmax_124m,gdn_124m --seeds 1 --tokens 384 --eval-batches 2 --set run.threads=1 \
+    --corpus-manifest "$runs/corpus_manifest.json" --report "$tmp/mini_doc/lc.md" "$@"
+}
+mini > "$tmp/mini1.out" 2>&1 || { cat "$tmp/mini1.out"; fail "the first mini sitting failed"; }
+for r in softmax_124m_s1 gdn_124m_s1; do
+  d="$tmp/mini/$r"
+  [[ -s $d/finished.json && -s $d/eval.json && -s $d/checkpoints/step_00000003.h5 ]] || fail "$r: not finished"
+  [[ $(wc -l < "$d/sittings.jsonl") == 1 ]] || fail "$r: expected one sitting"
+  python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))
+assert e["step"] == 3 and sorted(e["sets"]) == ["docs", "fineweb", "fineweb_edu"], e
+assert all(v["batches"] == 2 for v in e["sets"].values()), e' "$d/eval.json" || fail "$r: bad eval.json"
+done
+grep -q "all 2 runs finished" "$tmp/mini1.out" || fail "no final line: $(cat "$tmp/mini1.out")"
+grep -q "| gdn_124m | 1 | [0-9.]* | [-+][0-9.]*% |" "$tmp/mini_doc/lc.md" || fail "mini report: $(cat "$tmp/mini_doc/lc.md")"
+# The second sitting finds both finished and trains nothing.
+mini > "$tmp/mini2.out" 2>&1 || { cat "$tmp/mini2.out"; fail "the second mini sitting failed"; }
+[[ $(grep -c "finished  *est 0h00m00s" "$tmp/mini2.out") == 2 ]] || fail "second sitting: $(cat "$tmp/mini2.out")"
+grep -q "deltatron train\|step 1/3" "$tmp/mini2.out" && fail "second sitting trained again: $(cat "$tmp/mini2.out")"
+# An unfinished run (the last checkpoint and the markers gone) resumes from step 2 in a new sitting.
+d="$tmp/mini/gdn_124m_s1"
+rm "$d/finished.json" "$d/eval.json" "$d/checkpoints/step_00000003.h5"
+mini > "$tmp/mini3.out" 2>&1 || { cat "$tmp/mini3.out"; fail "the resuming sitting failed"; }
+grep -q "gdn_124m_s1 *resume at step 2" "$tmp/mini3.out" || fail "no resume: $(cat "$tmp/mini3.out")"
+[[ -s $d/finished.json && $(wc -l < "$d/sittings.jsonl") == 2 ]] || fail "resumed run not finished in a second sitting"
+# Another --tokens against finished runs is refused.
+mini --tokens 512 --dry-run > /dev/null 2> "$tmp/err" && fail "other --tokens over finished runs accepted"
+grep -q "finished with other steps" "$tmp/err" || fail "wrong message: $(cat "$tmp/err")"
+echo "loss_comparison: CPU mini-run, skip and resume checked"
