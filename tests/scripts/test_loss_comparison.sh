@@ -201,6 +201,13 @@ rm "$d/finished.json" "$d/eval.json" "$d/checkpoints/step_00000003.h5"
 mini > "$tmp/mini3.out" 2>&1 || { cat "$tmp/mini3.out"; fail "the resuming sitting failed"; }
 grep -q "gdn_124m_s1 *resume at step 2" "$tmp/mini3.out" || fail "no resume: $(cat "$tmp/mini3.out")"
 [[ -s $d/finished.json && $(wc -l < "$d/sittings.jsonl") == 2 ]] || fail "resumed run not finished in a second sitting"
+# --time-limit shorter than the next run's estimate launches nothing and exits 3.
+rm "$d/finished.json"
+mini --time-limit 5 > "$tmp/mini4.out" 2>&1
+rc=$?
+[[ $rc == 3 ]] || fail "--time-limit 5: exit $rc, expected 3: $(cat "$tmp/mini4.out")"
+grep -q "stopping: gdn_124m_s1 needs about" "$tmp/mini4.out" || fail "no stop message: $(cat "$tmp/mini4.out")"
+[[ -e $d/finished.json || $(wc -l < "$d/sittings.jsonl") != 2 ]] && fail "--time-limit still ran gdn_124m_s1"
 # Another --tokens against finished runs is refused.
 mini --tokens 512 --dry-run > /dev/null 2> "$tmp/err" && fail "other --tokens over finished runs accepted"
 grep -q "finished with other steps" "$tmp/err" || fail "wrong message: $(cat "$tmp/err")"
