@@ -85,16 +85,14 @@ void add_prepare_command(CLI::App& app) {
       ->required()
       ->expected(1, -1);
   cmd->add_option("--out", o.out_dir, "Output directory (created if missing)")->required();
-  CLI::Option* val_docs =
-      cmd->add_option("--val-docs", o.val_docs,
-                      "Documents held out for validation (0: no validation shard; all of them: no train shard)")
-          ->check(kWholeNumberAtLeastZero);
+  cmd->add_option("--val-docs", o.val_docs,
+                  "Documents held out for validation (0: no validation shard; all of them: no train shard)")
+      ->check(kWholeNumberAtLeastZero);
   cmd->add_option("--val-tokens", o.val_tokens,
                   "Tokens held out for validation: the first documents until they hold this many (default: enough "
                   "for the default config's evaluation, train.eval_batches x batch_size windows of seq_len + 1 "
                   "tokens, but at most a tenth of the documents)")
-      ->check(kWholeNumberAtLeastZero)
-      ->excludes(val_docs);
+      ->check(kWholeNumberAtLeastZero);
   cmd->add_option("--shard-tokens", o.shard_tokens, "Tokens per train shard")->capture_default_str();
   cmd->add_option("--name", o.name, "Shard name prefix (default: the first input's file name without extension)");
   cmd->add_option("--threads", o.threads, "Tokeniser threads (default: all cores)")->check(kWholeNumberAtLeastZero);
@@ -102,6 +100,9 @@ void add_prepare_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--overwrite", o.overwrite, "Replace shards of the same name already in --out");
   cmd->callback([args] {
+    DT_CHECK(args->options.val_docs < 0 || args->options.val_tokens < 0,
+             "--val-docs {} and --val-tokens {} both choose the validation split; pass one of them",
+             args->options.val_docs, args->options.val_tokens);
     DocumentReader check_inputs_first(args->options.inputs);  // fail fast, before the tokenizer loads
     set_auto_val_split(args->options);
     const Tokenizer tokenizer = Tokenizer::load(args->tokenizer_dir);
