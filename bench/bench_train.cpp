@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/device.h"
+#include "core/peak_memory.h"
 #include "core/philox.h"
 #include "kernels/ops.h"
 #include "layers/model.h"
@@ -156,8 +157,7 @@ int run(int argc, char** argv) {
                     cfg.model.vocab_size;
       ++batch_index;
     };
-    size_t mem_peak = 0;
-    auto sample_memory = [&] { mem_peak = std::max(mem_peak, dt::device_memory_used()); };
+    dt::PeakMemory mem_peak(rt.device());  // on the CPU: the process's peak resident set
     std::vector<double> losses;
     // What follows the backward in a step, as the trainer does it without the overlap: TP sum of
     // partial gradients, DP mean, norm and the clipping factor (returned: AdamW::step applies it).
@@ -171,7 +171,7 @@ int run(int argc, char** argv) {
       params.zero_grads();
       double loss = model.forward(ctx, tokens.data(), tokens.data() + 1);
       model.backward(ctx, 1.0);
-      sample_memory();
+      mem_peak.sample();
       const double grad_scale = reduce_and_clip();
       opt.step(ctx, cfg.train.lr, grad_scale);
       losses.push_back(loss);
@@ -229,7 +229,7 @@ int run(int argc, char** argv) {
     std::printf("\n%-28s %10s %12s %8s %12s %12s | %8s %8s %8s\n", "model", "step ms", "tokens/s", "MFU",
                 "peak GiB", "ours GiB", "fwd ms", "bwd ms", "opt ms");
     std::printf("%-28s %10.2f %12.0f %7.1f%% %12.2f %12.2f | %8.2f %8.2f %8.2f\n", name.c_str(), step_s * 1e3, tok_s,
-                100 * mfu, mem_peak / gib, (mem_peak - mem_before) / gib, fwd_s * 1e3, bwd_s * 1e3, opt_s * 1e3);
+                100 * mfu, mem_peak.bytes() / gib, (mem_peak.bytes() - mem_before) / gib, fwd_s * 1e3, bwd_s * 1e3, opt_s * 1e3);
     // When launching the backward takes the host much less than the GPU's time to run it, the GPU
     // never waits for a launch and a CUDA graph has nothing to win.
     if (rt.device() == dt::Device::kCUDA)
@@ -255,8 +255,8 @@ int run(int argc, char** argv) {
                                   {"tok_per_s_per_gpu", tok_s / world->size()},
                                   {"flops_per_token", fpt},
                                   {"mfu", mfu},
-                                  {"peak_mem_gib", mem_peak / gib},
-                                  {"peak_mem_ours_gib", (mem_peak - mem_before) / gib},
+                                  {"peak_mem_gib", mem_peak.bytes() / gib},
+                                  {"peak_mem_ours_gib", (mem_peak.bytes() - mem_before) / gib},
                                   {"forward_ms", fwd_s * 1e3},
                                   {"backward_ms", bwd_s * 1e3},
                                   {"optimizer_ms", opt_s * 1e3},

@@ -11,11 +11,25 @@
 
 namespace dt {
 
+namespace {
+
+// The windows of T+1 tokens starting every T tokens in the shard at `path` of n tokens.
+int64_t shard_windows(const std::string& path, int64_t n, int T) {
+  DT_CHECK(n >= static_cast<int64_t>(T) + 1,
+           "shard {}: {} tokens, fewer than one training window of T+1 = {} tokens; use a shorter sequence "
+           "length T, or leave this shard out",
+           path, n, static_cast<int64_t>(T) + 1);
+  return (n - 1) / T;
+}
+
+}  // namespace
+
 DataLoader::DataLoader(std::vector<std::string> shard_paths, int B, int T, int vocab_size, uint64_t seed,
                        bool shuffle, int dp_rank, int dp_size)
     : paths_(std::move(shard_paths)),
       B_(B),
       T_(T),
+      vocab_size_(vocab_size),
       seed_(seed),
       shuffle_(shuffle),
       dp_rank_(dp_rank),
@@ -24,17 +38,15 @@ DataLoader::DataLoader(std::vector<std::string> shard_paths, int B, int T, int v
   DT_CHECK(B >= 1 && T >= 1, "data loader: batch size B = {} and sequence length T = {} must both be >= 1", B, T);
   DT_CHECK(dp_size >= 1 && dp_rank >= 0 && dp_rank < dp_size,
            "data loader: data-parallel rank {} is not in [0, dp_size = {})", dp_rank, dp_size);
+  DT_CHECK(vocab_size > 0, "data loader: vocab_size must be positive, got {}; set model.vocab_size", vocab_size);
+  const auto access = shuffle ? MappedShard::Access::kRandom : MappedShard::Access::kSequential;
   shards_.reserve(paths_.size());
   first_window_.push_back(0);
   for (const std::string& path : paths_) {
-    shards_.push_back(load_shard(path, vocab_size));
-    const int64_t n = static_cast<int64_t>(shards_.back().size());
-    DT_CHECK(n >= static_cast<int64_t>(T) + 1,
-             "shard {}: {} tokens, fewer than one training window of T+1 = {} tokens; use a shorter sequence "
-             "length T, or leave this shard out",
-             path, n, static_cast<int64_t>(T) + 1);
+    shards_.emplace_back(path, access);
+    const int64_t n = shards_.back().size();
+    n_windows_ += static_cast<uint64_t>(shard_windows(path, n, T));
     tokens_in_shards_ += n;
-    n_windows_ += static_cast<uint64_t>((n - 1) / T);
     first_window_.push_back(n_windows_);
   }
   const uint64_t global_batch = static_cast<uint64_t>(B) * static_cast<uint64_t>(dp_size);
@@ -74,7 +86,10 @@ const uint16_t* DataLoader::window_tokens(uint64_t window) const {
   // The shard s with first_window_[s] <= window < first_window_[s + 1].
   auto it = std::upper_bound(first_window_.begin(), first_window_.end(), window);
   const size_t s = static_cast<size_t>(it - first_window_.begin()) - 1;
-  return shards_[s].data() + (window - first_window_[s]) * static_cast<uint64_t>(T_);
+  const uint64_t offset = (window - first_window_[s]) * static_cast<uint64_t>(T_);
+  std::span<const uint16_t> w = shards_[s].tokens().subspan(offset, static_cast<size_t>(T_) + 1);
+  shard_check_ids(w, vocab_size_, paths_[s], static_cast<int64_t>(offset));
+  return w.data();
 }
 
 void DataLoader::next(int32_t* inputs, int32_t* targets) {
@@ -108,6 +123,13 @@ int64_t DataLoader::windows_per_epoch() const { return batches_per_epoch() * B_;
 
 int64_t DataLoader::batches_per_epoch() const {
   return static_cast<int64_t>(n_windows_ / (static_cast<uint64_t>(B_) * static_cast<uint64_t>(dp_size_)));
+}
+
+int64_t count_windows(const std::vector<std::string>& shard_paths, int T) {
+  int64_t windows = 0;
+  for (const std::string& path : shard_paths)
+    windows += shard_windows(path, MappedShard(path, MappedShard::Access::kRandom).size(), T);
+  return windows;
 }
 
 std::vector<std::string> expand_shard_glob(const std::string& pattern) {

@@ -10,11 +10,19 @@
 //     deterministic function of (seed, e) only, so every rank computes the same one.
 //   eval (shuffle = false): file order, so evaluation is reproducible.
 // The cursor is the same on every rank (the global position), so one saved cursor restores all ranks.
+//
+// The shards are mapped, not read (data/mapped_shard.h): opening checks each header and counts the
+// windows, and a rank touches only the pages of the windows it reads, so its memory does not grow
+// with the data. Token ids are checked (< vocab_size) in each window as it is read: a bad id is an
+// error at the first next() whose batch holds it, naming the shard and the token's offset, not an
+// error of the constructor.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "data/mapped_shard.h"
 
 namespace dt {
 
@@ -26,13 +34,14 @@ struct LoaderCursor {
 
 class DataLoader {
  public:
-  // Reads all shards once and checks them (every id < vocab_size; every shard holds a window).
-  // Our data is small; for data larger than memory the shards would be mmap'ed instead.
+  // Maps the shards and checks their headers and sizes (every shard holds a window; the windows
+  // make at least one global batch). Ids are checked later, window by window, by next().
   DataLoader(std::vector<std::string> shard_paths, int B, int T, int vocab_size, uint64_t seed, bool shuffle,
              int dp_rank = 0, int dp_size = 1);
 
   // Fills inputs[B*T] = window[0..T) and targets[B*T] = window[1..T] (int32) for this rank's B
-  // windows of the next global batch; moves to the next epoch when this one is used up.
+  // windows of the next global batch; moves to the next epoch when this one is used up. Throws,
+  // naming the shard and the offset, when a window holds an id >= vocab_size.
   void next(int32_t* inputs, int32_t* targets);
 
   LoaderCursor cursor() const { return cursor_; }
@@ -49,14 +58,15 @@ class DataLoader {
 
  private:
   void make_order(uint64_t epoch);
-  const uint16_t* window_tokens(uint64_t window) const;
+  const uint16_t* window_tokens(uint64_t window) const;  // T+1 tokens, their ids checked
 
   std::vector<std::string> paths_;
-  std::vector<std::vector<uint16_t>> shards_;
+  std::vector<MappedShard> shards_;
   std::vector<uint64_t> first_window_;  // first_window_[s]: global index of shard s's first window; size S+1
   uint64_t n_windows_ = 0;
   int64_t tokens_in_shards_ = 0;
   int B_, T_;
+  int vocab_size_;
   uint64_t seed_;
   bool shuffle_;
   int dp_rank_, dp_size_;
@@ -64,6 +74,10 @@ class DataLoader {
   std::vector<uint32_t> order_;  // the permutation of the current epoch (empty when !shuffle_)
   uint64_t order_epoch_ = UINT64_MAX;
 };
+
+// The windows a loader of sequence length T finds in these shards, from their headers alone (no
+// token is read). Errors: those of opening a shard, and a shard shorter than one window.
+int64_t count_windows(const std::vector<std::string>& shard_paths, int T);
 
 // The files matching a glob(3) pattern, sorted; no match is a clear error naming the pattern.
 std::vector<std::string> expand_shard_glob(const std::string& pattern);

@@ -68,67 +68,94 @@ std::vector<std::vector<uint16_t>> encode_batch(const std::vector<std::string>& 
   return out;
 }
 
-// Receives documents in input order and writes the shards.
+// Receives documents in input order and writes the shards. The validation shard is a prefix of the
+// documents, closed (written) once it holds what the rule asks; the automatic rule holds documents
+// back until it knows its prefix: the documents reaching auto_val_tokens, if they are at most a tenth
+// of the input, else a tenth of the input (known at its end).
 class ShardSink {
  public:
   ShardSink(const PrepareOptions& opt, std::string name, PrepareSummary& summary)
       : opt_(opt), name_(std::move(name)), summary_(summary) {
     if (opt.val_docs >= 0) {
-      val_count_ = opt.val_docs;
+      val_docs_ = opt.val_docs;
       summary_.val_rule = fmt::format("--val-docs {}", opt.val_docs);
+    } else if (opt.val_tokens >= 0) {
+      val_tokens_ = opt.val_tokens;
+      summary_.val_rule = fmt::format("--val-tokens {}: the first documents holding at least {} tokens",
+                                      opt.val_tokens, opt.val_tokens);
+    } else {
+      DT_ASSERT(opt.auto_val_tokens > 0);
+      automatic_ = true;
     }
   }
 
   void add(std::vector<uint16_t> doc) {
     ++summary_.documents;
-    if (val_count_ < 0) {  // automatic split not decided yet
-      pending_.push_back(std::move(doc));
-      if (static_cast<int64_t>(pending_.size()) >= 10 * kAutoValDocs) {
-        val_count_ = kAutoValDocs;
-        summary_.val_rule = fmt::format("the default, {}", kAutoValDocs);
-        route_pending();
-      }
-      return;
-    }
-    route(doc);
+    if (!automatic_) return route(doc);
+    pending_tokens_ += static_cast<int64_t>(doc.size());
+    pending_.push_back(std::move(doc));
+    if (auto_docs_ == 0 && pending_tokens_ >= opt_.auto_val_tokens) auto_docs_ = static_cast<int64_t>(pending_.size());
+    if (auto_docs_ > 0 && static_cast<int64_t>(pending_.size()) >= 10 * auto_docs_) decide(auto_docs_, false);
   }
 
   void finish() {
     const int64_t n = summary_.documents;
     DT_CHECK(n > 0, "no documents in the input{}; check the --input files",
              summary_.empty_skipped ? fmt::format(" (only {} empty texts)", summary_.empty_skipped) : "");
-    if (val_count_ < 0) {
+    if (automatic_) {
       DT_CHECK(n >= 2,
                "the input holds 1 document; a validation and a train split need at least 2 (or pass --val-docs 0 "
                "to make train shards only)");
-      val_count_ = std::max<int64_t>(1, n / 10);
-      summary_.val_rule = fmt::format("a tenth of the {} documents, as the input holds fewer than {}", n,
-                                      10 * kAutoValDocs);
-      route_pending();
+      const int64_t tenth = std::max<int64_t>(1, n / 10);
+      decide(auto_docs_ > 0 ? std::min(auto_docs_, tenth) : tenth, true);
     }
-    DT_CHECK(n > val_count_,
-             "the input holds {} documents and --val-docs {} holds them all out for validation, leaving none for "
-             "training; pass a smaller --val-docs",
-             n, val_count_);
+    check_val_complete();
     if (!train_.empty()) flush_train();
-    summary_.val_documents = val_count_;
+    summary_.val_documents = val_docs_in_;
   }
 
  private:
-  void route_pending() {
+  // The automatic split is `docs` documents; `capped`: decided at the input's end.
+  void decide(int64_t docs, bool capped) {
+    automatic_ = false;
+    val_docs_ = docs;
+    const int64_t n = summary_.documents;
+    if (!capped || docs == auto_docs_)
+      summary_.val_rule = fmt::format("the default: at least {} tokens, for {}", opt_.auto_val_tokens,
+                                      opt_.auto_val_source);
+    else
+      summary_.val_rule = fmt::format(
+          "a tenth of the {} documents: the default, {} tokens for {}, would take {} of them; choose with "
+          "--val-tokens or --val-docs",
+          n, opt_.auto_val_tokens, opt_.auto_val_source,
+          auto_docs_ > 0 ? fmt::format("{}", auto_docs_) : std::string("more than all"));
     for (auto& doc : pending_) route(doc);
     pending_.clear();
     pending_.shrink_to_fit();
   }
 
+  bool val_open() const {
+    if (val_closed_) return false;
+    return val_docs_ >= 0 ? val_docs_in_ < val_docs_ : static_cast<int64_t>(val_.size()) < val_tokens_;
+  }
+
+  // The input ended before the validation shard held what --val-docs / --val-tokens asked for.
+  void check_val_complete() const {
+    if (val_closed_ || val_.empty()) return;
+    if (val_docs_ >= 0)
+      DT_FAIL("the input holds {} documents, fewer than the --val-docs {} asked for validation; pass --val-docs {} "
+              "or fewer (equal to the documents: all of them go to validation and none to training)",
+              summary_.documents, val_docs_, summary_.documents);
+    DT_FAIL("the input holds {} tokens in {} documents, fewer than the --val-tokens {} asked for validation; pass a "
+            "smaller --val-tokens, or --val-docs",
+            val_.size(), summary_.documents, val_tokens_);
+  }
+
   void route(const std::vector<uint16_t>& doc) {
-    if (val_docs_in_ < val_count_) {
+    if (val_open()) {
       val_.insert(val_.end(), doc.begin(), doc.end());
-      if (++val_docs_in_ == val_count_) {
-        write(shard_file_name(name_, "val", 0), val_);
-        summary_.val_tokens = static_cast<int64_t>(val_.size());
-        std::vector<uint16_t>().swap(val_);
-      }
+      ++val_docs_in_;
+      if (!val_open()) close_val();
       return;
     }
     // Fill train shards to exactly shard_tokens; the rest of the document opens the next shard.
@@ -140,6 +167,13 @@ class ShardSink {
       at += take;
       if (train_.size() == static_cast<size_t>(opt_.shard_tokens)) flush_train();
     }
+  }
+
+  void close_val() {
+    write(shard_file_name(name_, "val", 0), val_);
+    summary_.val_tokens = static_cast<int64_t>(val_.size());
+    std::vector<uint16_t>().swap(val_);
+    val_closed_ = true;
   }
 
   void flush_train() {
@@ -157,9 +191,15 @@ class ShardSink {
   const PrepareOptions& opt_;
   std::string name_;
   PrepareSummary& summary_;
-  int64_t val_count_ = -1;  // < 0: automatic, not decided yet
-  int64_t val_docs_in_ = 0;
+  // The rule: val_docs_ >= 0 counts documents, else val_tokens_ counts tokens; automatic_ until decided.
+  int64_t val_docs_ = -1;
+  int64_t val_tokens_ = 0;
+  bool automatic_ = false;
+  int64_t auto_docs_ = 0;       // automatic: the documents reaching auto_val_tokens (0: not yet)
+  int64_t pending_tokens_ = 0;  // automatic: tokens in pending_
   std::vector<std::vector<uint16_t>> pending_;  // documents held while the automatic split is undecided
+  int64_t val_docs_in_ = 0;
+  bool val_closed_ = false;     // the validation shard is written (or was never opened)
   std::vector<uint16_t> val_;
   std::vector<uint16_t> train_;
   int next_train_ = 1;  // llm.c numbering: val 000000, train from 000001

@@ -1,11 +1,12 @@
 // `deltatron prepare`: documents (data/jsonl.h) -> token shards (data/shard.h), streamed.
 //
-// Each document becomes [EOT, ids...]. The first val_docs documents form the validation shard
-// <name>_val_000000.bin; the rest fill train shards <name>_train_000001.bin, ... of exactly
-// shard_tokens tokens (the last one shorter). As in llm.c, a document that does not fit the rest of
-// a train shard continues at the start of the next one (the loader's windows never cross shards,
-// so nothing is lost but the tail of each shard). Documents are tokenised in parallel and emitted
-// in input order, so the output is byte-identical for any thread count.
+// Each document becomes [EOT, ids...]. The first documents form the validation shard
+// <name>_val_000000.bin (how many: PrepareOptions); the rest fill train shards
+// <name>_train_000001.bin, ... of exactly shard_tokens tokens (the last one shorter). As in llm.c,
+// a document that does not fit the rest of a train shard continues at the start of the next one
+// (the loader's windows never cross shards, so nothing is lost but the tail of each shard).
+// Documents are tokenised in parallel and emitted in input order, so the output is byte-identical
+// for any thread count.
 #pragma once
 
 #include <cstdint>
@@ -24,15 +25,18 @@ struct PrepareOptions {
   std::vector<std::string> inputs;  // see data/jsonl.h for formats
   std::string out_dir;
   std::string name;                  // shard file prefix; empty: the first input's stem ("data" for stdin)
-  int64_t val_docs = -1;             // < 0: automatic (kAutoValDocs, fewer for tiny inputs)
+  // The validation split: the first val_docs documents when val_docs >= 0 (0: no validation shard;
+  // all of them: no train shard); else, when val_tokens >= 0, the first documents that hold at least
+  // val_tokens tokens; else automatic: the first documents holding auto_val_tokens, but at most a
+  // tenth of the documents (at least one), so that a small input still trains.
+  int64_t val_docs = -1;
+  int64_t val_tokens = -1;
+  int64_t auto_val_tokens = 0;       // the automatic target (> 0 when neither of the above is given)
+  std::string auto_val_source;       // what the automatic target is sized for, for the summary
   int64_t shard_tokens = 100'000'000;
   int threads = 0;                   // 0: all cores
   bool overwrite = false;            // delete existing <name>_val_*/<name>_train_* shards first
 };
-
-// The automatic validation split: kAutoValDocs documents, or a tenth of the input (at least one)
-// when it holds fewer than 10 * kAutoValDocs documents.
-inline constexpr int64_t kAutoValDocs = 10;
 
 struct PrepareSummary {
   int64_t documents = 0;        // non-empty documents read

@@ -117,7 +117,8 @@ int64_t shard_checked_token_count(std::span<const std::byte> header, uint64_t fi
   return n;
 }
 
-void shard_check_ids(std::span<const uint16_t> tokens, int vocab_size, const std::string& name) {
+void shard_check_ids(std::span<const uint16_t> tokens, int vocab_size, const std::string& name,
+                     int64_t first_position) {
   DT_CHECK(vocab_size > 0, "shard {}: vocab_size must be positive, got {}", name, vocab_size);
   if (vocab_size > 65535) return;  // every uint16 id fits
   const uint16_t limit = static_cast<uint16_t>(vocab_size);
@@ -126,8 +127,9 @@ void shard_check_ids(std::span<const uint16_t> tokens, int vocab_size, const std
   for (uint16_t id : tokens) max_id = std::max(max_id, id);
   if (max_id < limit) return;
   auto bad = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t id) { return id >= limit; });
-  DT_FAIL("shard {}: token {} at position {} is >= vocab_size {}; was this shard made with another tokenizer?",
-          name, *bad, bad - tokens.begin(), vocab_size);
+  DT_FAIL("shard {}: token {} at position {} is >= vocab_size {}; was this shard made with another tokenizer? "
+          "Re-create it with `deltatron prepare` and the model's tokenizer, or raise model.vocab_size",
+          name, *bad, first_position + (bad - tokens.begin()), vocab_size);
 }
 
 std::vector<uint16_t> parse_shard(std::span<const std::byte> bytes, const std::string& name, int vocab_size) {
@@ -141,26 +143,34 @@ std::vector<uint16_t> parse_shard(std::span<const std::byte> bytes, const std::s
   return tokens;
 }
 
-std::vector<uint16_t> load_shard(const std::string& path, int vocab_size) {
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY);
-  DT_CHECK(f.fd >= 0, "shard {}: cannot open: {}", path, errno_text());
+ShardFile::ShardFile(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  DT_CHECK(fd_ >= 0, "shard {}: cannot open: {}", path, errno_text());
+  Fd owner{fd_};  // closes the descriptor if a check below throws
   struct stat st;
-  DT_CHECK(::fstat(f.fd, &st) == 0, "shard {}: cannot stat: {}", path, errno_text());
+  DT_CHECK(::fstat(fd_, &st) == 0, "shard {}: cannot stat: {}", path, errno_text());
   DT_CHECK(!S_ISDIR(st.st_mode), "shard {}: is a directory; pass the shard files (e.g. '{}/*_train_*.bin')", path,
            path);
   DT_CHECK(S_ISREG(st.st_mode), "shard {}: not a regular file", path);
-  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
-  DT_CHECK(file_bytes >= kShardHeaderBytes,
+  bytes_ = static_cast<uint64_t>(st.st_size);
+  DT_CHECK(bytes_ >= kShardHeaderBytes,
            "shard {}: {} bytes, too short for the {}-byte header; the file is truncated or not a token shard", path,
-           file_bytes, kShardHeaderBytes);
+           bytes_, kShardHeaderBytes);
+  owner.fd = -1;
+}
+
+ShardFile::~ShardFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<uint16_t> load_shard(const std::string& path, int vocab_size) {
+  ShardFile f(path);
   std::byte header[kShardHeaderBytes];
-  DT_CHECK(read_all(f.fd, header, sizeof(header), path), "shard {}: the file shrank while being read", path);
+  DT_CHECK(read_all(f.fd(), header, sizeof(header), path), "shard {}: the file shrank while being read", path);
   // Only after the header agrees with the file size do we allocate what it announces.
-  const int64_t n = shard_checked_token_count(header, file_bytes, path);
-  // One read for the whole payload. For data larger than memory, mmap would replace this.
+  const int64_t n = shard_checked_token_count(header, f.bytes(), path);
   std::vector<uint16_t> tokens(static_cast<size_t>(n));
-  DT_CHECK(read_all(f.fd, tokens.data(), tokens.size() * sizeof(uint16_t), path),
+  DT_CHECK(read_all(f.fd(), tokens.data(), tokens.size() * sizeof(uint16_t), path),
            "shard {}: the file shrank while being read", path);
   shard_check_ids(tokens, vocab_size, path);
   return tokens;

@@ -31,7 +31,8 @@ void write_shard(const std::string& path, std::span<const uint16_t> tokens);
 // fuzzing: any byte string either parses or throws dt::Error naming the problem.
 std::vector<uint16_t> parse_shard(std::span<const std::byte> bytes, const std::string& name, int vocab_size);
 
-// Reads and checks the shard at `path` (one read of the whole file) and returns its tokens.
+// Reads and checks the shard at `path` (one read of the whole file) and returns its tokens; the
+// data loader maps shards instead (data/mapped_shard.h) and checks ids as it reads windows.
 // Errors name the file and the problem: cannot open, bad magic, bad version, truncated, trailing
 // bytes, empty, a token id >= vocab_size.
 std::vector<uint16_t> load_shard(const std::string& path, int vocab_size);
@@ -40,8 +41,26 @@ std::vector<uint16_t> load_shard(const std::string& path, int vocab_size);
 // inconsistency. `header` must hold at least kShardHeaderBytes bytes (callers check the size first).
 int64_t shard_checked_token_count(std::span<const std::byte> header, uint64_t file_bytes, const std::string& name);
 
-// Throws when some id is >= vocab_size, naming the first such token and its position.
-void shard_check_ids(std::span<const uint16_t> tokens, int vocab_size, const std::string& name);
+// Throws when some id is >= vocab_size, naming the first such token and its position in the shard:
+// `first_position` is the shard offset of tokens[0] (a window checked on its own passes its start).
+void shard_check_ids(std::span<const uint16_t> tokens, int vocab_size, const std::string& name,
+                     int64_t first_position = 0);
+
+// A shard file opened for reading: a regular file at least a header long (errors name the file:
+// cannot open, a directory, not a regular file, too short). The descriptor closes with the object.
+class ShardFile {
+ public:
+  explicit ShardFile(const std::string& path);
+  ~ShardFile();
+  ShardFile(const ShardFile&) = delete;
+  ShardFile& operator=(const ShardFile&) = delete;
+  int fd() const { return fd_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  int fd_ = -1;
+  uint64_t bytes_ = 0;
+};
 
 // What `deltatron info` prints about a shard.
 struct ShardStats {

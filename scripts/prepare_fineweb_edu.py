@@ -3,7 +3,8 @@
 
 Streams HuggingFaceFW/fineweb-edu with Hugging Face `datasets` (nothing is downloaded in
 full) and pipes it, as JSON lines, into `deltatron prepare --input -`, which tokenises with
-all cores and writes OUT/fineweb_edu_val_000000.bin (the first --val-docs documents) and
+all cores and writes OUT/fineweb_edu_val_000000.bin (the first documents: --val-docs, --val-tokens,
+or by default enough for the default config's evaluation, at most a tenth of the documents) and
 OUT/fineweb_edu_train_000001.bin, ... (llm.c's shard format).
 
 Offline: --local FILE.jsonl reads JSON lines (a "text" field per line) from a file instead
@@ -93,7 +94,10 @@ def main():
                         "does not need `datasets`")
     p.add_argument("--deltatron", help="the deltatron binary (default: $DELTATRON, build/deltatron, $PATH)")
     p.add_argument("--shard-name", default="fineweb_edu", help="shard file prefix (default fineweb_edu)")
-    p.add_argument("--val-docs", type=int, help="documents held out for validation (deltatron's default: 10)")
+    p.add_argument("--val-docs", type=int, help="documents held out for validation")
+    p.add_argument("--val-tokens", type=int,
+                   help="tokens held out for validation (deltatron's default: enough for the default config's "
+                        "evaluation, at most a tenth of the documents)")
     p.add_argument("--shard-tokens", type=int, help="tokens per train shard (deltatron's default: 100M)")
     p.add_argument("--threads", type=int, help="tokeniser threads (default: all cores)")
     p.add_argument("--tokenizer", help="directory with GPT-2's encoder.json and vocab.bpe")
@@ -103,7 +107,8 @@ def main():
         p.error("--max-docs must be at least 1")
 
     cmd = [find_deltatron(args.deltatron), "prepare", "--input", "-", "--out", args.out, "--name", args.shard_name]
-    for flag, value in (("--val-docs", args.val_docs), ("--shard-tokens", args.shard_tokens),
+    for flag, value in (("--val-docs", args.val_docs), ("--val-tokens", args.val_tokens),
+                        ("--shard-tokens", args.shard_tokens),
                         ("--threads", args.threads), ("--tokenizer", args.tokenizer)):
         if value is not None:
             cmd += [flag, str(value)]

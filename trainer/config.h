@@ -46,6 +46,12 @@ struct TrainConfig {
   uint64_t seed = 1337;     // parameter init and data order
 };
 
+// The tokens a validation set needs for `t.eval_batches` batches of batch_size x seq_len on
+// `dp_size` data-parallel ranks, in one shard: windows of seq_len + 1 tokens start every seq_len.
+inline int64_t eval_tokens_needed(const TrainConfig& t, int dp_size = 1) {
+  return static_cast<int64_t>(t.eval_batches) * t.batch_size * dp_size * t.seq_len + 1;
+}
+
 struct RunConfig {
   std::string dir = "runs";   // run directories live in dir/name
   std::string name = "";      // empty: the config file's stem (`run` without a file)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/peak_memory.h"
 #include "data/loader.h"
 #include "layers/model.h"
 #include "trainer/adamw.h"
@@ -23,6 +24,7 @@
 #include "trainer/metrics.h"
 #include "trainer/runtime.h"
 #include "trainer/schedule.h"
+#include "trainer/train_data.h"
 #include "kernels/ops.h"
 #include "parallel/dp_grads.h"
 #include "parallel/mpi_runtime.h"
@@ -34,15 +36,6 @@ namespace dt {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The shard files of a data.* glob; the error names the key.
-std::vector<std::string> shard_paths(const std::string& pattern, const char* key) {
-  try {
-    return expand_shard_glob(pattern);
-  } catch (const Error& e) {
-    DT_FAIL("{}: {}", key, e.what());
-  }
-}
 
 void make_dir(const fs::path& dir) {
   std::error_code ec;
@@ -213,12 +206,9 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   // Data, model and the checkpoint to resume from first: a problem is reported before anything is written.
   const int B = tc.batch_size, T = tc.seq_len, A = tc.grad_accum;
   const int64_t tokens_per_step = static_cast<int64_t>(A) * B * T * dp;
-  DataLoader train_loader(shard_paths(cfg.data.train, "data.train"), B, T, cfg.model.vocab_size, tc.seed,
-                          cfg.data.shuffle, grid.dp_rank(), dp);
-  std::unique_ptr<DataLoader> val_loader;
-  if (tc.eval_batches > 0)
-    val_loader = std::make_unique<DataLoader>(shard_paths(cfg.data.val, "data.val"), B, T, cfg.model.vocab_size,
-                                              tc.seed, /*shuffle=*/false, grid.dp_rank(), dp);
+  TrainData data = open_train_data(cfg, grid.dp_rank(), dp);
+  DataLoader& train_loader = *data.train;
+  DataLoader* val_loader = data.val.get();  // null without validation
 
   TrainSummary summary;
   summary.run_dir = run_dir_of(cfg, options.run_dir);
@@ -295,14 +285,6 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   if (options.resume)
     log.print(fmt::format("resuming from {} (step {}, {} tokens seen)", resume.path, state.step, state.tokens_seen));
   log.print(model.summary());
-  int64_t n_eval = 0;
-  if (val_loader) {
-    n_eval = std::min<int64_t>(tc.eval_batches, val_loader->batches_per_epoch());
-    if (n_eval < tc.eval_batches)
-      log.print(fmt::format("note: the validation shards hold {} batches of {} x {}; evaluating on those, not "
-                            "train.eval_batches = {}",
-                            n_eval, B, T, tc.eval_batches));
-  }
   log.print(fmt::format("data: {} train tokens ({} batches of {} x {} per epoch), {} validation tokens; {} steps of "
                         "{} x {} x {} tokens = {:.2f} epochs; {} threads; run directory {}",
                         train_loader.tokens_in_shards(), train_loader.batches_per_epoch(), B, T,
@@ -311,6 +293,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
                         summary.run_dir));
 
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
+  PeakMemory peak_memory(runtime.device());  // metrics.jsonl's peak_mem_gib
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -319,7 +302,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   double train_seconds = 0;  // time in training steps, evaluations and saves left out, for the rate and the ETA
 
   auto run_eval = [&](int step) {
-    double val = evaluate(model, ctx, *val_loader, n_eval);
+    double val = evaluate(model, ctx, *val_loader, tc.eval_batches);
     if (ctx.dp) val = all_reduce_value(*ctx.dp, val, ReduceOp::kAvg);  // each DP rank saw its own batches
     summary.val_loss = val;
     metrics.write({{"step", step}, {"val_loss", val}, {"tokens", state.tokens_seen}, {"time_s", time_s()}});
@@ -367,6 +350,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
       loss_sum += model.forward(ctx, inputs.data(), targets.data());
       // grads accumulate: d(mean over the A micro-batches); they are final in the last backward
       model.backward(ctx, 1.0 / A, micro == A - 1 ? grads_ready : GradsReady());
+      peak_memory.sample();  // activations and gradients are both alive here
     }
     double loss = loss_sum / A;
     if (tp > 1 && !overlap) tp_sum_partial_grads(*ctx.tp, params, 0, params.size());
@@ -409,7 +393,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
                                    {"grad_norm", grad_norm},
                                    {"tokens", state.tokens_seen},
                                    {"tokens_per_s", static_cast<double>(tokens_per_step) / dt},
-                                   {"time_s", time_s()}};
+                                   {"time_s", time_s()},
+                                   {"peak_mem_gib", peak_memory.gib()}};
     if (skip) {
       line["skipped"] = true;
       line["skips_in_a_row"] = state.skips_in_a_row;

@@ -66,6 +66,8 @@ TEST_F(BadCli, NumericAndBooleanFlagsRejectOtherValues) {
            {"info --show abc x.bin", "--show: Value abc not in range 0 to 1000000"},
            {"prepare --input x --out o --val-docs abc", "--val-docs: 'abc' is not a whole number"},
            {"prepare --input x --out o --val-docs -1", "--val-docs: '-1' must be >= 0"},
+           {"prepare --input x --out o --val-tokens x", "--val-tokens: 'x' is not a whole number"},
+           {"prepare --input x --out o --val-tokens -5", "--val-tokens: '-5' must be >= 0"},
            {"prepare --input x --out o --threads 1.5", "--threads: '1.5' is not a whole number"},
            {"prepare --input x --out o --threads -2", "--threads: '-2' must be >= 0"},
            {"prepare --input x --out o --shard-tokens abc", "--shard-tokens = abc"},
@@ -186,8 +188,13 @@ TEST_F(BadPrepare, FlagsAndPaths) {
   expect_error("prepare" + in + " --out " + qpath("o") + " --shard-tokens 2147483648",
                {"--shard-tokens 2147483648 is out of range"});
   expect_error("prepare" + in + " --out " + qpath("o") + " --name a/b", {"--name a/b must be a file name prefix"});
-  expect_error("prepare" + in + " --out " + qpath("o") + " --val-docs 3",
-               {"holds 3 documents and --val-docs 3 holds them all out"});
+  expect_error("prepare" + in + " --out " + qpath("o") + " --val-docs 4",
+               {"the input holds 3 documents, fewer than the --val-docs 4", "pass --val-docs 3 or fewer"});
+  expect_error("prepare" + in + " --out " + qpath("o") + " --val-tokens 100000",
+               {"fewer than the --val-tokens 100000 asked for validation", "pass a smaller --val-tokens"});
+  expect_error("prepare" + in + " --out " + qpath("o") + " --val-tokens 5 --val-docs 1",
+               {"--val-docs 1 and --val-tokens 5 both choose the validation split; pass one of them"});
+  EXPECT_FALSE(fs::exists(path("o/ok_val_000000.bin"))) << "a failed prepare leaves no shards";
   expect_error("prepare --input " + qpath("missing.jsonl") + " --out " + qpath("o"), {"missing.jsonl: no such file"});
   expect_error("prepare --input " + quote(dir_.string()) + " --out " + qpath("o"), {"is a directory"});
   expect_error("prepare --input - --input - --out " + qpath("o"), {"input '-' (standard input) is given 2 times"});
@@ -341,6 +348,26 @@ TEST_F(BadTrain, DataThatDoesNotFitTheConfig) {
                    "--set model.gdn.n_k_heads=2 --set model.gdn.n_v_heads=2",
                {"parallel.tp = 2: tensor parallelism needs the multi-process backend"});
   EXPECT_FALSE(fs::exists(path("r")));
+}
+
+// Training needs one global batch of training windows and train.eval_batches batches of validation
+// windows; a smaller set names the key, the glob, the files and the numbers, before anything is written.
+TEST_F(BadTrain, TooSmallDataSetsNameTheKeyAndTheFiles) {
+  write_tiny_run(dir_.string());  // windows of 16 + 1 tokens: train 800 tokens = 49, val 300 tokens = 18
+  const std::string c = "train --config " + qpath("tiny.yaml") + " --run-dir " + qpath("r");
+  const std::string train_glob = path("tiny_train_*.bin"), val_glob = path("tiny_val_*.bin");
+  expect_error(c + " --set train.eval_batches=10",
+               {"data.val = '" + val_glob + "'", path("tiny_val_000000.bin"), "hold 18 windows",
+                "fewer than the 20 that train.eval_batches = 10 batches of train.batch_size x data-parallel ranks = "
+                "2 x 1 need",
+                "--val-tokens 321", "lower train.eval_batches (to at most 9"});
+  expect_error(c + " --set train.batch_size=50 --set train.eval_batches=0",
+               {"data.train = '" + train_glob + "'", path("tiny_train_000001.bin"), "hold 49 windows",
+                "fewer than one global batch of train.batch_size x data-parallel ranks = 50 x 1 = 50 windows",
+                "add training data", "lower train.batch_size or train.seq_len"});
+  EXPECT_FALSE(fs::exists(path("r")));
+  // Exactly enough validation windows trains.
+  EXPECT_EQ(run(c + " --set train.eval_batches=9 --set train.steps=1").code, 0);
 }
 
 // ---- checkpoints (trainer/checkpoint.*), through `deltatron info` and `deltatron eval` ----

@@ -226,16 +226,37 @@ TEST(Loader, BadArguments) {
   EXPECT_THROW(DataLoader(sh.paths, 1, 0, 50257, 1, true), Error);
   EXPECT_THROW(DataLoader(sh.paths, 1, kT, 50257, 1, true, 4, 4), Error);
   EXPECT_THROW(DataLoader(sh.paths, 1, kT, 50257, 1, true, -1, 4), Error);
-  // Shard b holds ids up to 20536: a vocabulary of 20000 must be refused by the loader.
-  try {
-    DataLoader loader(sh.paths, 1, kT, 20000, 1, true);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("token 20000 at position 0 is >= vocab_size 20000"), std::string::npos)
-        << e.what();
-  }
   DataLoader loader(sh.paths, 1, kT, 50257, 1, true);
   EXPECT_THROW(loader.restore({0, 154}), Error);
+}
+
+// Ids are checked as windows are read, not when the loader is built: shard b holds ids up to 20536,
+// so with a vocabulary of 20000 the 100 windows of shard a read fine and the first of b is refused,
+// named by its shard and offset.
+TEST(Loader, IdAtOrAboveVocabIsAnErrorOfTheReadThatMeetsIt) {
+  Shards sh;
+  EXPECT_THROW(DataLoader(sh.paths, 1, kT, 0, 1, true), Error);
+  DataLoader loader(sh.paths, 1, kT, 20000, 1, /*shuffle=*/false);
+  std::vector<int32_t> in(kT), tg(kT);
+  for (int i = 0; i < 100; ++i) loader.next(in.data(), tg.data());
+  try {
+    loader.next(in.data(), tg.data());
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("shard " + sh.paths[1] + ": token 20000 at position 0 is >= vocab_size 20000"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("another tokenizer"), std::string::npos) << msg;
+  }
+  // The offset is the token's within its shard: with vocab 20005 the window starting at 20000 fails at 20005.
+  DataLoader later(std::vector<std::string>{sh.paths[1]}, 1, kT, 20005, 1, false);
+  try {
+    later.next(in.data(), tg.data());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token 20005 at position 5 is"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Loader, ExpandShardGlob) {

@@ -13,6 +13,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "tests/data/data_test_util.h"
+#include "trainer/config.h"
 
 namespace dt {
 namespace {
@@ -80,12 +81,27 @@ std::vector<std::string> bin_files(const std::string& dir) {
   return files;
 }
 
+// The automatic validation target of these tests: about ten of random_docs' documents.
+constexpr int64_t kAutoValTokens = 2000;
+
+// How many of the first documents hold at least `tokens` tokens as [EOT, bytes...] (docs.size() + 1: never).
+int64_t docs_holding(const std::vector<std::string>& docs, int64_t tokens) {
+  int64_t sum = 0;
+  for (size_t i = 0; i < docs.size(); ++i)
+    if ((sum += static_cast<int64_t>(docs[i].size()) + 1) >= tokens) return static_cast<int64_t>(i) + 1;
+  return static_cast<int64_t>(docs.size()) + 1;
+}
+
 PrepareSummary run_prepare(const std::vector<std::string>& inputs, const std::string& out, int64_t val_docs = -1,
-                           int64_t shard_tokens = 1000, int threads = 2, const std::string& name = "t") {
+                           int64_t shard_tokens = 1000, int threads = 2, const std::string& name = "t",
+                           int64_t val_tokens = -1, int64_t auto_val_tokens = kAutoValTokens) {
   PrepareOptions o;
   o.inputs = inputs;
   o.out_dir = out;
   o.val_docs = val_docs;
+  o.val_tokens = val_tokens;
+  o.auto_val_tokens = auto_val_tokens;
+  o.auto_val_source = "the tests' target";
   o.shard_tokens = shard_tokens;
   o.threads = threads;
   o.name = name;
@@ -108,7 +124,9 @@ TEST(Prepare, MatchesTheReferenceSplitAndChunking) {
   const auto docs = random_docs(157, 1);
   const std::string in = write_jsonl(dir, "in.jsonl", docs);
   const PrepareSummary s = run_prepare({in}, dir / "out", -1, 997);
-  const auto expected = reference_shards(docs, 10, 997);
+  const int64_t val = docs_holding(docs, kAutoValTokens);
+  ASSERT_LE(val * 10, 157) << "the automatic split is not capped here";
+  const auto expected = reference_shards(docs, static_cast<int>(val), 997);
   const auto files = bin_files(dir / "out");
   ASSERT_EQ(files.size(), expected.size());
   EXPECT_EQ(files[0], dir / "out/t_val_000000.bin");
@@ -116,7 +134,7 @@ TEST(Prepare, MatchesTheReferenceSplitAndChunking) {
   EXPECT_EQ(s.shards, files);
   for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(load_shard(files[i], 256 * 256), expected[i]) << files[i];
   EXPECT_EQ(s.documents, 157);
-  EXPECT_EQ(s.val_documents, 10);
+  EXPECT_EQ(s.val_documents, val);
   int64_t total = 0;
   for (const auto& e : expected) total += static_cast<int64_t>(e.size());
   EXPECT_EQ(s.val_tokens + s.train_tokens, total);
@@ -157,28 +175,59 @@ TEST(Prepare, ValidationSplitRule) {
   ScratchDir dir;
   struct Case {
     int docs;
-    int64_t val_docs;
-    int64_t expect;
+    int64_t val_docs, val_tokens, auto_tokens;
+    int64_t expect;  // validation documents
   };
-  for (Case c : {Case{170, -1, 10}, Case{100, -1, 10}, Case{99, -1, 9}, Case{25, -1, 2}, Case{2, -1, 1},
-                 Case{5, 4, 4}, Case{3, 0, 0}}) {
-    const std::string in = write_jsonl(dir, "in.jsonl", random_docs(c.docs, c.docs));
-    const std::string out = dir / ("out" + std::to_string(c.docs) + "_" + std::to_string(c.val_docs));
-    const PrepareSummary s = run_prepare({in}, out, c.val_docs, 100000);
-    EXPECT_EQ(s.val_documents, c.expect) << c.docs << " docs";
+  const auto docs_of = [](int n) { return random_docs(n, n); };
+  for (Case c : {
+           // Automatic: the documents holding the target, at most a tenth of the input (at least one).
+           Case{170, -1, -1, kAutoValTokens, docs_holding(docs_of(170), kAutoValTokens)},
+           Case{25, -1, -1, kAutoValTokens, 2},
+           Case{99, -1, -1, int64_t{1} << 40, 9},
+           Case{2, -1, -1, kAutoValTokens, 1},
+           Case{150, -1, -1, 1, 1},
+           // --val-docs: that many, all of them included (then no train shard), or none.
+           Case{5, 4, -1, kAutoValTokens, 4},
+           Case{5, 5, -1, kAutoValTokens, 5},
+           Case{3, 0, -1, kAutoValTokens, 0},
+           // --val-tokens: the documents until that many tokens, uncapped.
+           Case{40, -1, 3000, kAutoValTokens, docs_holding(docs_of(40), 3000)},
+           Case{40, -1, 0, kAutoValTokens, 0},
+       }) {
+    const std::string in = write_jsonl(dir, "in.jsonl", docs_of(c.docs));
+    const std::string out = dir / fmt::format("out{}_{}_{}_{}", c.docs, c.val_docs, c.val_tokens, c.auto_tokens);
+    const PrepareSummary s = run_prepare({in}, out, c.val_docs, 100000, 2, "t", c.val_tokens, c.auto_tokens);
+    const std::string what = fmt::format("{} docs, --val-docs {}, --val-tokens {}, auto {}: {}", c.docs, c.val_docs,
+                                         c.val_tokens, c.auto_tokens, s.val_rule);
+    EXPECT_EQ(s.val_documents, c.expect) << what;
     EXPECT_FALSE(s.val_rule.empty());
-    EXPECT_EQ(fs::exists(out + "/t_val_000000.bin"), c.expect > 0);
+    EXPECT_EQ(fs::exists(out + "/t_val_000000.bin"), c.expect > 0) << what;
+    EXPECT_EQ(fs::exists(out + "/t_train_000001.bin"), c.expect < c.docs) << what;
     if (c.expect > 0) {
-      EXPECT_EQ(shard_stats(load_shard(out + "/t_val_000000.bin", 65536)).n_documents, c.expect);
+      const auto val = load_shard(out + "/t_val_000000.bin", 65536);
+      EXPECT_EQ(shard_stats(val).n_documents, c.expect) << what;
+      if (c.val_tokens > 0) {
+        EXPECT_GE(static_cast<int64_t>(val.size()), c.val_tokens) << what;
+      }
     }
   }
+  // The summary says which rule chose the split.
+  const std::string small = write_jsonl(dir, "small.jsonl", docs_of(25));
+  EXPECT_NE(run_prepare({small}, dir / "r1").val_rule.find("a tenth of the 25 documents"), std::string::npos);
+  const std::string big = write_jsonl(dir, "big.jsonl", docs_of(170));
+  EXPECT_NE(run_prepare({big}, dir / "r2").val_rule.find("the default"), std::string::npos);
+  EXPECT_NE(run_prepare({big}, dir / "r3", -1, 1000, 2, "t", 500).val_rule.find("--val-tokens 500"),
+            std::string::npos);
+
   const std::string one = write_jsonl(dir, "one.jsonl", random_docs(1, 1));
   EXPECT_NE(error_of([&] { run_prepare({one}, dir / "o1"); }).find("--val-docs 0"), std::string::npos);
   EXPECT_EQ(run_prepare({one}, dir / "o2", 0).documents, 1);
   const std::string five = write_jsonl(dir, "five.jsonl", random_docs(5, 5));
-  const std::string msg = error_of([&] { run_prepare({five}, dir / "o3", 5); });
-  EXPECT_NE(msg.find("leaving none for training"), std::string::npos) << msg;
-  EXPECT_TRUE(bin_files(dir / "o3").empty()) << "a failed run leaves no shards";
+  std::string msg = error_of([&] { run_prepare({five}, dir / "o3", 6); });
+  EXPECT_NE(msg.find("the input holds 5 documents, fewer than the --val-docs 6"), std::string::npos) << msg;
+  msg = error_of([&] { run_prepare({five}, dir / "o4", -1, 1000, 2, "t", 1 << 20); });
+  EXPECT_NE(msg.find("fewer than the --val-tokens 1048576"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(dir / "o4/t_val_000000.bin")) << "a failed run leaves no shards";
 }
 
 TEST(Prepare, BadJsonLinesNameFileAndLine) {
@@ -249,6 +298,7 @@ TEST(Prepare, ExistingShardsNeedOverwrite) {
   o.out_dir = dir / "out";
   o.name = "t";
   o.shard_tokens = 2000;
+  o.auto_val_tokens = kAutoValTokens;
   o.overwrite = true;
   const PrepareSummary s = prepare_shards(o, byte_encode, nullptr);
   EXPECT_EQ(bin_files(dir / "out"), s.shards) << "stale shards of the bigger run are gone";
@@ -274,6 +324,7 @@ TEST(Prepare, TokenizerIdsMustFitUint16) {
   PrepareOptions o;
   o.inputs = {in};
   o.out_dir = dir / "out";
+  o.auto_val_tokens = kAutoValTokens;
   const std::string msg =
       error_of([&] { prepare_shards(o, [](std::string_view) { return std::vector<int32_t>{70000}; }, nullptr); });
   EXPECT_NE(msg.find("70000"), std::string::npos) << msg;
@@ -303,13 +354,21 @@ TEST(PrepareCli, FinewebEduSampleRoundTripsThroughTheTokenizer) {
   auto r = run_deltatron("prepare --input '" + in + "' --out '" + dir.str() + "/a' --shard-tokens 60000 --threads 1",
                          dir.str());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("validation: the first 10 documents"), std::string::npos) << r.out;
+  // The sample is smaller than the default evaluation needs: a tenth of its 170 documents.
+  const TrainConfig defaults;
+  EXPECT_NE(r.out.find(fmt::format("validation: the first 17 documents (a tenth of the 170 documents: the default, "
+                                   "{} tokens for the default evaluation's train.eval_batches x batch_size = {} x {} "
+                                   "windows of {} + 1 tokens",
+                                   eval_tokens_needed(defaults), defaults.eval_batches, defaults.batch_size,
+                                   defaults.seq_len)),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.err.find("prepare: 170 documents"), std::string::npos) << r.err;  // the final progress line
   const auto files = bin_files(dir / "a");
   ASSERT_GE(files.size(), 4u);
   EXPECT_EQ(files[0], dir / "a/fineweb_edu_val_000000.bin");
 
-  // The validation shard decodes back to the first 10 texts, each after an EOT.
+  // The validation shard decodes back to the first 17 texts, each after an EOT.
   const Tokenizer tok = Tokenizer::load(Tokenizer::default_dir());
   const auto val = load_shard(files[0], tok.vocab_size());
   std::vector<std::string> decoded;
@@ -318,7 +377,7 @@ TEST(PrepareCli, FinewebEduSampleRoundTripsThroughTheTokenizer) {
     else decoded.back() += tok.decode(std::vector<int32_t>{id});
   }
   EXPECT_EQ(val.front(), 50256);
-  EXPECT_EQ(decoded, asset_texts(10));
+  EXPECT_EQ(decoded, asset_texts(17));
   // The train shards are full except the last.
   int64_t docs = 0;
   for (size_t i = 1; i < files.size(); ++i) {
@@ -328,7 +387,7 @@ TEST(PrepareCli, FinewebEduSampleRoundTripsThroughTheTokenizer) {
     }
     docs += shard_stats(t).n_documents;
   }
-  EXPECT_EQ(docs, 160);
+  EXPECT_EQ(docs, 153);
 
   // More threads, or the same data through a pipe: the same bytes.
   r = run_deltatron("prepare --input '" + in + "' --out '" + dir.str() + "/b' --shard-tokens 60000 --threads 2",

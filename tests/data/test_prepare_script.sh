@@ -27,7 +27,7 @@ for f in "$tmp"/a/*.bin; do
   "$bin" info "$f" >"$tmp/info.out" || fail "deltatron info rejects $f"
   grep -q "valid:      yes" "$tmp/info.out" || fail "deltatron info: $f not valid"
 done
-grep -q "documents:  10 " <("$bin" info "$tmp/a/fineweb_edu_val_000000.bin") || fail "validation shard: not 10 documents"
+grep -q "documents:  17 " <("$bin" info "$tmp/a/fineweb_edu_val_000000.bin") || fail "validation shard: not 17 documents"
 
 # 2. --max-docs stops early: 30 documents -> 3 for validation (a tenth), 27 for training.
 python3 "$script" --local "$sample" --max-docs 30 --out "$tmp/c" --deltatron "$bin" >/dev/null 2>&1 ||

@@ -46,8 +46,11 @@ TEST(Train, TinyRunWritesTheRunDirectory) {
   for (const nlohmann::json& line : m) {
     if (line.contains("loss")) {
       train_steps.push_back(line["step"]);
-      for (const char* key : {"lr", "grad_norm", "tokens", "tokens_per_s", "time_s"})
+      for (const char* key : {"lr", "grad_norm", "tokens", "tokens_per_s", "time_s", "peak_mem_gib"})
         EXPECT_TRUE(line.contains(key)) << key << " missing from " << line.dump();
+      // On the CPU the process's peak resident set: more than the binary and the model, far below 1 TiB.
+      EXPECT_GT(line["peak_mem_gib"].get<double>(), 1.0 / 1024);
+      EXPECT_LT(line["peak_mem_gib"].get<double>(), 1024.0);
       int step = line["step"];
       EXPECT_EQ(line["tokens"].get<int64_t>(), int64_t{step} * 3 * 20);
       EXPECT_DOUBLE_EQ(line["lr"].get<double>(), lr_at_step(step, 8, 2, 1e-2, 1e-3));
