@@ -1,6 +1,7 @@
 // `deltatron info FILE`: what a file is, and whether it is valid. Dispatches on the file's first
 // bytes (and, for YAML training configs, its extension), so that new kinds (checkpoints, exports)
 // slot in as one more case of FileKind.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -141,8 +142,10 @@ void info_config(const InfoArgs& a) {
   }
   std::string names, counts;
   for (MixerKind k : m.layers) names += fmt::format("{}{}", names.empty() ? "" : ", ", mixer_name(k));
-  for (const DecodeMemoryPart& p : dec.parts)
-    counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", mixer_name(p.kind), p.n_layers);
+  for (MixerKind k : {MixerKind::kGdn, MixerKind::kAttn, MixerKind::kMla}) {
+    const auto n = std::count(m.layers.begin(), m.layers.end(), k);
+    if (n > 0) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", mixer_name(k), n);
+  }
   std::printf("file:       %s\n", a.path.c_str());
   std::printf("kind:       training config (resolved as `deltatron train --config` resolves it), run %s\n",
               c.run.name.c_str());
