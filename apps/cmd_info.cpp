@@ -1,23 +1,32 @@
 // `deltatron info FILE`: what a file is, and whether it is valid. Dispatches on the file's first
-// bytes, so that new kinds (checkpoints, exports) slot in as one more case of FileKind.
+// bytes (and, for YAML training configs, its extension), so that new kinds (checkpoints, exports)
+// slot in as one more case of FileKind.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "layers/decode_memory.h"
+#include "layers/param_count.h"
 #include "trainer/checkpoint.h"
+#include "trainer/config.h"
 
 namespace dt {
 
 namespace {
 
-enum class FileKind { kShard, kCheckpoint, kHdf5, kUnknown };
+enum class FileKind { kShard, kCheckpoint, kHdf5, kConfig, kUnknown };
 
 constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
 // A Deltatron checkpoint starts with its 512-byte header (trainer/checkpoint.cpp); HDF5 follows it.
@@ -28,7 +37,12 @@ struct InfoArgs {
   int vocab_size = Tokenizer::kEot + 1;
   int show = 24;  // tokens shown (and decoded) from the start of a shard
   std::string tokenizer_dir = Tokenizer::default_dir();
+  std::vector<std::string> sets;  // --set overrides of a config
+  bool json = false;              // a config's summary as one JSON object
 };
+
+// The contexts at which a config's decode memory is shown, in tokens.
+constexpr int64_t kDecodeContexts[] = {1024, 8192, 32768, 131072};
 
 // Reads the first bytes of `path` and says what kind of file it is; a file that cannot be read is an error.
 FileKind sniff_file_kind(const std::string& path) {
@@ -36,7 +50,7 @@ FileKind sniff_file_kind(const std::string& path) {
   const auto st = std::filesystem::status(path, ec);
   DT_CHECK(std::filesystem::exists(st), "{}: no such file", path);
   DT_CHECK(!std::filesystem::is_directory(st),
-           "{} is a directory; `deltatron info` reads a token shard (.bin) or a checkpoint file", path);
+           "{} is a directory; `deltatron info` reads a token shard (.bin), a checkpoint file or a YAML config", path);
   std::ifstream f(path, std::ios::binary);
   DT_CHECK(f.good(), "{}: cannot open: {}", path, std::strerror(errno));
   char head[sizeof(kCheckpointMagic) - 1] = {};
@@ -47,6 +61,8 @@ FileKind sniff_file_kind(const std::string& path) {
   if (got >= 4 && magic == kShardMagic) return FileKind::kShard;
   if (got >= 8 && std::memcmp(head, kHdf5Signature, 8) == 0) return FileKind::kHdf5;
   if (got == sizeof(head) && std::memcmp(head, kCheckpointMagic, sizeof(head)) == 0) return FileKind::kCheckpoint;
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".yaml" || ext == ".yml") return FileKind::kConfig;
   return FileKind::kUnknown;
 }
 
@@ -99,12 +115,87 @@ void info_shard(const InfoArgs& a) {
   std::printf("valid:      yes\n");
 }
 
+std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+// A training config: resolved as `deltatron train --config` resolves it (load_config, the same
+// errors), then the model it makes: layers, parameter count by part, decode memory per sequence.
+void info_config(const InfoArgs& a) {
+  const Config c = load_config(a.path, a.sets);
+  const ModelConfig& m = c.model;
+  const ParamCount params = count_params(m);  // throws, as the model would, when the layers reject cfg
+  const DecodeMemory dec = decode_memory(m);
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["config"] = a.path;
+    j["layers"] = nlohmann::ordered_json::array();
+    for (MixerKind k : m.layers) j["layers"].push_back(mixer_name(k));
+    j["parameters"] = params.total;
+    j["parameters_by_kind"] = nlohmann::ordered_json::object();
+    for (const auto& [part, n] : params.by_part) j["parameters_by_kind"][part] = n;
+    nlohmann::ordered_json per_seq = nlohmann::ordered_json::object();
+    for (int64_t t : kDecodeContexts) per_seq[std::to_string(t)] = dec.bytes_per_sequence(t);
+    j["decode"] = {{"state_bytes_per_sequence", dec.state_bytes_per_sequence},
+                   {"cache_bytes_per_token", dec.cache_bytes_per_token},
+                   {"bytes_per_sequence", per_seq}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::string names, counts;
+  for (MixerKind k : m.layers) names += fmt::format("{}{}", names.empty() ? "" : ", ", mixer_name(k));
+  for (MixerKind k : {MixerKind::kGdn, MixerKind::kAttn, MixerKind::kMla}) {
+    const auto n = std::count(m.layers.begin(), m.layers.end(), k);
+    if (n > 0) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", mixer_name(k), n);
+  }
+  std::printf("file:       %s\n", a.path.c_str());
+  std::printf("kind:       training config (resolved as `deltatron train --config` resolves it), run %s\n",
+              c.run.name.c_str());
+  std::printf("layers:     %d: %s\n", m.n_layers(), names.c_str());
+  std::printf("            %s; %s\n", layer_pattern_to_string(m.layers).c_str(), counts.c_str());
+  std::printf("d_model:    %d\n", m.d_model);
+  std::printf("d_ff:       %d (SwiGLU)\n", m.d_ff);
+  std::printf("vocab:      %d\n", m.vocab_size);
+  std::printf("embeddings: %s\n", m.tie_embeddings ? "tied (the LM head is model.embed_tokens.weight)"
+                                                    : "untied (lm_head.weight of its own)");
+  std::printf("parameters: %lld (%.2fM)\n", static_cast<long long>(params.total), params.total / 1e6);
+  for (const auto& [part, n] : params.by_part)
+    if (n > 0) std::printf("  %-10s %lld (%.2fM)\n", part.c_str(), static_cast<long long>(n), n / 1e6);
+  std::printf("decode memory per sequence (bf16 caches, fp32 GDN states; layers/decode_memory.h):\n");
+  std::printf("  state      %lld bytes (%s), independent of the context\n",
+              static_cast<long long>(dec.state_bytes_per_sequence), mib(dec.state_bytes_per_sequence).c_str());
+  std::printf("  cache      %lld bytes per token\n", static_cast<long long>(dec.cache_bytes_per_token));
+  for (int64_t t : kDecodeContexts) {
+    const int64_t b = dec.bytes_per_sequence(t);
+    std::printf("  %-10s %lld bytes (%s)\n", fmt::format("{}K", t / 1024).c_str(), static_cast<long long>(b),
+                mib(b).c_str());
+  }
+  for (const DecodeMemoryPart& p : dec.parts) {
+    std::printf("  %-10s %s\n", mixer_name(p.kind), p.formula.c_str());
+    if (p.state_bytes > 0)
+      std::printf("             = %lld bytes at any context\n", static_cast<long long>(p.state_bytes));
+    if (p.cache_bytes_per_token > 0)
+      std::printf("             = %lld bytes per token\n", static_cast<long long>(p.cache_bytes_per_token));
+  }
+  std::printf("valid:      yes\n");
+}
+
 }  // namespace
 
 void add_info_command(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
-  CLI::App* cmd = app.add_subcommand("info", "Summary of a token shard or a checkpoint, with its validity");
+  CLI::App* cmd = app.add_subcommand(
+      "info", "Summary of a token shard, a checkpoint or a YAML training config, with its validity");
+  cmd->footer(
+      "A YAML config (.yaml, .yml) is resolved as `deltatron train --config` resolves it (--set applies), and\n"
+      "the model it makes is shown: the layer pattern, the parameter count by part and the decode memory per\n"
+      "sequence at 1K to 128K tokens of context (--json: one JSON object).\n"
+      "Example: deltatron info configs/hybrid_124m.yaml --json\n");
   cmd->add_option("file", args->path, "The file to describe")->required();
+  cmd->add_option("--set", args->sets, "A config's override, as in `deltatron train`: --set model.d_ff=1024 "
+                  "(repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--json", args->json, "A config's summary as one JSON object");
   cmd->add_option("--vocab-size", args->vocab_size, "Every token id must be below this")
       ->capture_default_str()
       ->check(CLI::TypeValidator<int>())
@@ -116,7 +207,15 @@ void add_info_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::ExistingDirectory);
   cmd->callback([args] {
-    switch (sniff_file_kind(args->path)) {
+    const FileKind kind = sniff_file_kind(args->path);
+    if (kind != FileKind::kConfig) {
+      DT_CHECK(args->sets.empty(), "--set applies to a YAML config (.yaml), and {} is not one", args->path);
+      DT_CHECK(!args->json, "--json applies to a YAML config (.yaml), and {} is not one", args->path);
+    }
+    switch (kind) {
+      case FileKind::kConfig:
+        info_config(*args);
+        return;
       case FileKind::kShard:
         info_shard(*args);
         return;
@@ -129,7 +228,8 @@ void add_info_command(CLI::App& app) {
                 "reads token shards and the checkpoints `deltatron train` writes",
                 args->path, kCheckpointMagic);
       case FileKind::kUnknown:
-        DT_FAIL("{} is neither a token shard (first int32 {}) nor an HDF5 checkpoint; is it the right file?",
+        DT_FAIL("{} is neither a token shard (first int32 {}), an HDF5 checkpoint nor a YAML config (.yaml); is it "
+                "the right file?",
                 args->path, kShardMagic);
     }
   });

@@ -23,6 +23,9 @@ const ModelConfig& checked(const ModelConfig& cfg, int B, int T) {
 }  // namespace
 
 Model::Model(const ModelConfig& cfg, int B, int T, DType dtype, Device device, TpLayout tp)
+    : Model(cfg, B, T, dtype, device, tp, /*allocate=*/true) {}
+
+Model::Model(const ModelConfig& cfg, int B, int T, DType dtype, Device device, TpLayout tp, bool allocate)
     : cfg_(checked(cfg, B, T)),
       B_(B),
       T_(T),
@@ -57,8 +60,14 @@ Model::Model(const ModelConfig& cfg, int B, int T, DType dtype, Device device, T
   grad_a_ = acts_.declare("model.grad.residual_a", act, {B, T, C});
   grad_b_ = acts_.declare("model.grad.residual_b", act, {B, T, C});
 
+  if (!allocate) return;
   params_.allocate();
   acts_.allocate();
+}
+
+std::vector<ParamInfo> Model::param_infos(const ModelConfig& cfg) {
+  const Model shape_only(cfg, 1, 1, DType::kF32, Device::kCPU, TpLayout{}, /*allocate=*/false);
+  return shape_only.params().infos();
 }
 
 double Model::forward(Context& ctx, const int32_t* inputs, const int32_t* targets) {

@@ -31,6 +31,10 @@ class Model {
   // and LM head by vocabulary) and the forward and backward run the TP collectives on ctx.tp.
   Model(const ModelConfig& cfg, int B, int T, DType dtype = DType::kF32, Device device = Device::kCPU,
         TpLayout tp = {});
+  // Every parameter of a model of `cfg`, whole tensors in Hugging Face's order, declared exactly as
+  // the constructor declares them but with nothing allocated (a 124M model's table in microseconds).
+  // The layers check the config as they do for a real model. layers/param_count.h sums it.
+  static std::vector<ParamInfo> param_infos(const ModelConfig& cfg);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -52,6 +56,9 @@ class Model {
   Arena& activations() { return acts_; }             // every saved activation and backward scratch
 
  private:
+  // allocate = false: the parameters and activations are declared, not allocated (param_infos).
+  Model(const ModelConfig& cfg, int B, int T, DType dtype, Device device, TpLayout tp, bool allocate);
+
   ModelConfig cfg_;
   int B_, T_;
   ParamStore params_;
