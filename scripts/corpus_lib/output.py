@@ -47,11 +47,13 @@ def write_jsonl(path, docs):
 def write_bundle(path, members, xz_threads):
     """A reproducible tar (fixed order, times, owners and modes) of members [(archive name, file path)],
     compressed with `xz -9e`. The same inputs and thread count give the same bytes."""
+    sink = open(path, "wb")
     try:
-        xz = subprocess.Popen(["xz", "-9e", f"-T{xz_threads}", "-c"], stdin=subprocess.PIPE,
-                              stdout=open(path, "wb"))
+        xz = subprocess.Popen(["xz", "-9e", f"-T{xz_threads}", "-c"], stdin=subprocess.PIPE, stdout=sink)
     except FileNotFoundError:
+        sink.close()
         raise CorpusError("'xz' is not installed; install Debian's xz-utils")
+    sink.close()  # xz holds its own descriptor
     with tarfile.open(fileobj=xz.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for name, src in members:
             info = tarfile.TarInfo(name)
