@@ -24,6 +24,12 @@ if ! python3 -c "import matplotlib" 2>/dev/null; then
   python3 -m pip install -q matplotlib 2>/dev/null || python3 -m pip install -q --break-system-packages matplotlib
 fi
 
+# tiktoken: exact GPT-2 token counts in scripts/build_corpus.py (it reads assets/gpt2, downloads nothing).
+if ! python3 -c "import tiktoken" 2>/dev/null; then
+  echo "install_deps: installing tiktoken (pip)"
+  python3 -m pip install -q tiktoken 2>/dev/null || python3 -m pip install -q --break-system-packages tiktoken
+fi
+
 # cuDNN 9 and the cuDNN frontend's C++ headers, for attention in CUDA builds (only where nvcc is):
 # cmake/cudnn.cmake asks python3 where these wheels put them. 9.19 is the cuDNN of the GPU machines'
 # torch; the frontend is pinned so its header API stays the one we build against. pip does nothing
