@@ -26,11 +26,14 @@
 #   --eval-batches N    batches of each held-out set per evaluation (default 20, or what the set holds)
 #   --time-limit S      launch no run whose estimated time no longer fits in S seconds from the start
 #   --report FILE       the report (default docs/experiments/loss_comparison.md; the PNG goes beside it)
+#   --discussion FILE   the maintainer's discussion, inserted into the report where it exists (default
+#                       the report's name with _discussion.md: docs/experiments/loss_comparison_discussion.md)
 #   --set KEY=VALUE     passed on to deltatron train (repeatable); train.steps, train.seed and data.*
 #                       come from --tokens, --seeds and --data
 #   --dry-run           print the plan (runs, steps, commands, estimated times) and exit; needs no
 #                       GPU, shards or binary
-#   --report-only       only regenerate the report from DIR
+#   --report-only       only regenerate the report from DIR (with --corpus-manifest, read from F; with
+#                       the binary, `deltatron info` of the models that DIR/info/ lacks)
 #   -h, --help
 #
 # train.steps = tokens / global batch, the global batch being train.batch_size x train.grad_accum x
@@ -39,6 +42,9 @@
 # Resumable: run it again and each unfinished run continues from its newest checkpoint, finished
 # runs (DIR/<run>/finished.json, written after training and evaluation) are skipped, and each
 # sitting is appended to DIR/<run>/sittings.jsonl (start, end, wall seconds, host, commit).
+# The commit recorded in DIR/plan.json and the sittings is `git rev-parse HEAD` and whether tracked
+# files differ from it; where the checkout's .git is not the source of the working tree (a copy sent to
+# a GPU host), set DELTATRON_COMMIT=HASH or HASH-dirty and that is recorded instead.
 # Exit status: 0 every run finished, 3 --time-limit left runs for a later sitting, 1 an error.
 #
 # Examples:
@@ -59,7 +65,7 @@ overhead_s=60  # estimated start-up, checkpoint and evaluation seconds of a run,
 tokens_arg=100000000 models_arg="" seeds_arg="" out="$repo/runs/loss_comparison" data="$repo/shards/comparison"
 manifest="" bin="$repo/build/deltatron" configs="$repo/configs/experiments"
 throughput="$repo/configs/experiments/throughput.json" gpus="" device=cuda eval_batches=20 time_limit=""
-report="$repo/docs/experiments/loss_comparison.md" dry_run=0 report_only=0 sets=()
+report="$repo/docs/experiments/loss_comparison.md" discussion="" dry_run=0 report_only=0 sets=()
 invocation="scripts/loss_comparison.sh$(printf ' %q' "$@")"
 
 need() { (($# >= 2)) || die "$1 needs a value (see --help)"; }
@@ -79,6 +85,7 @@ while (($#)); do
     --eval-batches) need "$@"; eval_batches=$2; shift 2 ;;
     --time-limit) need "$@"; time_limit=$2; shift 2 ;;
     --report) need "$@"; report=$2; shift 2 ;;
+    --discussion) need "$@"; discussion=$2; shift 2 ;;
     --set) need "$@"; sets+=("$2"); shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     --report-only) report_only=1; shift ;;
@@ -87,9 +94,18 @@ while (($#)); do
   esac
 done
 
-report_cmd=(python3 "$repo/scripts/loss_report.py" --out "$out" --report "$report" --throughput "$throughput")
+if [[ -n ${DELTATRON_COMMIT:-} ]]; then
+  [[ $DELTATRON_COMMIT =~ ^([0-9a-f]{7,40})(-dirty)?$ ]] ||
+    die "DELTATRON_COMMIT '$DELTATRON_COMMIT' is not HASH or HASH-dirty (git rev-parse HEAD, plus -dirty)"
+fi
+
+report_cmd=(python3 "$repo/scripts/loss_report.py" --out "$out" --report "$report" --throughput "$throughput"
+            --configs "$configs")
+[[ -x $bin ]] && report_cmd+=(--deltatron "$bin")
+[[ -n $discussion ]] && report_cmd+=(--discussion "$discussion")
 if ((report_only)); then
   [[ -d $out ]] || die "--report-only: '$out' is not a directory; pass the --out of the runs"
+  [[ -z $manifest ]] || report_cmd+=(--manifest "$manifest")
   exec "${report_cmd[@]}"
 fi
 
@@ -318,8 +334,13 @@ def val(v):
     except ValueError: return v
 print(json.dumps({k: val(v) for k, v in (a.split("=", 1) for a in sys.argv[1:])}))' "$@"
 }
-commit=$(git -C "$repo" rev-parse HEAD 2> /dev/null || echo unknown)
-dirty=$([[ -n $(git -C "$repo" status --porcelain --untracked-files=no 2> /dev/null) ]] && echo true || echo false)
+if [[ -n ${DELTATRON_COMMIT:-} ]]; then
+  commit=${DELTATRON_COMMIT%-dirty}
+  dirty=$([[ $DELTATRON_COMMIT == *-dirty ]] && echo true || echo false)
+else
+  commit=$(git -C "$repo" rev-parse HEAD 2> /dev/null || echo unknown)
+  dirty=$([[ -n $(git -C "$repo" status --porcelain --untracked-files=no 2> /dev/null) ]] && echo true || echo false)
+fi
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1 || true)
 [[ $device == cpu || -z $gpu_name ]] && gpu_name="none ($device)"
 host=$(hostname)

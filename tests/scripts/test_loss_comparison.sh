@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/loss_comparison.sh and scripts/loss_report.py, without a GPU: the --dry-run plan (runs,
 # default seeds, steps for --tokens, --gpus 8 through mpirun), bad options refused with a clear
-# message, and the report of a synthetic run directory (its numbers and a real PNG).
+# message, and the report of a synthetic run directory (its numbers, every planned model, the decode
+# formulas, the corpus from its manifest, the maintainer's discussion, relative paths, and a real PNG).
 # Usage: test_loss_comparison.sh [path/to/deltatron]  (with the binary: a CPU mini-run, twice, the
 # second sitting finding every run finished).
 set -uo pipefail
@@ -69,6 +70,7 @@ expect_error "not KEY=VALUE" --dry-run --set train.lr
 expect_error "softmax_124m.yaml' is missing" --dry-run --configs "$tmp/none"
 expect_error "deltatron binary '$tmp/nobin'" --gpus 1 --device cpu --deltatron "$tmp/nobin"
 expect_error "no training shards" --gpus 1 --device cpu --deltatron /bin/true --data "$tmp/noshards"
+DELTATRON_COMMIT=notahash expect_error "DELTATRON_COMMIT 'notahash' is not HASH or HASH-dirty" --dry-run --gpus 1
 sed -i 's/batch_size: 8/batch_size: 4/' "$tmp/cfg/gdn_124m.yaml"
 expect_error "differs from softmax_124m's" --dry-run --gpus 1
 sed -i 's/batch_size: 4/batch_size: 8/' "$tmp/cfg/gdn_124m.yaml"
@@ -77,13 +79,28 @@ sed -i 's/batch_size: 4/batch_size: 8/' "$tmp/cfg/gdn_124m.yaml"
 runs="$tmp/synth"
 mkdir -p "$runs/info"
 cat > "$runs/plan.json" << 'EOF'
-{"invocation": "scripts/loss_comparison.sh --tokens 48K", "commit": "0123abc", "dirty": true, "gpu": "NVIDIA H200",
- "ranks": 1, "global_batch_tokens": 16384, "global_batch": "8 x 2 x 1024 x 1", "tokens": 49152, "steps": 3}
+{"invocation": "scripts/loss_comparison.sh --tokens 48K --models gdn_124m --seeds 2 --deltatron /tmp/xbin/deltatron --time-limit 500",
+ "commit": "0123abc", "dirty": true, "gpu": "NVIDIA H200", "ranks": 1, "global_batch_tokens": 16384,
+ "global_batch": "8 x 2 x 1024 x 1", "tokens": 49152, "steps": 3, "configs": "/elsewhere/root/configs/experiments"}
 EOF
+# A manifest of scripts/build_corpus.py's form: 24,576 training tokens, so 49,152 seen are 2 passes.
 cat > "$runs/corpus_manifest.json" << 'EOF'
-{"name": "comparison corpus", "train_tokens": 24576,
- "sources": [{"package": "numpy", "version": "2.1.0", "sha256": "feedc0de", "tokens": 20000},
-             {"package": "python-docs", "version": "3.12", "sha256": "deadbeef", "tokens": 4576}]}
+{"description": "test corpus", "seed": 1,
+ "cleaning": {"selection": "HTML pages first", "html": "html.parser; <pre> lines kept", "repeated_lines": "lines in >= 10 pages removed",
+              "page_filters": ">= 50 words", "dedup": "exact and MinHash",
+              "removed": {"repeated_lines": 1234, "repeated_line_chars": 56789, "pages_too_short": 7, "pages_not_english": 2,
+                          "pages_exact_duplicates": 3, "pages_near_duplicates": 4}},
+ "inputs": {"fineweb": {"path": "assets/fineweb/fineweb_legal_subset.jsonl.xz", "sha256": "00"}},
+ "packages": [{"package": "numpy-doc", "version": "1:2.1.0-1", "deb_sha256": "feedc0de", "kept_tokens": 20000},
+              {"package": "tiny-doc", "version": "0.1", "deb_sha256": "deadbeef", "kept_tokens": 76},
+              {"package": "wee-doc", "version": "0.2", "deb_sha256": "beadfeed", "kept_tokens": 100}],
+ "outputs": {"train.jsonl": {"bytes": 1, "sha256": "aaaa1111", "total": {"documents": 30, "tokens": 24576},
+                             "by_source": {"debian:numpy-doc": {"documents": 20, "tokens": 20000},
+                                           "fineweb": {"documents": 8, "tokens": 4400},
+                                           "debian:tiny-doc": {"documents": 1, "tokens": 76},
+                                           "debian:wee-doc": {"documents": 1, "tokens": 100}}},
+             "val_fineweb_edu.jsonl": {"sha256": "bbbb2222", "total": {"documents": 5, "tokens": 3000},
+                                       "by_source": {"fineweb_edu": {"documents": 5, "tokens": 3000}}}}}
 EOF
 fake_run() {  # fake_run name headline_loss rate1 rate2 rate3 peak wall1 wall2
   local d="$runs/$1"
@@ -95,7 +112,7 @@ fake_run() {  # fake_run name headline_loss rate1 rate2 rate3 peak wall1 wall2
 {"step": 3, "loss": 6.0, "tokens": 49152, "tokens_per_s": $5}
 {"step": 3, "val_loss": $2, "tokens": 49152}
 EOF
-  printf '%s\n' "{\"start\": \"2026-12-02T10:00:00Z\", \"end\": \"2026-12-02T10:01:00Z\", \"wall_s\": $7, \"command\": \"deltatron train A\"}" \
+  printf '%s\n' "{\"start\": \"2026-12-02T10:00:00Z\", \"end\": \"2026-12-02T10:01:00Z\", \"wall_s\": $7, \"command\": \" /tmp/xbin/deltatron train --config /elsewhere/root/configs/experiments/${1%_s*}.yaml --set data.train=$repo/shards/comparison/corpus_train_*.bin\"}" \
     "{\"start\": \"2026-12-02T11:00:00Z\", \"end\": \"2026-12-02T11:02:00Z\", \"wall_s\": $8, \"command\": \"deltatron train B\"}" > "$d/sittings.jsonl"
   echo '{"steps": 3, "tokens": 49152}' > "$d/finished.json"
   cat > "$d/eval.json" << EOF
@@ -124,31 +141,68 @@ echo '{"config": "s.yaml", "layers": ["attn", "attn", "attn", "attn", "attn", "a
  "decode": {"state_bytes_per_sequence": 0, "cache_bytes_per_token": 36864,
  "bytes_per_sequence": {"1024": 37748736, "8192": 301989888, "32768": 1207959552, "131072": 4831838208}}}' \
   > "$runs/info/softmax_124m.json"
+# A stand-in deltatron whose `info` knows hybrid_gqa_124m only (the numbers of the real config).
+cat > "$tmp/fakebin" << 'EOF'
+#!/usr/bin/env bash
+[[ $1 == info && $2 == */hybrid_gqa_124m.yaml ]] || exit 1
+echo '{"layers": ["gdn","gdn","gdn","attn","gdn","gdn","gdn","attn","gdn","gdn","gdn","attn"], "parameters": 130915224,
+ "decode": {"bytes_per_sequence": {"1024": 11331072, "8192": 77391360, "32768": 303883776, "131072": 1209853440}}}'
+EOF
+chmod +x "$tmp/fakebin"
 md="$tmp/doc/lc.md"
-out=$("$lc" --report-only --out "$runs" --report "$md") || fail "--report-only failed: $out"
+out=$("$lc" --report-only --out "$runs" --report "$md" --deltatron "$tmp/fakebin" 2> "$tmp/report.err") ||
+  fail "--report-only failed: $out $(cat "$tmp/report.err")"
 [[ -s $md ]] || fail "no report written"
 head -c 8 "$tmp/doc/lc.png" | od -An -c | grep -q "P   N   G" || fail "the PNG is not a PNG"
 check() { grep -qF -- "$1" "$md" || { echo "report lacks: $1"; cat "$md"; exit 1; }; }
 check "| softmax_124m | 1,2 | 3.5100 ± 0.0100 | +0.00% | 4.0100 ± 0.0100 | +0.00% | 4.5100 ± 0.0100 | +0.00% |"
 check "| gdn_124m | 1,2 | 3.4200 ± 0.0200 | -2.56% | 3.9200 ± 0.0200 | -2.24% | 4.4200 ± 0.0200 | -2.00% |"
 check "| hybrid_mla_124m | 1 | 3.6000 | +2.56% |"
+# Every model of the plan appears; hybrid_gqa_124m has no run, and the missing run of the default plan
+# is named with the command that completes it (the invocation without --models, --seeds, --time-limit).
+check "| hybrid_gqa_124m | not run yet | – | – |"
+check "| hybrid_gqa_124m | 130,915,224 | not run yet | | | |"
+check "Runs finished: 5 of the 6 of the default plan; still missing: \`hybrid_gqa_124m_s1\`"
+check "1 of them have not finished: \`hybrid_gqa_124m_s1\`"
+grep -qx "scripts/loss_comparison.sh --tokens 48K --out runs/loss_comparison" "$md" || fail "no completion command: $(cat "$md")"
 check "| softmax_124m | 124,000,123 | 49,152, 49,152 | 200 | 1.50 | 0h02m30s, 0h01m00s |"
 check "| gdn_124m | n/a | 49,152, 49,152 | 500 | 2.00 | 0h01m00s, 0h01m00s |"
 check "docs: 7 batches, 57,344 tokens"
 check "Evaluation batches asked: 20"
-check "| softmax_124m | 12 attn | deltatron info | 36.00 MiB | 288.00 MiB | 1.12 GiB | 4.50 GiB | |"
-check "| | | formula | 36.00 MiB | 288.00 MiB | 1.12 GiB | 4.50 GiB | 2·L·t·d = 2·12·t·768 |"
-check "| | | formula | 1.12 MiB | 1.12 MiB | 1.12 MiB | 1.12 MiB | L·H·d_k·d_v = 12·12·64·64 |"
-check "L·H·d_k·d_v = 9·12·64·64 + L·t·(d_c + d_rope) = 3·t·288"
-check "This is NOT FineWeb-Edu-2.5B"
-check "(24,576 tokens)"
-check "2.00 passes"
-check "| numpy | 2.1.0 | feedc0de | 20000 |"
-check "MAINTAINER"
+# Decode memory: all four models; the formulas at deltatron's element sizes (GDN state 4 B, caches 2 B),
+# the GDN convolution tail as the remaining difference, the share of softmax at 32K.
+check "| softmax_124m | 12 attn | deltatron info | 36.00 MiB | 288.00 MiB | 1.12 GiB | 4.50 GiB | 100.0% | |"
+check "| | | formula | 36.00 MiB | 288.00 MiB | 1.12 GiB | 4.50 GiB | 100.0% | 2·L·t·d = 2·12·t·768 (×2 B) |"
+check "| | | formula | 2.25 MiB | 2.25 MiB | 2.25 MiB | 2.25 MiB | 0.2% | L·H·d_k·d_v = 12·12·64·64 (×4 B) |"
+check "L·H·d_k·d_v = 9·12·64·64 (×4 B) + L·t·(d_c + d_rope) = 3·t·288 (×2 B)"
+check "| hybrid_gqa_124m | 3 attn, 9 gdn | deltatron info | 10.81 MiB | 73.81 MiB | 289.81 MiB | 1.13 GiB | 25.2% | |"
+check "| | | formula | 10.69 MiB | 73.69 MiB | 289.69 MiB | 1.13 GiB | 25.1% |"
+check "| | | info − formula | 121.50 KiB | 121.50 KiB | 121.50 KiB | 121.50 KiB | | conv tail L·(k−1)·(2·H_k·d_k + H·d_v) = 9·3·2304 (×2 B): the same |"
+check "fp32 (4 B)"
+# The corpus in brief, from the manifest.
+check "This is not FineWeb-Edu-2.5B"
+check "82.1% Debian technical documentation (3 packages, 20,176 tokens) and 4,400 tokens of a legal-leaning FineWeb subset"
+check "sees the training corpus 2.00 times"
+check "| \`train.jsonl\` | training | 30 | 24,576 | \`aaaa1111\` |"
+check "| \`val_fineweb_edu.jsonl\` | held-out (headline) | 5 | 3,000 | \`bbbb2222\` |"
+check "| numpy-doc | 20 | 20,000 | 81.4% |"
+check "| FineWeb (legal-leaning subset) | 8 | 4,400 | 17.9% |"
+check "| other (2 packages) | 2 | 176 | 0.7% |"
+check "numpy-doc=1:2.1.0-1, tiny-doc=0.1, wee-doc=0.2"
+check "&lt;pre> lines kept"
+check "(3 exact and 4 near duplicates dropped)"
+check "[docs/corpus.md]("
+grep -q "feedc0de\|deb_sha256\|\`outputs\`" "$md" && fail "the manifest is dumped: $(cat "$md")"
+# No discussion beside the report: said so.
+check "No discussion has been written yet: the report inserts \`$tmp/doc/lc_discussion.md\`"
 check "0123abc"
 check "dirty"
 check "NVIDIA H200"
 check "deltatron train B"
+# Paths relative to the repository root (this checkout's and the recorded one), the binary as build/deltatron.
+check "build/deltatron train --config configs/experiments/softmax_124m.yaml --set data.train=shards/comparison/corpus_train_*.bin"
+check "scripts/loss_comparison.sh --tokens 48K --models gdn_124m --seeds 2 --deltatron build/deltatron --time-limit 500"
+grep -q "/tmp/xbin\|/elsewhere/root\|$repo/" "$md" && fail "absolute paths left: $(grep "/tmp/xbin\|/elsewhere/root\|$repo/" "$md")"
 check "deltatron eval --checkpoint $runs/softmax_124m_s2/checkpoints/step_00000003.h5 --data 'x/docs_val_*.bin' --batches 20 --json"
 [[ $(grep -o '^- `[a-z0-9_]*_s[0-9]*`' "$md" | tr -d '` -' | paste -sd,) == softmax_124m_s1,softmax_124m_s2,gdn_124m_s1,gdn_124m_s2,hybrid_mla_124m_s1 ]] ||
   fail "runs not in model and seed order: $(grep '^- `' "$md")"
@@ -159,6 +213,14 @@ check "| hybrid_mla_124m | 1 | 60 | these runs' median | 1446h46m33s | 1446h46m3
 # 2.5B tokens at 8 x 200 tokens/s + 60 s, two seeds; at 8 x 500 for GDN; hybrid_gqa has no run.
 check "| softmax_124m | 2 | 200 | these runs' median | 434h02m40s | 868h05m20s |"
 check "| gdn_124m | 2 | 500 | these runs' median | 173h37m40s | 347h15m20s |"
+# The maintainer's discussion, inserted as it is: beside the report by default, or --discussion FILE.
+printf '**Hand-written.** GDN wins here.\n' > "$tmp/doc/lc_discussion.md"
+"$lc" --report-only --out "$runs" --report "$md" > /dev/null || fail "report with a discussion failed"
+check "**Hand-written.** GDN wins here."
+grep -q "No discussion has been written" "$md" && fail "discussion beside the report not used"
+printf 'Other text.\n' > "$tmp/disc.md"
+"$lc" --report-only --out "$runs" --report "$md" --discussion "$tmp/disc.md" > /dev/null || fail "--discussion failed"
+check "Other text."
 "$lc" --report-only --out "$tmp/nothing" --report "$md" > /dev/null 2> "$tmp/err" && fail "--report-only on a missing dir"
 grep -q "loss_comparison: error: --report-only" "$tmp/err" || fail "wrong message: $(cat "$tmp/err")"
 echo "loss_comparison: plan, errors and report checked"
@@ -180,7 +242,11 @@ mini() {
     --models softmax_124m,gdn_124m --seeds 1 --tokens 384 --eval-batches 2 --set run.threads=1 \
     --corpus-manifest "$runs/corpus_manifest.json" --report "$tmp/mini_doc/lc.md" "$@"
 }
-mini > "$tmp/mini1.out" 2>&1 || { cat "$tmp/mini1.out"; fail "the first mini sitting failed"; }
+DELTATRON_COMMIT=abc1234-dirty mini > "$tmp/mini1.out" 2>&1 || { cat "$tmp/mini1.out"; fail "the first mini sitting failed"; }
+# DELTATRON_COMMIT is recorded instead of this checkout's git HEAD.
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); s = json.loads(open(sys.argv[2]).readline())
+assert (p["commit"], p["dirty"], s["commit"], s["dirty"]) == ("abc1234", True, "abc1234", True), (p, s)' \
+  "$tmp/mini/plan.json" "$tmp/mini/softmax_124m_s1/sittings.jsonl" || fail "DELTATRON_COMMIT not recorded"
 for r in softmax_124m_s1 gdn_124m_s1; do
   d="$tmp/mini/$r"
   [[ -s $d/finished.json && -s $d/eval.json && -s $d/checkpoints/step_00000003.h5 ]] || fail "$r: not finished"
