@@ -22,6 +22,7 @@
 #include "trainer/evaluate.h"
 #include "trainer/grad_sync.h"
 #include "trainer/metrics.h"
+#include "trainer/run_lock.h"
 #include "trainer/runtime.h"
 #include "trainer/schedule.h"
 #include "trainer/train_data.h"
@@ -242,9 +243,11 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
 
   std::vector<std::string> notes;
   double time_offset = 0;  // time_s of the run before the resumed checkpoint
+  std::unique_ptr<RunLock> lock;  // held until the run ends: one training process per run directory
   if (writer) {
+    make_dir(dir);
+    lock = std::make_unique<RunLock>(summary.run_dir);
     if (options.resume) {
-      make_dir(dir);
       notes = remove_partial_checkpoints(ckpt_dir);
       time_offset = truncate_metrics(dir / "metrics.jsonl", resume.state.step, notes);
     } else {

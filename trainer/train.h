@@ -6,7 +6,9 @@
 //   a row stop the run; validation every train.eval_every steps and after the last one; a
 //   checkpoint every train.checkpoint_every steps and after the last one (trainer/checkpointing.h).
 // The run directory gets config.yaml (the resolved config), metrics.jsonl (one JSON object per
-// step / evaluation), log.txt (what was printed) and checkpoints/.
+// step / evaluation), log.txt (what was printed) and checkpoints/. Rank 0 holds an exclusive lock
+// on <run dir>/.lock for the whole run (trainer/run_lock.h): a second process on the same run
+// directory is refused.
 //
 // Resuming (TrainOptions::resume) restores parameters, AdamW's moments, the step, the tokens seen
 // and the data cursor, so a resumed run repeats the losses of an uninterrupted one bit for bit;
