@@ -25,6 +25,7 @@
 #include "trainer/run_lock.h"
 #include "trainer/runtime.h"
 #include "trainer/schedule.h"
+#include "trainer/stop_signal.h"
 #include "trainer/train_data.h"
 #include "kernels/ops.h"
 #include "parallel/dp_grads.h"
@@ -150,6 +151,13 @@ ResumePoint find_resume_point(const Config& cfg, const std::string& run_dir, con
             "--resume), delete the later checkpoints, or continue in another --run-dir",
             r.path, run_dir, files.back().path);
   return r;
+}
+
+// Whether a stop signal reached this rank or any other: every rank takes the same decision at the
+// same step, so that all of them take part in the checkpoint save that follows.
+bool stop_requested(Communicator& world, const StopSignal& signal) {
+  const bool local = signal.received() != 0;
+  return world.size() > 1 ? any_rank(world, local) : local;
 }
 
 }  // namespace
@@ -311,8 +319,10 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     metrics.write({{"step", step}, {"val_loss", val}, {"tokens", state.tokens_seen}, {"time_s", time_s()}});
     log.print(fmt::format("eval step {}/{} | val_loss {:.4f}", step, tc.steps, val));
   };
+  int saved_step = -1;  // the step of the last checkpoint this call saved
   auto save_checkpoint = [&](int step) {
     const auto t0 = clock::now();
+    saved_step = step;
     if (writer) make_dir(ckpt_dir);
     std::string path = (fs::path(ckpt_dir) / checkpoint_file_name(step)).string();
     LoaderCursor cursor = train_loader.cursor();
@@ -331,6 +341,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
                           seconds_since(t0), pruned));
   };
 
+  // SIGTERM / SIGINT: checkpoint after the current step and return (trainer/stop_signal.h).
+  const StopSignal stop_signal;
   const int first_step = static_cast<int>(state.step) + 1;
   if (first_step > tc.steps)
     log.print(fmt::format("nothing to train: the checkpoint is at the last step, train.steps = {}; raise train.steps "
@@ -425,6 +437,15 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     // The evaluation comes before the checkpoint, so that a checkpoint's metrics are complete.
     if (val_loader && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps)) run_eval(step);
     if (tc.checkpoint_every > 0 && (step % tc.checkpoint_every == 0 || step == tc.steps)) save_checkpoint(step);
+    if (step < tc.steps && stop_requested(*world, stop_signal)) {
+      if (saved_step != step) save_checkpoint(step);
+      summary.stopped_by_signal = true;
+      log.print(fmt::format("stopped by {} after step {}/{}: checkpoint saved to {}; continue the run with the same "
+                            "command and --resume",
+                            stop_signal.received() ? stop_signal_name(stop_signal.received()) : "a signal to another rank",
+                            step, tc.steps, (fs::path(ckpt_dir) / checkpoint_file_name(step)).string()));
+      break;
+    }
   }
   summary.seconds = seconds_since(start);
   if (summary.steps == 0) summary.steps = static_cast<int>(state.step);

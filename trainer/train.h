@@ -10,6 +10,8 @@
 // on <run dir>/.lock for the whole run (trainer/run_lock.h): a second process on the same run
 // directory is refused.
 //
+// SIGTERM or SIGINT ends the run after the current step with a checkpoint (trainer/stop_signal.h).
+//
 // Resuming (TrainOptions::resume) restores parameters, AdamW's moments, the step, the tokens seen
 // and the data cursor, so a resumed run repeats the losses of an uninterrupted one bit for bit;
 // metrics.jsonl and log.txt are appended to, after dropping metrics lines past the checkpoint's step.
@@ -51,6 +53,7 @@ struct TrainSummary {
   double last_loss = std::numeric_limits<double>::quiet_NaN();
   double val_loss = std::numeric_limits<double>::quiet_NaN();  // the last evaluation; NaN without one
   double seconds = 0;
+  bool stopped_by_signal = false;  // SIGTERM / SIGINT ended the run early, after a checkpoint
   std::string resumed_from;  // the checkpoint file, when resumed
 };
 
