@@ -22,6 +22,7 @@
 #include "trainer/evaluate.h"
 #include "trainer/grad_sync.h"
 #include "trainer/metrics.h"
+#include "trainer/mfu.h"
 #include "trainer/run_lock.h"
 #include "trainer/runtime.h"
 #include "trainer/schedule.h"
@@ -310,7 +311,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   const auto start = clock::now();
   auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   auto time_s = [&] { return time_offset + seconds_since(start); };
-  double train_seconds = 0;  // time in training steps, evaluations and saves left out, for the rate and the ETA
+  double train_seconds = 0;  // time in training steps, evaluations and saves left out, for the rate
 
   auto run_eval = [&](int step) {
     double val = evaluate(model, ctx, *val_loader, tc.eval_batches);
@@ -356,6 +357,9 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
       if (tp > 1) tp_sum_partial_grads(*ctx.tp, params, first, end);
       dp_sync->grads_ready(first, end);
     };
+  const double flops_per_token = model_flops_per_token(model, tp);  // for the MFU of the progress line
+  // The ETA goes by the wall time per step so far, evaluations and checkpoint saves included.
+  const auto loop_start = clock::now();
   for (int step = first_step; step <= tc.steps; ++step) {
     const auto t0 = clock::now();
     params.zero_grads();
@@ -431,8 +435,18 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     }
     const int done = step - first_step + 1;
     const bool keep = step % cfg.run.log_every == 0 || step == first_step || step == tc.steps;
-    log.progress(format_progress(step, tc.steps, loss, lr, static_cast<double>(tokens_per_step) * done / train_seconds,
-                                 train_seconds / done * (tc.steps - step)),
+    const double tokens_per_s = static_cast<double>(tokens_per_step) * done / train_seconds;
+    log.progress(format_progress({.step = step,
+                                  .steps = tc.steps,
+                                  .loss = loss,
+                                  .lr = lr,
+                                  .grad_norm = grad_norm,
+                                  .tokens_per_s = tokens_per_s,
+                                  // per GPU: this rank's share of the tokens and of the model FLOPs
+                                  .mfu = runtime.device() == Device::kCPU ? -1.0 : mfu(tokens_per_s / dp, flops_per_token),
+                                  .peak_mem_gib = peak_memory.gib(),
+                                  .elapsed_s = time_s(),
+                                  .eta_s = seconds_since(loop_start) / done * (tc.steps - step)}),
                  keep);
     // The evaluation comes before the checkpoint, so that a checkpoint's metrics are complete.
     if (val_loader && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps)) run_eval(step);
