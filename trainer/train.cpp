@@ -240,8 +240,17 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   CheckpointState state;  // the loop's counters, as a checkpoint stores them
   state.rng_seed = tc.seed;
   state.rng_offset = 0;  // no random numbers are drawn after the init (no dropout)
+  // One training process per run directory; taken before a resumed run's checkpoint is read (which
+  // a running holder could prune meanwhile), and before anything is written.
+  std::unique_ptr<RunLock> lock;
+  auto take_lock = [&] {
+    if (!writer || lock) return;
+    make_dir(dir);
+    lock = std::make_unique<RunLock>(summary.run_dir);
+  };
   ResumePoint resume;
   if (options.resume) {
+    if (fs::is_directory(dir)) take_lock();
     resume = find_resume_point(cfg, summary.run_dir, options.resume_from);
     state = load_train_checkpoint(resume.path, params, &opt);
     train_loader.restore({state.loader_epoch, state.loader_position});
@@ -252,10 +261,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
 
   std::vector<std::string> notes;
   double time_offset = 0;  // time_s of the run before the resumed checkpoint
-  std::unique_ptr<RunLock> lock;  // held until the run ends: one training process per run directory
   if (writer) {
-    make_dir(dir);
-    lock = std::make_unique<RunLock>(summary.run_dir);
+    take_lock();
     if (options.resume) {
       notes = remove_partial_checkpoints(ckpt_dir);
       time_offset = truncate_metrics(dir / "metrics.jsonl", resume.state.step, notes);
