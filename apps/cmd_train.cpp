@@ -54,7 +54,7 @@ void add_train_command(CLI::App& app) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--run-dir", args->run_dir, "Run directory (default: run.dir/run.name)");
+  CLI::Option* run_dir = cmd->add_option("--run-dir", args->run_dir, "Run directory (default: run.dir/run.name)");
   CLI::Option* resume = cmd->add_option("--resume", args->resume_from,
                                         "Continue from the newest checkpoint in the run directory, or from FILE")
                             ->expected(0, 1)
@@ -65,8 +65,11 @@ void add_train_command(CLI::App& app) {
                 "Replace an earlier run in the run directory (its metrics; its checkpoints are deleted)");
   cmd->add_flag("--print-config", args->print_config,
                 "Print the resolved config (the defaults without --config) as YAML and exit");
-  cmd->callback([args, resume] {
+  cmd->callback([args, resume, run_dir] {
     const bool resuming = resume->count() > 0;
+    DT_CHECK(run_dir->count() == 0 || !args->run_dir.empty(),
+             "--run-dir is empty; give the run directory (--run-dir runs/my_run), or leave the flag out to use "
+             "run.dir/run.name");
     if (!args->device.empty()) args->sets.push_back("run.device=" + args->device);
     if (args->print_config) {
       Config c = args->config_path.empty() ? parse_config("", args->sets, "--set") : load_config(args->config_path, args->sets);

@@ -5,10 +5,8 @@
 // Prints the step time, tokens/s, MFU, peak memory, and the time of each phase (forward, backward,
 // optimizer; measured in separate synchronised steps after the timed ones), and writes them as JSON.
 //
-// MFU counts model FLOPs per token: 6 x (parameters used in matmuls, the LM head included, the
-// embedding lookup not) + 6 x T x H x head_dim per softmax-attention layer (causal: half the
-// 12 x ... of full attention), over the card's dense bf16 peak (--peak-tflops, 989 for H100/H200 SXM).
-// The GDN layers' delta-rule FLOPs are left out (their projections are counted).
+// MFU counts model FLOPs per token (trainer/mfu.h) over the card's dense bf16 peak (--peak-tflops,
+// 989 for H100/H200 SXM).
 //
 // Under mpirun (bench/bench_scaling.py runs it so) the world is tp x dp (--set parallel.tp=T; dp =
 // ranks / T), each rank on its node-local GPU, each DP rank on its own random batch of
@@ -38,6 +36,7 @@
 #include "trainer/adamw.h"
 #include "trainer/config.h"
 #include "trainer/grad_sync.h"
+#include "trainer/mfu.h"
 #include "trainer/runtime.h"
 
 namespace {
@@ -46,24 +45,6 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
-}
-
-// Model FLOPs per token on one rank (see the header): its part of the matmuls, and its 1 / tp of
-// the heads and of the tied LM head under TP.
-double flops_per_token(const dt::Model& model, int tp) {
-  const dt::ModelConfig& c = model.config();
-  double matmul_params = 0;
-  for (const dt::ParamInfo& p : model.params().infos())
-    if (p.shape.ndim == 2 && p.name != "model.embed_tokens.weight") matmul_params += static_cast<double>(p.shape.numel());
-  if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size) * c.d_model / tp;  // the LM head's matmul
-  double attn = 0;
-  for (dt::MixerKind k : c.layers) {
-    if (k == dt::MixerKind::kAttn) attn += 6.0 * model.seq_len() * c.attn.n_heads * c.attn.head_dim / tp;
-    if (k == dt::MixerKind::kMla)
-      attn += 3.0 * model.seq_len() * c.mla.n_heads *
-              (c.mla.qk_nope_head_dim + c.mla.qk_rope_head_dim + c.mla.v_head_dim) / tp;
-  }
-  return 6.0 * matmul_params + attn;
 }
 
 int run(int argc, char** argv);
@@ -84,7 +65,7 @@ int run(int argc, char** argv) {
   std::string config_path, name, json_path, device = "auto";
   std::vector<std::string> sets;
   int steps = 20, warmup = 5;
-  double peak_tflops = 989.0;
+  double peak_tflops = dt::kDefaultPeakTflops;
   app.add_option("--config", config_path, "YAML config (configs/softmax_124m.yaml, ...)")->required();
   app.add_option("--set", sets, "Override a key: --set model.tie_embeddings=true (repeatable)")
       ->expected(1)
@@ -222,8 +203,8 @@ int run(int argc, char** argv) {
     // Every DP rank's tokens; the model FLOPs of a token are spread over its TP group (flops_per_token
     // counts this rank's part of the matmuls), so MFU is per GPU.
     const double tok_s = static_cast<double>(B) * T * dp / step_s;
-    const double fpt = flops_per_token(model, tp);
-    const double mfu = static_cast<double>(B) * T / step_s * fpt / (peak_tflops * 1e12);
+    const double fpt = dt::model_flops_per_token(model, tp);
+    const double mfu = dt::mfu(static_cast<double>(B) * T / step_s, fpt, peak_tflops);
     if (!printer) return 0;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     std::printf("\n%-28s %10s %12s %8s %12s %12s | %8s %8s %8s\n", "model", "step ms", "tokens/s", "MFU",

@@ -1,6 +1,7 @@
 #include "trainer/metrics.h"
 
 #include <cmath>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -37,13 +38,13 @@ void RunLog::print(const std::string& line) {
     std::fprintf(console_, "%s\n", line.c_str());
     std::fflush(console_);
   }
-  log_ << line << '\n';
+  log_ << iso8601_utc_now() << ' ' << line << '\n';
   log_.flush();
 }
 
 void RunLog::progress(const std::string& line, bool keep) {
   if (keep) {
-    log_ << line << '\n';
+    log_ << iso8601_utc_now() << ' ' << line << '\n';
     log_.flush();
   }
   if (!console_) return;
@@ -72,9 +73,20 @@ std::string format_duration(double seconds) {
   return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
 }
 
-std::string format_progress(int step, int steps, double loss, double lr, double tokens_per_s, double eta_s) {
-  return fmt::format("step {}/{} | loss {:.4f} | lr {:.1e} | {} tok/s | ETA {}", step, steps, loss, lr,
-                     format_rate(tokens_per_s), format_duration(eta_s));
+std::string format_progress(const Progress& p) {
+  return fmt::format("step {}/{} | loss {:.4f} | lr {:.1e} | grad {:.3g} | {} tok/s{} | mem {:.2f} GiB | {} | ETA {}",
+                     p.step, p.steps, p.loss, p.lr, p.grad_norm, format_rate(p.tokens_per_s),
+                     p.mfu >= 0 ? fmt::format(" | MFU {:.1f}%", 100 * p.mfu) : "", p.peak_mem_gib,
+                     format_duration(p.elapsed_s), format_duration(p.eta_s));
+}
+
+std::string iso8601_utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
 }
 
 }  // namespace dt

@@ -1,6 +1,8 @@
 // What a run reports: metrics.jsonl (one JSON object per line, flushed at once, so a crashed
-// or running job can be plotted), log.txt (what was printed), and the live progress line:
-//   step 12/300 | loss 7.1234 | lr 6.0e-04 | 12.3K tok/s | ETA 2m31s
+// or running job can be plotted), log.txt (what was printed, each line after its ISO 8601 UTC
+// time), and the live progress line:
+//   step 12/300 | loss 7.1234 | lr 6.0e-04 | grad 0.53 | 12.3K tok/s | MFU 41.2% | mem 3.10 GiB | 1m05s | ETA 2m31s
+// (MFU only on the GPU; the time is the run's so far, the ETA counts evaluations and saves).
 // On a terminal the line is rewritten in place ('\r') every step and kept every log_every
 // steps; otherwise (a file, CI) one line is printed every log_every steps.
 #pragma once
@@ -49,7 +51,18 @@ class RunLog {
 std::string format_rate(double per_second);
 // "45s", "2m31s", "1h02m"
 std::string format_duration(double seconds);
-// step 12/300 | loss 7.1234 | lr 6.0e-04 | 12.3K tok/s | ETA 2m31s
-std::string format_progress(int step, int steps, double loss, double lr, double tokens_per_s, double eta_s);
+// What the progress line shows.
+struct Progress {
+  int step = 0, steps = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  double tokens_per_s = 0;
+  double mfu = -1;           // a fraction; negative: not shown (on the CPU)
+  double peak_mem_gib = 0;
+  double elapsed_s = 0;      // the run so far (with the time before a resume)
+  double eta_s = 0;          // the steps left at the wall time per step so far, evaluations and saves included
+};
+std::string format_progress(const Progress& p);
+// "2026-12-03T19:42:54Z": a log.txt line's time, UTC.
+std::string iso8601_utc_now();
 
 }  // namespace dt

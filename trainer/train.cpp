@@ -22,8 +22,11 @@
 #include "trainer/evaluate.h"
 #include "trainer/grad_sync.h"
 #include "trainer/metrics.h"
+#include "trainer/mfu.h"
+#include "trainer/run_lock.h"
 #include "trainer/runtime.h"
 #include "trainer/schedule.h"
+#include "trainer/stop_signal.h"
 #include "trainer/train_data.h"
 #include "kernels/ops.h"
 #include "parallel/dp_grads.h"
@@ -151,6 +154,13 @@ ResumePoint find_resume_point(const Config& cfg, const std::string& run_dir, con
   return r;
 }
 
+// Whether a stop signal reached this rank or any other: every rank takes the same decision at the
+// same step, so that all of them take part in the checkpoint save that follows.
+bool stop_requested(Communicator& world, const StopSignal& signal) {
+  const bool local = signal.received() != 0;
+  return world.size() > 1 ? any_rank(world, local) : local;
+}
+
 }  // namespace
 
 std::string run_dir_of(const Config& cfg, const std::string& override_dir) {
@@ -230,8 +240,17 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   CheckpointState state;  // the loop's counters, as a checkpoint stores them
   state.rng_seed = tc.seed;
   state.rng_offset = 0;  // no random numbers are drawn after the init (no dropout)
+  // One training process per run directory; taken before a resumed run's checkpoint is read (which
+  // a running holder could prune meanwhile), and before anything is written.
+  std::unique_ptr<RunLock> lock;
+  auto take_lock = [&] {
+    if (!writer || lock) return;
+    make_dir(dir);
+    lock = std::make_unique<RunLock>(summary.run_dir);
+  };
   ResumePoint resume;
   if (options.resume) {
+    if (fs::is_directory(dir)) take_lock();
     resume = find_resume_point(cfg, summary.run_dir, options.resume_from);
     state = load_train_checkpoint(resume.path, params, &opt);
     train_loader.restore({state.loader_epoch, state.loader_position});
@@ -243,8 +262,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   std::vector<std::string> notes;
   double time_offset = 0;  // time_s of the run before the resumed checkpoint
   if (writer) {
+    take_lock();
     if (options.resume) {
-      make_dir(dir);
       notes = remove_partial_checkpoints(ckpt_dir);
       time_offset = truncate_metrics(dir / "metrics.jsonl", resume.state.step, notes);
     } else {
@@ -299,7 +318,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   const auto start = clock::now();
   auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   auto time_s = [&] { return time_offset + seconds_since(start); };
-  double train_seconds = 0;  // time in training steps, evaluations and saves left out, for the rate and the ETA
+  double train_seconds = 0;  // time in training steps, evaluations and saves left out, for the rate
 
   auto run_eval = [&](int step) {
     double val = evaluate(model, ctx, *val_loader, tc.eval_batches);
@@ -308,8 +327,10 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     metrics.write({{"step", step}, {"val_loss", val}, {"tokens", state.tokens_seen}, {"time_s", time_s()}});
     log.print(fmt::format("eval step {}/{} | val_loss {:.4f}", step, tc.steps, val));
   };
+  int saved_step = -1;  // the step of the last checkpoint this call saved
   auto save_checkpoint = [&](int step) {
     const auto t0 = clock::now();
+    saved_step = step;
     if (writer) make_dir(ckpt_dir);
     std::string path = (fs::path(ckpt_dir) / checkpoint_file_name(step)).string();
     LoaderCursor cursor = train_loader.cursor();
@@ -328,6 +349,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
                           seconds_since(t0), pruned));
   };
 
+  // SIGTERM / SIGINT: checkpoint after the current step and return (trainer/stop_signal.h).
+  const StopSignal stop_signal;
   const int first_step = static_cast<int>(state.step) + 1;
   if (first_step > tc.steps)
     log.print(fmt::format("nothing to train: the checkpoint is at the last step, train.steps = {}; raise train.steps "
@@ -341,6 +364,9 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
       if (tp > 1) tp_sum_partial_grads(*ctx.tp, params, first, end);
       dp_sync->grads_ready(first, end);
     };
+  const double flops_per_token = model_flops_per_token(model, tp);  // for the MFU of the progress line
+  // The ETA goes by the wall time per step so far, evaluations and checkpoint saves included.
+  const auto loop_start = clock::now();
   for (int step = first_step; step <= tc.steps; ++step) {
     const auto t0 = clock::now();
     params.zero_grads();
@@ -416,12 +442,31 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     }
     const int done = step - first_step + 1;
     const bool keep = step % cfg.run.log_every == 0 || step == first_step || step == tc.steps;
-    log.progress(format_progress(step, tc.steps, loss, lr, static_cast<double>(tokens_per_step) * done / train_seconds,
-                                 train_seconds / done * (tc.steps - step)),
+    const double tokens_per_s = static_cast<double>(tokens_per_step) * done / train_seconds;
+    log.progress(format_progress({.step = step,
+                                  .steps = tc.steps,
+                                  .loss = loss,
+                                  .lr = lr,
+                                  .grad_norm = grad_norm,
+                                  .tokens_per_s = tokens_per_s,
+                                  // per GPU: this rank's share of the tokens and of the model FLOPs
+                                  .mfu = runtime.device() == Device::kCPU ? -1.0 : mfu(tokens_per_s / dp, flops_per_token),
+                                  .peak_mem_gib = peak_memory.gib(),
+                                  .elapsed_s = time_s(),
+                                  .eta_s = seconds_since(loop_start) / done * (tc.steps - step)}),
                  keep);
     // The evaluation comes before the checkpoint, so that a checkpoint's metrics are complete.
     if (val_loader && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps)) run_eval(step);
     if (tc.checkpoint_every > 0 && (step % tc.checkpoint_every == 0 || step == tc.steps)) save_checkpoint(step);
+    if (step < tc.steps && stop_requested(*world, stop_signal)) {
+      if (saved_step != step) save_checkpoint(step);
+      summary.stopped_by_signal = true;
+      log.print(fmt::format("stopped by {} after step {}/{}: checkpoint saved to {}; continue the run with the same "
+                            "command and --resume",
+                            stop_signal.received() ? stop_signal_name(stop_signal.received()) : "a signal to another rank",
+                            step, tc.steps, (fs::path(ckpt_dir) / checkpoint_file_name(step)).string()));
+      break;
+    }
   }
   summary.seconds = seconds_since(start);
   if (summary.steps == 0) summary.steps = static_cast<int>(state.step);

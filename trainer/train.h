@@ -6,7 +6,11 @@
 //   a row stop the run; validation every train.eval_every steps and after the last one; a
 //   checkpoint every train.checkpoint_every steps and after the last one (trainer/checkpointing.h).
 // The run directory gets config.yaml (the resolved config), metrics.jsonl (one JSON object per
-// step / evaluation), log.txt (what was printed) and checkpoints/.
+// step / evaluation), log.txt (what was printed) and checkpoints/. Rank 0 holds an exclusive lock
+// on <run dir>/.lock for the whole run (trainer/run_lock.h): a second process on the same run
+// directory is refused.
+//
+// SIGTERM or SIGINT ends the run after the current step with a checkpoint (trainer/stop_signal.h).
 //
 // Resuming (TrainOptions::resume) restores parameters, AdamW's moments, the step, the tokens seen
 // and the data cursor, so a resumed run repeats the losses of an uninterrupted one bit for bit;
@@ -49,6 +53,7 @@ struct TrainSummary {
   double last_loss = std::numeric_limits<double>::quiet_NaN();
   double val_loss = std::numeric_limits<double>::quiet_NaN();  // the last evaluation; NaN without one
   double seconds = 0;
+  bool stopped_by_signal = false;  // SIGTERM / SIGINT ended the run early, after a checkpoint
   std::string resumed_from;  // the checkpoint file, when resumed
 };
 

@@ -317,6 +317,7 @@ TEST_F(BadTrain, ConfigAndRunDirectoryPaths) {
   expect_error("train --config " + quote(dir_.string()), {"config file '" + dir_.string() + "' is a directory"});
   expect_error("train --config " + quote(dir_.string()), {"config file '" + dir_.string() + "'"});
   expect_error("train --config " + qpath("garbage.yaml"), {path("garbage.yaml") + ":"});
+  expect_error(c + " --run-dir ''", {"--run-dir is empty", "leave the flag out"});
   expect_error(c + " --run-dir " + qpath("file"), {"cannot create the directory '" + path("file") + "'"});
   expect_error(c + " --set run.dir=" + qpath("file"), {"cannot create the directory '" + path("file") + "/tiny'"});
   expect_error(c + " --run-dir " + qpath("r") + " --resume " + quote(dir_.string()),

@@ -1,6 +1,9 @@
 // The progress line, the JSON-lines writer and the log.
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <sstream>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,8 +27,13 @@ std::string temp_path(const std::string& name) {
 }
 
 TEST(Metrics, ProgressLine) {
-  EXPECT_EQ(format_progress(12, 300, 7.12341, 6e-4, 12345.0, 151.0),
-            "step 12/300 | loss 7.1234 | lr 6.0e-04 | 12.3K tok/s | ETA 2m31s");
+  Progress p{.step = 12, .steps = 300, .loss = 7.12341, .lr = 6e-4, .grad_norm = 0.5312, .tokens_per_s = 12345.0,
+             .mfu = 0.41234, .peak_mem_gib = 3.1, .elapsed_s = 65, .eta_s = 151.0};
+  EXPECT_EQ(format_progress(p),
+            "step 12/300 | loss 7.1234 | lr 6.0e-04 | grad 0.531 | 12.3K tok/s | MFU 41.2% | mem 3.10 GiB | 1m05s | ETA 2m31s");
+  p.mfu = -1;  // on the CPU
+  EXPECT_EQ(format_progress(p),
+            "step 12/300 | loss 7.1234 | lr 6.0e-04 | grad 0.531 | 12.3K tok/s | mem 3.10 GiB | 1m05s | ETA 2m31s");
   EXPECT_EQ(format_rate(950), "950");
   EXPECT_EQ(format_rate(1.25e6), "1.2M");
   EXPECT_EQ(format_duration(0.4), "0s");
@@ -53,6 +61,32 @@ TEST(Metrics, JsonLinesKeepEveryBit) {
   std::remove(path.c_str());
 }
 
+// log.txt without the ISO 8601 UTC time every line starts with; a line without one fails the test.
+std::string without_times(const std::string& log) {
+  static const std::regex time(R"(^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z )");
+  std::istringstream in(log);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    EXPECT_TRUE(std::regex_search(line, time)) << "no time at the start of: " << line;
+    out += std::regex_replace(line, time, "") + "\n";
+  }
+  return out;
+}
+
+TEST(Metrics, LogLinesStartWithTheUtcTime) {
+  const std::string now = iso8601_utc_now();
+  EXPECT_TRUE(std::regex_match(now, std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)"))) << now;
+  std::string log = temp_path("log3.txt");
+  {
+    RunLog rl(log, nullptr, false);
+    rl.print("model: 4 layers");
+  }
+  const std::string text = read_all(log);
+  EXPECT_EQ(text.substr(0, 4), now.substr(0, 4)) << text;
+  EXPECT_EQ(without_times(text), "model: 4 layers\n");
+  std::remove(log.c_str());
+}
+
 TEST(Metrics, LogWithoutTerminalPrintsKeptLinesOnly) {
   std::string log = temp_path("log.txt"), console = temp_path("console.txt");
   std::FILE* f = std::fopen(console.c_str(), "w");
@@ -65,7 +99,7 @@ TEST(Metrics, LogWithoutTerminalPrintsKeptLinesOnly) {
   }
   std::fclose(f);
   EXPECT_EQ(read_all(console), "model: 4 layers\nstep 2/3\n");
-  EXPECT_EQ(read_all(log), "model: 4 layers\nstep 2/3\n");
+  EXPECT_EQ(without_times(read_all(log)), "model: 4 layers\nstep 2/3\n");
   std::remove(log.c_str());
   std::remove(console.c_str());
 }
@@ -82,7 +116,7 @@ TEST(Metrics, LogOnATerminalRedrawsInPlace) {
   }
   std::fclose(f);
   EXPECT_EQ(read_all(console), "\rstep 1/3\033[K\r\033[Keval\n\rstep 2/3\033[K\n");
-  EXPECT_EQ(read_all(log), "eval\nstep 2/3\n");
+  EXPECT_EQ(without_times(read_all(log)), "eval\nstep 2/3\n");
   std::remove(log.c_str());
   std::remove(console.c_str());
 }

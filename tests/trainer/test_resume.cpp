@@ -18,9 +18,8 @@
 #include "trainer/checkpoint.h"
 #include "trainer/checkpointing.h"
 #include "trainer/train.h"
+#include "child_process.h"
 #include "trainer_test_util.h"
-
-extern char** environ;
 
 namespace dt {
 namespace {
@@ -253,49 +252,6 @@ TEST(Resume, BadResumeAndCheckpointSettingsAreClearErrors) {
 }
 
 // ---- SIGKILL at many moments ----
-
-// A `deltatron train` child process.
-class Child {
- public:
-  Child(const std::vector<std::string>& args, const std::string& log) {
-    std::vector<char*> argv;
-    std::string bin = DELTATRON_BINARY;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (std::string& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    EXPECT_EQ(rc, 0) << "cannot start " << bin;
-  }
-  ~Child() {
-    if (running()) kill_now();
-  }
-  // True while the process runs; records its exit status when it has ended.
-  bool running() {
-    if (done_) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) done_ = true, status_ = status;
-    return !done_;
-  }
-  void kill_now() {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    done_ = true;
-    status_ = status;
-  }
-  bool exited_ok() const { return done_ && WIFEXITED(status_) && WEXITSTATUS(status_) == 0; }
-
- private:
-  pid_t pid_ = -1;
-  bool done_ = false;
-  int status_ = 0;
-};
 
 bool has_partial(const std::string& ckpt_dir) { return !list_partial_checkpoints(ckpt_dir).empty(); }
 

@@ -1,6 +1,7 @@
 // End to end: a tiny hybrid trained for a few steps on shards written here. Checks the run
 // directory (config.yaml, metrics.jsonl, log.txt), the metrics' content, and that the same
 // config and seed give bitwise identical losses.
+#include <regex>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,6 +78,14 @@ TEST(Train, TinyRunWritesTheRunDirectory) {
   EXPECT_NE(log.find("eval step 3/8 | val_loss "), std::string::npos) << log;
   EXPECT_NE(log.find("parameters: "), std::string::npos) << log;  // the model summary
   EXPECT_EQ(log.find("step 3/8 | loss"), std::string::npos) << "only every log_every = 2 steps: " << log;
+  // The progress line: grad norm, peak memory, elapsed time and ETA; no MFU on the CPU.
+  EXPECT_TRUE(std::regex_search(log, std::regex(R"(Z step 8/8 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad [0-9.e+-]+ \| )"
+                                                R"([0-9.KMG]+ tok/s \| mem [0-9.]+ GiB \| [0-9hms]+ \| ETA 0s)")))
+      << log;
+  EXPECT_EQ(log.find("MFU"), std::string::npos) << log;
+  // log.txt: every line after its UTC time.
+  EXPECT_TRUE(std::regex_search(log, std::regex(R"((^|\n)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z step 8/8 \| loss)")))
+      << log;
 }
 
 TEST(Train, SameSeedGivesBitwiseIdenticalLosses) {
