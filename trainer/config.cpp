@@ -15,6 +15,8 @@
 #include <variant>
 
 #include "core/error.h"
+#include "trainer/config_limits.h"
+#include "trainer/yaml_keys.h"
 
 namespace dt {
 
@@ -459,6 +461,7 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   DT_CHECK(root.IsNull() || root.IsMap(),
            "{}: the top level must be a mapping with the sections model, data, train, run, parallel; got {}",
            source, describe(root));
+  check_no_duplicate_keys(root, source);
   try {
     for (const std::string& s : sets) apply_set(root, s, origins);
     if (root.IsMap()) check_keys(root, "", origins);
@@ -581,6 +584,7 @@ void validate_config(const Config& c) {
   rule(c.run.device == "auto" || c.run.device == "cpu" || c.run.device == "cuda",
        fmt::format("run.device = '{}' must be auto, cpu or cuda", c.run.device));
   non_negative("run.threads", c.run.threads);
+  for (std::string& e : config_limit_errors(c)) errs.push_back(std::move(e));
   positive("run.log_every", c.run.log_every);
 
   // Data parallelism (parallel/dp_grads.h) and the collectives' timeout (parallel/communicator.h).
