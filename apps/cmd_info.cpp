@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/info_shard_set.h"
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -27,7 +28,7 @@ namespace dt {
 
 namespace {
 
-enum class FileKind { kShard, kCheckpoint, kHdf5, kConfig, kUnknown };
+enum class FileKind { kShard, kCheckpoint, kHdf5, kConfig, kShardDir, kUnknown };
 
 constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
 // A Deltatron checkpoint starts with its 512-byte header (trainer/checkpoint.cpp); HDF5 follows it.
@@ -51,8 +52,7 @@ FileKind sniff_file_kind(const std::string& path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   DT_CHECK(std::filesystem::exists(st), "{}: no such file", path);
-  DT_CHECK(!std::filesystem::is_directory(st),
-           "{} is a directory; `deltatron info` reads a token shard (.bin), a checkpoint file or a YAML config", path);
+  if (std::filesystem::is_directory(st)) return FileKind::kShardDir;
   std::ifstream f(path, std::ios::binary);
   DT_CHECK(f.good(), "{}: cannot open: {}", path, std::strerror(errno));
   char head[sizeof(kCheckpointMagic) - 1] = {};
@@ -223,6 +223,9 @@ void add_info_command(CLI::App& app) {
         return;
       case FileKind::kShard:
         info_shard(*args);
+        return;
+      case FileKind::kShardDir:
+        info_shard_dir(args->path);
         return;
       case FileKind::kCheckpoint:  // checkpoint_summary validates every checksum, or throws naming the problem
         std::fputs(checkpoint_summary(args->path).c_str(), stdout);

@@ -60,6 +60,7 @@ void visit_fields(C& c, F&& f) {
   f("data.train", c.data.train);
   f("data.val", c.data.val);
   f("data.shuffle", c.data.shuffle);
+  f("data.require_manifest", c.data.require_manifest);
   auto& t = c.train;
   f("train.batch_size", t.batch_size);
   f("train.grad_accum", t.grad_accum);

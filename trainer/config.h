@@ -23,6 +23,7 @@ struct DataConfig {
   std::string train = "shards/fineweb_edu_sample/fineweb_edu_train_*.bin";  // glob, relative to the cwd
   std::string val = "shards/fineweb_edu_sample/fineweb_edu_val_*.bin";
   bool shuffle = true;  // shuffle the train windows each epoch (validation is never shuffled)
+  bool require_manifest = true;  // a glob needs its directory's prepare manifest (data/manifest.h)
 };
 
 struct TrainConfig {
