@@ -14,6 +14,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_check.h"
 #include "trainer/config.h"
+#include "trainer/evaluate.h"
 
 namespace dt {
 namespace {
@@ -126,6 +127,23 @@ TEST_F(CheckpointCheck, InfoRunsTheSameChecks) {
   EXPECT_EQ(r.out.find("valid:      yes"), std::string::npos) << r.out;
   r = run_deltatron("info --tensors '" + dir_.string() + "/x.yaml'", dir_.string());
   EXPECT_EQ(r.exit_code, 1);
+}
+
+// eval applies the loader's manifest rule to its glob, as the stored config's data.require_manifest says.
+TEST_F(CheckpointCheck, EvalRefusesAGlobWithoutAManifest) {
+  write_tiny_shards(dir_.string());
+  fs::remove(dir_ / "tiny.manifest.json");
+  save();
+  CheckpointEvalOptions o;
+  o.device = "cpu";
+  try {
+    evaluate_checkpoint(path_, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data.require_manifest: false"), std::string::npos) << e.what();
+  }
+  write_manifest((dir_ / "tiny.manifest.json").string(), manifest_of_files(dir_.string(), "tiny"));
+  EXPECT_GT(evaluate_checkpoint(path_, o).batches, 0);
 }
 
 }  // namespace
