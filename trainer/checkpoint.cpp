@@ -301,6 +301,13 @@ CheckpointState checkpoint_read_state(const std::string& path) {
   return s;
 }
 
+bool checkpoint_has_group(const std::string& path, const std::string& group) {
+  H5Handle f = open_for_read(path);
+  const size_t slash = group.find('/');
+  if (slash != std::string::npos && H5Lexists(f.get(), group.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) return false;
+  return H5Lexists(f.get(), group.c_str(), H5P_DEFAULT) > 0;
+}
+
 std::vector<std::pair<std::string, Shape>> checkpoint_list(const std::string& path, const std::string& group) {
   H5Handle f = open_for_read(path);
   DT_CHECK(H5Lexists(f.get(), group.c_str(), H5P_DEFAULT) > 0, "checkpoint {}: group /{} is missing", path, group);

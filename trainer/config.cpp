@@ -79,6 +79,7 @@ void visit_fields(C& c, F&& f) {
   f("train.eval_batches", t.eval_batches);
   f("train.checkpoint_every", t.checkpoint_every);
   f("train.keep_last", t.keep_last);
+  f("train.save_optimizer", t.save_optimizer);
   f("train.seed", t.seed);
   f("run.dir", c.run.dir);
   f("run.name", c.run.name);
