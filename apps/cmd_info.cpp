@@ -14,19 +14,21 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/info_shard_set.h"
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "layers/decode_memory.h"
 #include "layers/param_count.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_check.h"
 #include "trainer/config.h"
 
 namespace dt {
 
 namespace {
 
-enum class FileKind { kShard, kCheckpoint, kHdf5, kConfig, kUnknown };
+enum class FileKind { kShard, kCheckpoint, kHdf5, kConfig, kShardDir, kUnknown };
 
 constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
 // A Deltatron checkpoint starts with its 512-byte header (trainer/checkpoint.cpp); HDF5 follows it.
@@ -39,6 +41,7 @@ struct InfoArgs {
   std::string tokenizer_dir = Tokenizer::default_dir();
   std::vector<std::string> sets;  // --set overrides of a config
   bool json = false;              // a config's summary as one JSON object
+  bool tensors = false;           // a checkpoint's tensors: names, shapes, dtypes
 };
 
 // The contexts at which a config's decode memory is shown, in tokens.
@@ -49,8 +52,7 @@ FileKind sniff_file_kind(const std::string& path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   DT_CHECK(std::filesystem::exists(st), "{}: no such file", path);
-  DT_CHECK(!std::filesystem::is_directory(st),
-           "{} is a directory; `deltatron info` reads a token shard (.bin), a checkpoint file or a YAML config", path);
+  if (std::filesystem::is_directory(st)) return FileKind::kShardDir;
   std::ifstream f(path, std::ios::binary);
   DT_CHECK(f.good(), "{}: cannot open: {}", path, std::strerror(errno));
   char head[sizeof(kCheckpointMagic) - 1] = {};
@@ -196,6 +198,7 @@ void add_info_command(CLI::App& app) {
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--json", args->json, "A config's summary as one JSON object");
+  cmd->add_flag("--tensors", args->tensors, "A checkpoint's tensors: names, shapes and dtypes");
   cmd->add_option("--vocab-size", args->vocab_size, "Every token id must be below this")
       ->capture_default_str()
       ->check(CLI::TypeValidator<int>())
@@ -212,6 +215,8 @@ void add_info_command(CLI::App& app) {
       DT_CHECK(args->sets.empty(), "--set applies to a YAML config (.yaml), and {} is not one", args->path);
       DT_CHECK(!args->json, "--json applies to a YAML config (.yaml), and {} is not one", args->path);
     }
+    DT_CHECK(!args->tensors || kind == FileKind::kCheckpoint, "--tensors applies to a checkpoint, and {} is not one",
+             args->path);
     switch (kind) {
       case FileKind::kConfig:
         info_config(*args);
@@ -219,8 +224,15 @@ void add_info_command(CLI::App& app) {
       case FileKind::kShard:
         info_shard(*args);
         return;
+      case FileKind::kShardDir:
+        info_shard_dir(args->path);
+        return;
       case FileKind::kCheckpoint:  // checkpoint_summary validates every checksum, or throws naming the problem
         std::fputs(checkpoint_summary(args->path).c_str(), stdout);
+        if (args->tensors)
+          for (const CheckpointTensorInfo& t : checkpoint_tensors(args->path))
+            std::printf("  %-60s %-18s %s\n", t.name.c_str(), t.shape.str().c_str(), t.dtype.c_str());
+        checkpoint_check_structure(args->path);  // as eval and --resume check it
         std::printf("valid:      yes\n");
         return;
       case FileKind::kHdf5:

@@ -53,6 +53,7 @@ void print_summary(const PrepareSummary& s, std::FILE* out) {
   if (s.empty_skipped > 0) {
     std::fprintf(out, "  skipped %lld empty documents\n", static_cast<long long>(s.empty_skipped));
   }
+  if (!s.manifest.empty()) std::fprintf(out, "  manifest: %s\n", s.manifest.c_str());
 }
 
 // A whole number >= 0. CLI11's NonNegativeNumber would say "not in range 0.000000 to 1.797...e308"
@@ -98,7 +99,7 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--threads", o.threads, "Tokeniser threads (default: all cores)")->check(kWholeNumberAtLeastZero);
   cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory with GPT-2's encoder.json and vocab.bpe")
       ->capture_default_str();
-  cmd->add_flag("--overwrite", o.overwrite, "Replace shards of the same name already in --out");
+  cmd->add_flag("--overwrite", o.overwrite, "Replace shards of the same name already in --out (once the new set is complete)");
   cmd->callback([args] {
     DT_CHECK(args->options.val_docs < 0 || args->options.val_tokens < 0,
              "--val-docs {} and --val-tokens {} both choose the validation split; pass one of them",
@@ -107,6 +108,7 @@ void add_prepare_command(CLI::App& app) {
     set_auto_val_split(args->options);
     const Tokenizer tokenizer = Tokenizer::load(args->tokenizer_dir);
     const EncodeFn encode = [&tokenizer](std::string_view text) { return tokenizer.encode(text); };
+    args->options.tokenizer_dir = args->tokenizer_dir;
     const PrepareSummary summary = prepare_shards(args->options, encode, stderr);
     print_summary(summary, stdout);
   });

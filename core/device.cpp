@@ -110,4 +110,15 @@ size_t device_memory_used() {
 #endif
 }
 
+size_t device_memory_free() {
+#ifdef DELTATRON_HAVE_CUDA
+  if (cuda_device_count() == 0) return 0;
+  size_t free_b = 0, total_b = 0;
+  DT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return free_b;
+#else
+  return 0;
+#endif
+}
+
 }  // namespace dt

@@ -23,5 +23,7 @@ void device_synchronize();
 // Bytes of the current GPU's memory in use (total - free, all processes and the CUDA context
 // included; 0 without CUDA). Sample it at the high points of a step to measure peak memory.
 size_t device_memory_used();
+// Bytes of the current GPU's memory free now (0 without CUDA).
+size_t device_memory_free();
 
 }  // namespace dt

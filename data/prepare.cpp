@@ -13,8 +13,11 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/sha256.h"
 #include "data/jsonl.h"
+#include "data/manifest.h"
 #include "data/shard.h"
+#include "data/shard_set.h"
 
 namespace dt {
 
@@ -74,8 +77,9 @@ std::vector<std::vector<uint16_t>> encode_batch(const std::vector<std::string>& 
 // of the input, else a tenth of the input (known at its end).
 class ShardSink {
  public:
-  ShardSink(const PrepareOptions& opt, std::string name, PrepareSummary& summary)
-      : opt_(opt), name_(std::move(name)), summary_(summary) {
+  // Writes into `dir` (the staging directory); summary.shards gets the paths in opt.out_dir.
+  ShardSink(const PrepareOptions& opt, std::string name, std::string dir, PrepareSummary& summary)
+      : opt_(opt), name_(std::move(name)), dir_(std::move(dir)), summary_(summary) {
     if (opt.val_docs >= 0) {
       val_docs_ = opt.val_docs;
       summary_.val_rule = fmt::format("--val-docs {}", opt.val_docs);
@@ -183,13 +187,13 @@ class ShardSink {
   }
 
   void write(const std::string& file, const std::vector<uint16_t>& tokens) {
-    const std::string path = (fs::path(opt_.out_dir) / file).string();
-    write_shard(path, tokens);
-    summary_.shards.push_back(path);
+    write_shard((fs::path(dir_) / file).string(), tokens);
+    summary_.shards.push_back((fs::path(opt_.out_dir) / file).string());
   }
 
   const PrepareOptions& opt_;
   std::string name_;
+  std::string dir_;
   PrepareSummary& summary_;
   // The rule: val_docs_ >= 0 counts documents, else val_tokens_ counts tokens; automatic_ until decided.
   int64_t val_docs_ = -1;
@@ -211,7 +215,9 @@ std::string default_name(const std::string& first_input) {
   return stem.empty() ? "data" : stem;
 }
 
-// Creates `dir`, checks that we can write in it, and deals with shards of the same name already there.
+// Creates `dir`, checks that we can write in it and that shards of the same name already there may
+// be replaced (they are replaced only once the new set is complete), and deletes the `.tmp` leftovers
+// of an earlier prepare of this name that was killed.
 void prepare_out_dir(const std::string& dir, const std::string& name, bool overwrite) {
   std::error_code ec;
   DT_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec),
@@ -227,18 +233,31 @@ void prepare_out_dir(const std::string& dir, const std::string& name, bool overw
   ::close(fd);
   ::unlink(probe.c_str());
 
+  remove_leftovers(dir, name);
   std::vector<fs::path> existing;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string f = entry.path().filename().string();
-    const bool ours = (f.starts_with(name + "_val_") || f.starts_with(name + "_train_")) && f.ends_with(".bin");
-    if (ours) existing.push_back(entry.path());
-  }
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (is_set_shard(entry.path().filename().string(), name)) existing.push_back(entry.path());
   if (existing.empty()) return;
   DT_CHECK(overwrite,
            "the output directory {} already holds {} shard(s) named {}_*.bin (e.g. {}); pass --overwrite to replace "
            "them, or choose another --out or --name",
            dir, existing.size(), name, existing.front().filename().string());
-  for (const auto& p : existing) fs::remove(p);
+}
+
+// The set's manifest, written into `staging` beside its shards.
+std::string write_set_manifest(const PrepareOptions& opt, const std::string& name, const std::string& staging,
+                               const PrepareSummary& summary) {
+  ShardManifest m = manifest_of_files(staging, name);
+  DT_ASSERT(m.shards.size() == summary.shards.size());
+  m.inputs = opt.inputs;
+  if (!opt.tokenizer_dir.empty()) {
+    const fs::path dir(opt.tokenizer_dir);
+    if (fs::exists(dir / "encoder.json")) m.encoder_sha256 = sha256_file_hex((dir / "encoder.json").string());
+    if (fs::exists(dir / "vocab.bpe")) m.vocab_sha256 = sha256_file_hex((dir / "vocab.bpe").string());
+  }
+  const std::string file = manifest_file_name(name);
+  write_manifest((fs::path(staging) / file).string(), m);
+  return file;
 }
 
 class Progress {
@@ -284,7 +303,8 @@ PrepareSummary prepare_shards(const PrepareOptions& opt, const EncodeFn& encode,
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 
   PrepareSummary summary;
-  ShardSink sink(opt, name, summary);
+  const std::string staging = make_staging_dir(opt.out_dir, name);
+  ShardSink sink(opt, name, staging, summary);
   Progress bar(progress);
   int64_t tokens = 0;
   try {
@@ -306,12 +326,15 @@ PrepareSummary prepare_shards(const PrepareOptions& opt, const EncodeFn& encode,
     }
     summary.empty_skipped = reader.empty_skipped();
     sink.finish();
+    std::vector<std::string> files;
+    for (const std::string& p : summary.shards) files.push_back(fs::path(p).filename().string());
+    files.push_back(write_set_manifest(opt, name, staging, summary));  // renamed in last
+    summary.manifest = (fs::path(opt.out_dir) / files.back()).string();
+    swap_in_shard_set(opt.out_dir, name, staging, files);
   } catch (...) {
-    // Leave no partial data set behind: a later run would pick up a mix.
-    for (const auto& p : summary.shards) {
-      std::error_code ec;
-      fs::remove(p, ec);
-    }
+    // The staging directory holds this run's shards; the set already in --out is untouched.
+    std::error_code ec;
+    fs::remove_all(staging, ec);
     throw;
   }
   bar.update(summary.documents, tokens, reader.bytes_read(), true);

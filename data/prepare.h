@@ -35,7 +35,8 @@ struct PrepareOptions {
   std::string auto_val_source;       // what the automatic target is sized for, for the summary
   int64_t shard_tokens = 100'000'000;
   int threads = 0;                   // 0: all cores
-  bool overwrite = false;            // delete existing <name>_val_*/<name>_train_* shards first
+  std::string tokenizer_dir;         // its encoder.json / vocab.bpe are hashed into the manifest (data/manifest.h)
+  bool overwrite = false;            // replace existing <name>_val_*/<name>_train_* shards (on success only)
 };
 
 struct PrepareSummary {
@@ -48,11 +49,13 @@ struct PrepareSummary {
   double seconds = 0;
   std::string val_rule;         // how val_documents was chosen, for the summary line
   std::vector<std::string> shards;  // written, in order (validation first)
+  std::string manifest;             // <out>/<name>.manifest.json
 };
 
 // Runs the whole preparation. `progress` (may be nullptr) gets a progress line: updated in place
-// with '\r' on a terminal, a line every 10 s otherwise. Throws dt::Error on any bad input; the
-// shards this run wrote are then removed.
+// with '\r' on a terminal, a line every 10 s otherwise. The shards are written into a staging
+// directory and swapped in at the end (data/shard_set.h). Throws dt::Error on any bad input; the
+// shards this run wrote are then removed and a set already in out_dir is left as it was.
 PrepareSummary prepare_shards(const PrepareOptions& options, const EncodeFn& encode, std::FILE* progress);
 
 // "<name>_<split>_<index, 6 digits>.bin" as llm.c names them.

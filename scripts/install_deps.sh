@@ -24,6 +24,12 @@ if ! python3 -c "import matplotlib" 2>/dev/null; then
   python3 -m pip install -q matplotlib 2>/dev/null || python3 -m pip install -q --break-system-packages matplotlib
 fi
 
+# tensorboard: scripts/metrics_to_tensorboard.py writes (and its test reads) event files with it.
+if ! python3 -c "import tensorboard" 2>/dev/null; then
+  echo "install_deps: installing tensorboard (pip)"
+  python3 -m pip install -q tensorboard 2>/dev/null || python3 -m pip install -q --break-system-packages tensorboard
+fi
+
 # tiktoken: exact GPT-2 token counts in scripts/build_corpus.py (it reads assets/gpt2, downloads nothing).
 if ! python3 -c "import tiktoken" 2>/dev/null; then
   echo "install_deps: installing tiktoken (pip)"

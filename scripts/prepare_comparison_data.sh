@@ -60,6 +60,20 @@ for pair in fineweb_edu:val_fineweb_edu fineweb:val_fineweb docs:val_docs; do
   [ ${#made[@]} -eq 1 ] && [ -f "$stage/${name}_train_000001.bin" ] ||
     die "$src gave ${#made[@]} shards, expected one; it holds more than $shard_tokens tokens"
   mv "$stage/${name}_train_000001.bin" "$tmp/shards/${name}_val_000000.bin"
+  # The set's manifest (data/manifest.h) follows the shard under its new name, so that the loader's
+  # globs accept it beside the corpus set.
+  python3 - "$stage/$name.manifest.json" "$tmp/shards/$name.manifest.json" "${name}_val_000000.bin" <<'PY'
+import json, sys
+src, dst, file = sys.argv[1:4]
+with open(src) as f:
+    m = json.load(f)
+m["shards"][0]["file"] = file
+with open(dst + ".tmp", "w") as f:
+    json.dump(m, f, indent=2)
+    f.write("\n")
+import os
+os.replace(dst + ".tmp", dst)
+PY
 done
 
 # Token counts from the shard headers (int32 magic, version, token count; tokens include one <|endoftext|>

@@ -140,6 +140,12 @@ void verify_header(const std::string& path) {
   DT_CHECK(n == kUserBlock && header.compare(0, magic.size(), magic) == 0,
            "checkpoint {} is not a Deltatron checkpoint (its header is missing or truncated)", path);
   std::string want = header.substr(magic.size(), 7 + 64);
+  // The rest of the block (after the magic line and "sha256 <hex>\n") is zero padding, and nothing else.
+  const size_t line_end = magic.size() + 7 + 64;
+  DT_CHECK(header[line_end] == '\n' && header.find_first_not_of('\0', line_end + 1) == std::string::npos,
+           "checkpoint {} has a damaged header: bytes after its checksum line, which must be zero padding, are not; "
+           "the file was edited or corrupted; resume from an earlier checkpoint",
+           path);
   std::string got = "sha256 " + sha256_file_hex(path, kUserBlock);
   DT_CHECK(want == got, "checkpoint {} is corrupted or truncated: the SHA-256 of its contents does not match the "
            "one recorded when it was written; resume from an earlier checkpoint", path);
@@ -268,8 +274,14 @@ CheckpointState checkpoint_read_state(const std::string& path) {
   s.config_yaml = read_attr_str(root, path, "config");
   s.step = read_attr_i64(root, path, "step");
   s.tokens_seen = read_attr_i64(root, path, "tokens_seen");
-  s.loader_epoch = static_cast<uint64_t>(read_attr_i64(root, path, "loader_epoch"));
-  s.loader_position = static_cast<uint64_t>(read_attr_i64(root, path, "loader_position"));
+  const int64_t epoch = read_attr_i64(root, path, "loader_epoch");
+  const int64_t position = read_attr_i64(root, path, "loader_position");
+  DT_CHECK(epoch >= 0 && position >= 0,
+           "checkpoint {}: inconsistent attributes (loader_epoch {}, loader_position {}: both must be >= 0); the file "
+           "was edited or corrupted; resume from an earlier checkpoint",
+           path, epoch, position);
+  s.loader_epoch = static_cast<uint64_t>(epoch);
+  s.loader_position = static_cast<uint64_t>(position);
   s.rng_seed = static_cast<uint64_t>(read_attr_i64(root, path, "rng_seed"));
   s.rng_offset = static_cast<uint64_t>(read_attr_i64(root, path, "rng_offset"));
   s.tp = read_attr_i64(root, path, "tp");
@@ -287,6 +299,13 @@ CheckpointState checkpoint_read_state(const std::string& path) {
            "{}, skipped in a row {})",
            path, s.step, s.tokens_seen, s.tp, s.dp, s.optimizer_steps, s.skipped_steps, s.skips_in_a_row);
   return s;
+}
+
+bool checkpoint_has_group(const std::string& path, const std::string& group) {
+  H5Handle f = open_for_read(path);
+  const size_t slash = group.find('/');
+  if (slash != std::string::npos && H5Lexists(f.get(), group.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) return false;
+  return H5Lexists(f.get(), group.c_str(), H5P_DEFAULT) > 0;
 }
 
 std::vector<std::pair<std::string, Shape>> checkpoint_list(const std::string& path, const std::string& group) {

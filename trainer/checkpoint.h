@@ -64,6 +64,9 @@ CheckpointState checkpoint_read_state(const std::string& path);
 // error too (the checkpoint belongs to another model). Errors name the file and the tensor.
 void checkpoint_load_group(const std::string& path, const CheckpointGroup& group);
 
+// Whether the file holds the group (e.g. "optimizer/m": not in a weights-only file).
+bool checkpoint_has_group(const std::string& path, const std::string& group);
+
 // Names and shapes of the datasets under `group` (for `deltatron info` and tests).
 std::vector<std::pair<std::string, Shape>> checkpoint_list(const std::string& path, const std::string& group);
 

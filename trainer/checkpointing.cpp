@@ -152,7 +152,9 @@ void save_train_checkpoint(const std::string& path, const Config& cfg, const Par
   // ZeRO-1: the moments' shards gathered whole over DP first (every DP rank takes part), then DP
   // rank 0 goes on as with a plain optimizer.
   std::unique_ptr<WholeMoments> whole;
-  if (opt.sharded()) {
+  const bool moments = cfg.train.save_optimizer;  // false: a weights-only file
+  if (opt.sharded() && !moments && opt.zero1()->comm().rank() != 0) return;
+  if (opt.sharded() && moments) {
     whole = std::make_unique<WholeMoments>(params);
     opt.gather_moments(*whole);
     if (opt.zero1()->comm().rank() != 0) return;
@@ -165,22 +167,31 @@ void save_train_checkpoint(const std::string& path, const Config& cfg, const Par
              params.tp().size);
     std::vector<std::vector<float>> store;
     std::vector<CheckpointGroup> groups = {
-        {"params", gather_whole(params, [&](int s) { return params.master(s); }, *tp, store)},
-        {"optimizer/m", gather_whole(params, m_of, *tp, store)},
-        {"optimizer/v", gather_whole(params, v_of, *tp, store)}};
+        {"params", gather_whole(params, [&](int s) { return params.master(s); }, *tp, store)}};
+    if (moments) {
+      groups.push_back({"optimizer/m", gather_whole(params, m_of, *tp, store)});
+      groups.push_back({"optimizer/v", gather_whole(params, v_of, *tp, store)});
+    }
     if (tp->rank() == 0) checkpoint_save(path, state, groups);
     return;
   }
   HostStage stage;
-  std::vector<CheckpointGroup> groups = {{"params", param_tensors(params, stage)},
-                                         {"optimizer/m", slot_tensors(params, m_of, stage)},
-                                         {"optimizer/v", slot_tensors(params, v_of, stage)}};
+  std::vector<CheckpointGroup> groups = {{"params", param_tensors(params, stage)}};
+  if (moments) {
+    groups.push_back({"optimizer/m", slot_tensors(params, m_of, stage)});
+    groups.push_back({"optimizer/v", slot_tensors(params, v_of, stage)});
+  }
   stage.download();
   checkpoint_save(path, state, groups);
 }
 
 CheckpointState load_train_checkpoint(const std::string& path, ParamStore& params, AdamW* opt) {
   CheckpointState state = checkpoint_read_state(path);
+  DT_CHECK(!opt || checkpoint_has_group(path, "optimizer/m"),
+           "checkpoint {} holds the weights only (written with train.save_optimizer: false), without AdamW's moments "
+           "that resuming needs; evaluate it with `deltatron eval --checkpoint {}`, or resume from a checkpoint "
+           "written with train.save_optimizer: true",
+           path, path);
   // ZeRO-1: the whole moments are read first; each rank then keeps its shard (scatter_moments).
   std::unique_ptr<WholeMoments> whole;
   if (opt && opt->sharded()) whole = std::make_unique<WholeMoments>(params);

@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "core/error.h"
+#include "trainer/yaml_keys.h"
 
 namespace dt {
 
@@ -58,6 +59,7 @@ void visit_fields(C& c, F&& f) {
   f("data.train", c.data.train);
   f("data.val", c.data.val);
   f("data.shuffle", c.data.shuffle);
+  f("data.require_manifest", c.data.require_manifest);
   auto& t = c.train;
   f("train.batch_size", t.batch_size);
   f("train.grad_accum", t.grad_accum);
@@ -76,6 +78,7 @@ void visit_fields(C& c, F&& f) {
   f("train.eval_batches", t.eval_batches);
   f("train.checkpoint_every", t.checkpoint_every);
   f("train.keep_last", t.keep_last);
+  f("train.save_optimizer", t.save_optimizer);
   f("train.seed", t.seed);
   f("run.dir", c.run.dir);
   f("run.name", c.run.name);
@@ -459,6 +462,7 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   DT_CHECK(root.IsNull() || root.IsMap(),
            "{}: the top level must be a mapping with the sections model, data, train, run, parallel; got {}",
            source, describe(root));
+  check_no_duplicate_keys(root, source);
   try {
     for (const std::string& s : sets) apply_set(root, s, origins);
     if (root.IsMap()) check_keys(root, "", origins);
@@ -493,156 +497,6 @@ Config load_config(const std::string& path, const std::vector<std::string>& sets
   Config c = parse_config(ss.str(), sets, path);
   if (c.run.name.empty()) c.run.name = fs::path(path).stem().string();
   return c;
-}
-
-void validate_config(const Config& c) {
-  std::vector<std::string> errs;
-  auto rule = [&](bool ok, std::string msg) {
-    if (!ok) errs.push_back(std::move(msg));
-  };
-  auto positive = [&](const char* key, auto v) { rule(v > 0, fmt::format("{} = {} must be > 0", key, v)); };
-  auto non_negative = [&](const char* key, auto v) { rule(v >= 0, fmt::format("{} = {} must be >= 0", key, v)); };
-  auto divides = [&](const char* key_a, int a, const char* key_b, int b, const char* why) {
-    if (a > 0 && b > 0)
-      rule(a % b == 0, fmt::format("{} = {} must be divisible by {} = {} ({})", key_a, a, key_b, b, why));
-  };
-  const ModelConfig& m = c.model;
-  positive("model.vocab_size", m.vocab_size);
-  positive("model.d_model", m.d_model);
-  positive("model.d_ff", m.d_ff);
-  rule(!m.layers.empty(), "model.layers is empty: the pattern needs at least one layer, e.g. [gdn, gdn, gdn, attn]");
-  positive("model.norm_eps", m.norm_eps);
-  positive("model.init_std", m.init_std);
-
-  positive("model.attn.n_heads", m.attn.n_heads);
-  positive("model.attn.n_kv_heads", m.attn.n_kv_heads);
-  positive("model.attn.head_dim", m.attn.head_dim);
-  divides("model.attn.n_heads", m.attn.n_heads, "model.attn.n_kv_heads", m.attn.n_kv_heads,
-          "each key/value head serves n_heads / n_kv_heads query heads");
-  non_negative("model.attn.rotary_dim", m.attn.rotary_dim);
-  rule(m.attn.rotary_dim % 2 == 0,
-       fmt::format("model.attn.rotary_dim = {} must be even (RoPE rotates pairs of dims)", m.attn.rotary_dim));
-  rule(m.attn.rotary_dim <= m.attn.head_dim,
-       fmt::format("model.attn.rotary_dim = {} must be <= model.attn.head_dim = {}", m.attn.rotary_dim,
-                   m.attn.head_dim));
-  positive("model.attn.rope_theta", m.attn.rope_theta);
-
-  positive("model.mla.n_heads", m.mla.n_heads);
-  non_negative("model.mla.q_lora_rank", m.mla.q_lora_rank);
-  positive("model.mla.kv_lora_rank", m.mla.kv_lora_rank);
-  non_negative("model.mla.qk_nope_head_dim", m.mla.qk_nope_head_dim);
-  positive("model.mla.qk_rope_head_dim", m.mla.qk_rope_head_dim);
-  rule(m.mla.qk_rope_head_dim % 2 == 0,
-       fmt::format("model.mla.qk_rope_head_dim = {} must be even (RoPE rotates pairs of dims)",
-                   m.mla.qk_rope_head_dim));
-  positive("model.mla.v_head_dim", m.mla.v_head_dim);
-  positive("model.mla.rope_theta", m.mla.rope_theta);
-
-  positive("model.gdn.n_k_heads", m.gdn.n_k_heads);
-  positive("model.gdn.n_v_heads", m.gdn.n_v_heads);
-  divides("model.gdn.n_v_heads", m.gdn.n_v_heads, "model.gdn.n_k_heads", m.gdn.n_k_heads,
-          "value head j reads key head j / (n_v_heads / n_k_heads)");
-  positive("model.gdn.head_k_dim", m.gdn.head_k_dim);
-  positive("model.gdn.head_v_dim", m.gdn.head_v_dim);
-  positive("model.gdn.conv_kernel", m.gdn.conv_kernel);
-  non_negative("model.gdn.chunk_size", m.gdn.chunk_size);
-
-  rule(!c.data.train.empty(), "data.train is empty: give a glob of train shards, e.g. shards/x/x_train_*.bin");
-  rule(!c.data.val.empty() || c.train.eval_batches == 0,
-       "data.val is empty: give a glob of validation shards, or set train.eval_batches: 0");
-
-  const TrainConfig& t = c.train;
-  positive("train.batch_size", t.batch_size);
-  positive("train.seq_len", t.seq_len);
-  positive("train.steps", t.steps);
-  non_negative("train.lr", t.lr);
-  non_negative("train.min_lr", t.min_lr);
-  rule(t.min_lr <= t.lr, fmt::format("train.min_lr = {} must be <= train.lr = {}", t.min_lr, t.lr));
-  non_negative("train.warmup_steps", t.warmup_steps);
-  rule(t.warmup_steps <= t.steps, fmt::format("train.warmup_steps = {} must be <= train.steps = {}",
-                                              t.warmup_steps, t.steps));
-  non_negative("train.weight_decay", t.weight_decay);
-  rule(t.beta1 >= 0 && t.beta1 < 1, fmt::format("train.beta1 = {} must be in [0, 1)", t.beta1));
-  rule(t.beta2 >= 0 && t.beta2 < 1, fmt::format("train.beta2 = {} must be in [0, 1)", t.beta2));
-  positive("train.eps", t.eps);
-  non_negative("train.grad_clip", t.grad_clip);
-  non_negative("train.eval_every", t.eval_every);
-  non_negative("train.eval_batches", t.eval_batches);
-  positive("train.grad_accum", t.grad_accum);
-  positive("train.max_skips_in_a_row", t.max_skips_in_a_row);
-  non_negative("train.checkpoint_every", t.checkpoint_every);
-  non_negative("train.keep_last", t.keep_last);
-  rule(t.checkpoint_every == 0 || t.keep_last >= 1,
-       fmt::format("train.keep_last = {} must be >= 1 when train.checkpoint_every = {} > 0 (a checkpoint that is "
-                   "deleted at once protects nothing)",
-                   t.keep_last, t.checkpoint_every));
-
-  rule(!c.run.dir.empty(), "run.dir is empty: give a folder for run directories, e.g. runs");
-  rule(c.run.device == "auto" || c.run.device == "cpu" || c.run.device == "cuda",
-       fmt::format("run.device = '{}' must be auto, cpu or cuda", c.run.device));
-  non_negative("run.threads", c.run.threads);
-  positive("run.log_every", c.run.log_every);
-
-  // Data parallelism (parallel/dp_grads.h) and the collectives' timeout (parallel/communicator.h).
-  positive("parallel.bucket_mb", c.parallel.bucket_mb);
-  rule(c.parallel.timeout_s > 0,
-       fmt::format("parallel.timeout_s = {} must be > 0: it is how long a collective waits for the other ranks "
-                   "before the job is ended (the default 600 s suits most runs; raise it for slow first steps)",
-                   c.parallel.timeout_s));
-
-  // Tensor parallelism splits heads (and the vocabulary) across the TP ranks (DESIGN section 3).
-  int tp = c.parallel.tp;
-  positive("parallel.tp", tp);
-  if (tp > 1) {
-    auto uses = [&](MixerKind k) { return std::find(m.layers.begin(), m.layers.end(), k) != m.layers.end(); };
-    const char* why = "each tensor-parallel rank holds whole heads";
-    divides("model.vocab_size", m.vocab_size, "parallel.tp", tp, "the embedding and LM head split the vocabulary");
-    // The parallel.tp values (divisors of n) that `fits`, for the messages: "1, 2, 4".
-    auto valid_tp = [](int n, auto fits) {
-      std::vector<std::string> v;
-      for (int t = 1; t <= n; ++t)
-        if (n % t == 0 && fits(t)) v.push_back(std::to_string(t));
-      return join(v, ", ");
-    };
-    if (uses(MixerKind::kAttn)) {
-      const int H = m.attn.n_heads, Hkv = m.attn.n_kv_heads;
-      divides("model.attn.n_heads", H, "parallel.tp", tp, why);
-      // Each rank holds whole KV heads, or, with fewer KV heads than ranks, the one KV head its
-      // query heads read, replicated on tp / n_kv_heads ranks (layers/attention.h).
-      if (H > 0 && Hkv > 0 && H % Hkv == 0) {
-        const std::string valid = fmt::format(
-            "valid parallel.tp for model.attn.n_heads = {} and model.attn.n_kv_heads = {}: {}", H, Hkv,
-            valid_tp(H, [&](int t) { return Hkv % t == 0 || t % Hkv == 0; }));
-        if (Hkv >= tp)
-          rule(Hkv % tp == 0, fmt::format("model.attn.n_kv_heads = {} must be divisible by parallel.tp = {} (each "
-                                          "tensor-parallel rank holds whole key/value heads); {}",
-                                          Hkv, tp, valid));
-        else
-          rule(tp % Hkv == 0, fmt::format("parallel.tp = {} must be divisible by model.attn.n_kv_heads = {} (fewer "
-                                          "key/value heads than ranks are replicated evenly, each on parallel.tp / "
-                                          "n_kv_heads ranks); {}",
-                                          tp, Hkv, valid));
-      }
-    }
-    // The SwiGLU hidden size splits too (gate_proj and up_proj by output, down_proj by input features).
-    divides("model.d_ff", m.d_ff, "parallel.tp", tp, "the MLP splits its hidden features across the TP ranks");
-    if (uses(MixerKind::kMla)) divides("model.mla.n_heads", m.mla.n_heads, "parallel.tp", tp, why);
-    if (uses(MixerKind::kGdn)) {
-      // GDN key heads are not replicated (unlike attention's KV heads): every rank holds whole key heads.
-      const int Hk = m.gdn.n_k_heads, Hv = m.gdn.n_v_heads;
-      const std::string valid =
-          Hk > 0 && Hv > 0 && Hv % Hk == 0
-              ? fmt::format("; valid parallel.tp for model.gdn.n_k_heads = {}: {}", Hk,
-                            valid_tp(Hk, [](int) { return true; }))
-              : std::string();
-      if (Hk > 0) rule(Hk % tp == 0, fmt::format("model.gdn.n_k_heads = {} must be divisible by parallel.tp = {} ({}; "
-                                                 "GDN key heads are not replicated across ranks){}",
-                                                 Hk, tp, why, valid));
-      divides("model.gdn.n_v_heads", Hv, "parallel.tp", tp, why);
-    }
-  }
-  if (errs.size() == 1) DT_FAIL("invalid config: {}", errs[0]);
-  if (!errs.empty()) DT_FAIL("invalid config:\n  - {}", join(errs, "\n  - "));
 }
 
 std::string config_to_yaml(const Config& c) {

@@ -23,6 +23,7 @@ struct DataConfig {
   std::string train = "shards/fineweb_edu_sample/fineweb_edu_train_*.bin";  // glob, relative to the cwd
   std::string val = "shards/fineweb_edu_sample/fineweb_edu_val_*.bin";
   bool shuffle = true;  // shuffle the train windows each epoch (validation is never shuffled)
+  bool require_manifest = true;  // a glob needs its directory's prepare manifest (data/manifest.h)
 };
 
 struct TrainConfig {
@@ -43,6 +44,7 @@ struct TrainConfig {
   int eval_batches = 20;    // batches of the val shard per validation (0: no validation)
   int checkpoint_every = 0; // save <run dir>/checkpoints/step_XXXXXXXX.h5 every this many steps and at the end (0: never)
   int keep_last = 3;        // checkpoints kept; older ones are deleted once a newer one is complete
+  bool save_optimizer = true;  // false: checkpoints hold the weights only (eval, not --resume)
   uint64_t seed = 1337;     // parameter init and data order
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "data/manifest.h"
 #include "trainer/checkpointing.h"
 #include "trainer/config.h"
 #include "trainer/runtime.h"
@@ -36,12 +37,13 @@ CheckpointEval evaluate_checkpoint(const std::string& path, const CheckpointEval
   r.batch_size = cfg.train.batch_size;
   r.seq_len = cfg.train.seq_len;
   std::vector<std::string> shards;
+  const char* key = options.data.empty() ? "data.val (from the checkpoint's config; pass --data GLOB)" : "--data";
   try {
     shards = expand_shard_glob(r.data);
   } catch (const Error& e) {
-    DT_FAIL("{}: {}", options.data.empty() ? "data.val (from the checkpoint's config; pass --data GLOB)" : "--data",
-            e.what());
+    DT_FAIL("{}: {}", key, e.what());
   }
+  check_shard_sets(r.data, shards, cfg.data.require_manifest, key);  // data/manifest.h
   DataLoader loader(shards, r.batch_size, r.seq_len, cfg.model.vocab_size, cfg.train.seed, /*shuffle=*/false);
   const int64_t available = loader.batches_per_epoch();
   const int64_t wanted = options.batches > 0          ? options.batches

@@ -21,6 +21,7 @@
 #include "trainer/checkpointing.h"
 #include "trainer/evaluate.h"
 #include "trainer/grad_sync.h"
+#include "trainer/memory_check.h"
 #include "trainer/metrics.h"
 #include "trainer/mfu.h"
 #include "trainer/run_lock.h"
@@ -224,6 +225,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
   summary.run_dir = run_dir_of(cfg, options.run_dir);
   const fs::path dir(summary.run_dir);
   const std::string ckpt_dir = checkpoints_dir(summary.run_dir);
+  check_training_memory(cfg, runtime.device(), tp, dp);  // before the model allocates
   Model model(cfg.model, B, T, DType::kF32, runtime.device(), TpLayout{grid.tp_rank(), tp});
   model.init(tc.seed);
   ParamStore& params = model.params();

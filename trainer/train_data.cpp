@@ -3,18 +3,22 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "data/manifest.h"
 
 namespace dt {
 
 namespace {
 
-// The shard files of a data.* glob; the error names the key.
-std::vector<std::string> shard_paths(const std::string& pattern, const char* key) {
+// The shard files of a data.* glob, checked against their sets' manifests; the error names the key.
+std::vector<std::string> shard_paths(const std::string& pattern, const char* key, bool require_manifest) {
+  std::vector<std::string> paths;
   try {
-    return expand_shard_glob(pattern);
+    paths = expand_shard_glob(pattern);
   } catch (const Error& e) {
     DT_FAIL("{}: {}", key, e.what());
   }
+  check_shard_sets(pattern, paths, require_manifest, key);
+  return paths;
 }
 
 void check_train_windows(const Config& cfg, const std::vector<std::string>& paths, int dp_size) {
@@ -64,13 +68,13 @@ std::string describe_files(const std::vector<std::string>& paths) {
 TrainData open_train_data(const Config& cfg, int dp_rank, int dp_size) {
   const TrainConfig& t = cfg.train;
   TrainData d;
-  const std::vector<std::string> train_paths = shard_paths(cfg.data.train, "data.train");
+  const std::vector<std::string> train_paths = shard_paths(cfg.data.train, "data.train", cfg.data.require_manifest);
   check_train_windows(cfg, train_paths, dp_size);
   d.train = std::make_unique<DataLoader>(train_paths, t.batch_size, t.seq_len, cfg.model.vocab_size, t.seed,
                                          cfg.data.shuffle, dp_rank, dp_size);
   read_first_batch(*d.train, t);
   if (t.eval_batches > 0) {
-    const std::vector<std::string> val_paths = shard_paths(cfg.data.val, "data.val");
+    const std::vector<std::string> val_paths = shard_paths(cfg.data.val, "data.val", cfg.data.require_manifest);
     check_val_windows(cfg, val_paths, dp_size);
     d.val = std::make_unique<DataLoader>(val_paths, t.batch_size, t.seq_len, cfg.model.vocab_size, t.seed,
                                          /*shuffle=*/false, dp_rank, dp_size);

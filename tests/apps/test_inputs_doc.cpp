@@ -97,5 +97,51 @@ TEST(InputsDoc, EveryCitedTestExists) {
   for (const std::string& row : rows_without_test) ADD_FAILURE() << "docs/inputs.md row cites no test: " << row;
 }
 
+// The docs describe what the code does now: a statement of work still to come ("not built yet",
+// "refused until X exists") goes stale the day X lands, so none is allowed in the reference docs.
+TEST(InputsDoc, NoFutureWorkInTheReferenceDocs) {
+  const std::regex future(R"(not built yet|not yet (built|supported|implemented)|until [^|.]{0,60} exists)",
+                          std::regex::icase);
+  for (const char* doc : {"docs/inputs.md", "docs/config.md"}) {
+    std::istringstream in(read_source(doc));
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++n;
+      EXPECT_FALSE(std::regex_search(line, future))
+          << doc << ":" << n << " speaks of work to come; say what the code does now: " << line;
+    }
+  }
+}
+
+// Paths that tests show working must not be called refused. Each entry: a pattern for a refusal
+// claim, and the test that runs the path (which must exist, so the entry cannot outlive it).
+TEST(InputsDoc, WorkingPathsAreNotCalledRefused) {
+  struct Works {
+    const char* claim;
+    const char* test_file;
+    const char* test_decl;
+  };
+  const Works works[] = {
+      {R"((> ?1|tp > 1)`?,? (is |are )?(refused|not built|not supported))", "mpi/test_mpi_tp.cpp",
+       "TEST(MpiTrainer, EveryLayoutRepeatsTheOneProcessCurve)"},
+      {R"(fewer KV heads than `?tp`?[^|]{0,60}(refused|not built|not supported))", "layers/test_tp_kv.cpp",
+       "TEST(TpKvReplication, OneKvHeadOnEveryRank)"},
+  };
+  for (const Works& w : works) {
+    EXPECT_NE(read_source(std::string("tests/") + w.test_file).find(w.test_decl), std::string::npos)
+        << "tests/" << w.test_file << " no longer has " << w.test_decl << "; update this list";
+    const std::regex claim(w.claim, std::regex::icase);
+    for (const char* doc : {"docs/inputs.md", "docs/config.md", "README.md"}) {
+      std::istringstream in(read_source(doc));
+      int n = 0;
+      for (std::string line; std::getline(in, line);) {
+        ++n;
+        EXPECT_FALSE(std::regex_search(line, claim))
+            << doc << ":" << n << " calls refused a path that " << w.test_decl << " runs: " << line;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dt

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "data/prepare.h"
 #include "data/shard.h"
+#include "data/shard_set.h"
 #include "data/tokenizer.h"
 #include "tests/data/data_test_util.h"
 #include "trainer/config.h"
@@ -316,6 +317,40 @@ TEST(Prepare, FailureLateInTheInputRemovesWrittenShards) {
   const std::string msg = error_of([&] { run_prepare({dir / "in.jsonl"}, dir / "out", -1, 50000); });
   EXPECT_NE(msg.find("line 5301"), std::string::npos) << msg;
   EXPECT_TRUE(bin_files(dir / "out").empty());
+}
+
+// A failed --overwrite leaves the previous set byte for byte; a killed run's leftovers go next time.
+TEST(Prepare, FailedOverwriteKeepsThePreviousSet) {
+  ScratchDir dir;
+  const std::string good = write_jsonl(dir, "good.jsonl", random_docs(200, 4));
+  run_prepare({good}, dir / "out", -1, 2000);
+  const std::vector<std::string> before = bin_files(dir / "out");
+  ASSERT_GT(before.size(), 2u);
+  std::vector<std::string> bytes;
+  for (const std::string& f : before) bytes.push_back(read_bytes(f));
+  std::string bad;
+  for (const auto& d : random_docs(5000, 7)) bad += jsonl_line(d);  // shards get written before the error
+  bad += "{oops}\n";
+  write_bytes(dir / "bad.jsonl", bad);
+  PrepareOptions o;
+  o.inputs = {dir / "bad.jsonl"};
+  o.out_dir = dir / "out";
+  o.name = "t";
+  o.shard_tokens = 50000;  // a few big shards are written before the error
+  o.auto_val_tokens = kAutoValTokens;
+  o.overwrite = true;
+  EXPECT_NE(error_of([&] { prepare_shards(o, byte_encode, nullptr); }).find("line 5001"), std::string::npos);
+  EXPECT_EQ(bin_files(dir / "out"), before);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(read_bytes(before[i]), bytes[i]) << before[i];
+  EXPECT_TRUE(shard_set_leftovers(dir / "out").empty());
+  // What a killed run leaves: a staging directory. The next prepare of the name deletes it.
+  std::filesystem::create_directories(std::string(dir / "out") + "/.t.prepare.tmp.abcdef");
+  EXPECT_EQ(shard_set_leftovers(dir / "out").size(), 1u);
+  o.inputs = {good};
+  o.shard_tokens = 2000;
+  prepare_shards(o, byte_encode, nullptr);
+  EXPECT_TRUE(shard_set_leftovers(dir / "out").empty());
+  EXPECT_EQ(bin_files(dir / "out"), before);
 }
 
 TEST(Prepare, TokenizerIdsMustFitUint16) {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/philox.h"
+#include "data/manifest.h"
 #include "data/shard.h"
 #include "layers/model.h"
 #include "tests/mpi/mpi_test_util.h"
@@ -134,6 +135,7 @@ class SharedRunDir {
       for (size_t i = 0; i < val.size(); ++i) val[i] = tokens.val(i);
       write_shard((path_ / "z_train_000001.bin").string(), train);
       write_shard((path_ / "z_val_000000.bin").string(), val);
+      write_manifest((path_ / "z.manifest.json").string(), manifest_of_files(path_.string(), "z"));
     }
     world().barrier();
   }

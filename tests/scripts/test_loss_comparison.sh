@@ -233,6 +233,19 @@ data="$tmp/shards"
 mkdir -p "$data"
 cp "$tmp/prep/fineweb_edu_train_000001.bin" "$data/corpus_train_000001.bin"
 for s in fineweb_edu fineweb docs; do cp "$tmp/prep/fineweb_edu_val_000000.bin" "$data/${s}_val_000000.bin"; done
+# One manifest per copied set (data/manifest.h), as scripts/prepare_comparison_data.sh leaves them.
+python3 - "$data" <<'PY'
+import glob, hashlib, json, os, re, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.bin"))):
+    file = os.path.basename(path)
+    name = re.sub(r"_(train|val)_\d+\.bin$", "", file)
+    shard = {"file": file, "tokens": (os.path.getsize(path) - 1024) // 2,
+             "sha256": hashlib.sha256(open(path, "rb").read()).hexdigest()}
+    m = {"format": "deltatron-shard-set", "version": 1, "name": name, "shards": [shard],
+         "tokenizer": {"encoder.json_sha256": "", "vocab.bpe_sha256": ""}, "inputs": []}
+    with open(os.path.join(sys.argv[1], name + ".manifest.json"), "w") as f:
+        json.dump(m, f)
+PY
 for m in softmax_124m gdn_124m; do
   sed -i -e 's/batch_size: 8/batch_size: 2/' -e 's/seq_len: 1024/seq_len: 32/' -e 's/checkpoint_every: 75/checkpoint_every: 2/' \
     -e 's/eval_every: 50/eval_every: 2/' -e 's/warmup_steps: 10/warmup_steps: 1/' -e 's/eval_batches: 4/eval_batches: 2/' "$tmp/cfg/$m.yaml"

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/manifest.h"
 #include "data/shard.h"
 #include "trainer/config.h"
 
@@ -66,6 +67,7 @@ inline void write_tiny_shards(const std::string& dir) {
   std::vector<uint16_t> train = make(3000, 0), val = make(700, 7);
   write_shard(dir + "/tiny_train_000001.bin", train);
   write_shard(dir + "/tiny_val_000000.bin", val);
+  write_manifest(dir + "/tiny.manifest.json", manifest_of_files(dir, "tiny"));
 }
 
 // A two-layer hybrid small enough for a test to train in well under a second per step.
