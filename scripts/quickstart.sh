@@ -13,7 +13,7 @@ BUILD_TARGET=deltatron scripts/build.sh
 bin="${BUILD_DIR:-build}/deltatron"
 
 shards=shards/fineweb_edu_sample
-if compgen -G "$shards/fineweb_edu_train_*.bin" >/dev/null && compgen -G "$shards/fineweb_edu_val_*.bin" >/dev/null; then
+if [ -f "$shards/fineweb_edu.manifest.json" ]; then  # written last by prepare: the set is complete
   echo "quickstart: shards already in $shards"
 else
   "$bin" prepare --input assets/fineweb-edu/fineweb_edu.jsonl --out "$shards" --overwrite
