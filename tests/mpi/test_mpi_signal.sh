@@ -4,6 +4,7 @@
 #      rank 0 saves the checkpoint of that step, mpirun exits 0; --resume then ends with the
 #      losses of an uninterrupted run;
 #   2. SIGTERM to rank 1 alone: the ranks agree at the next step boundary and stop together.
+# The shards are written by hand, without a prepare manifest (data.require_manifest: false).
 # Usage: test_mpi_signal.sh MPIEXEC DELTATRON
 set -uo pipefail
 mpiexec=$1 deltatron=$2
@@ -28,7 +29,7 @@ PY
   --set 'model.layers=[gdn, attn]' --set model.attn.n_heads=2 --set model.attn.n_kv_heads=1 \
   --set model.attn.head_dim=16 --set model.attn.rotary_dim=8 --set model.gdn.n_k_heads=1 \
   --set model.gdn.n_v_heads=2 --set model.gdn.head_k_dim=16 --set model.gdn.head_v_dim=8 \
-  --set model.gdn.chunk_size=8 --set "data.train=$dir/tiny_train_*.bin" --set "data.val=$dir/tiny_val_*.bin" \
+  --set model.gdn.chunk_size=8 --set "data.train=$dir/tiny_train_*.bin" --set "data.val=$dir/tiny_val_*.bin" --set data.require_manifest=false \
   --set train.batch_size=2 --set train.seq_len=20 --set train.steps=200 --set train.warmup_steps=2 \
   --set train.eval_every=0 --set train.eval_batches=2 --set train.checkpoint_every=0 --set run.threads=1 --set run.device=cpu \
   >"$dir/tiny.yaml" || { echo "FAIL cannot write the config"; exit 1; }
