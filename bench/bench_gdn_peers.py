@@ -1,6 +1,6 @@
 """fla's chunk_gated_delta_rule at bench_gdn's shapes, on the same GPU, in the same device call.
 
-Invocation as ../shared/peers/bench_fla_kernels.py (bf16 q, k, v; fp32 log-decay g = logsigmoid;
+Invocation as the peers' fla kernel benchmark (bf16 q, k, v; fp32 log-decay g = logsigmoid;
 beta; q/k l2norm inside fla's kernel). Each shape is timed three ways:
   - triton.testing.do_bench medians (L2 flushed before each run, Python's launches included: the
     peer script's way): fla_gdn_fwd_ms, fla_gdn_fwdbwd_ms;

@@ -1,5 +1,5 @@
 """The peers' training steps at the 124M shapes, on the same GPU, in the same device call as
-bench_train (scripts/gpu_check.sh runs both). Method as ../shared/peers/bench_e2e_peers.py:
+bench_train (scripts/gpu_check.sh runs both). Method (the peers' end-to-end benchmark's):
 batch B x T of random tokens, bf16 autocast, fused torch AdamW, tokens/s over the whole step
 (median-free: mean over `steps` after `warm` untimed steps), peak = torch.cuda.max_memory_allocated.
 

@@ -3,21 +3,24 @@
 
 The encoding is built offline from the repo's own copies of OpenAI's files (no network), with
 tiktoken's gpt2 pattern. Outputs, all read by tests/data/test_tokenizer.cpp:
-  fineweb_edu.ids.gz        per document of fineweb-edu/fineweb_edu.jsonl: uint32 n, n x int32 ids
+  fineweb_edu.ids.gz        per document of assets/fineweb-edu/fineweb_edu.jsonl: uint32 n, n x int32 ids
                             (little-endian)
   nasty.jsonl.gz            hand-written and random hard strings: {"name", "text", "ids"} a line
-  fineweb_legal.digests.gz  per document of fineweb/fineweb_legal_subset.jsonl: "<n> <sha256>", the
-  commoncrawl.digests.gz    sha256 of its ids as little-endian int32 (same for the dolma file)
+  fineweb_legal.digests.gz  per document of assets/fineweb/fineweb_legal_subset.jsonl.xz: "<n> <sha256>",
+  commoncrawl.digests.gz    the sha256 of its ids as little-endian int32 (the same for --commoncrawl:
+                            allenai/dolma's CC-MAIN-20190717121559-20190717143559-00140.jsonl test
+                            fixture, which the repository does not ship)
   unicode_sweep.json.gz     every code point assigned in this Python's Unicode (below U+F0000),
                             placed in a template, in segments of 1024: count + sha256 per segment
   manifest.json             tiktoken version, pattern, source files with sha256 and counts
 
-Usage: scripts/make_tokenizer_vectors.py [--shared DIR] [--out DIR]
+Usage: scripts/make_tokenizer_vectors.py --commoncrawl FILE [--out DIR]
 """
 import argparse
 import gzip
 import hashlib
 import json
+import lzma
 import os
 import random
 import struct
@@ -50,7 +53,8 @@ def gpt2_encoding():
 
 
 def read_texts(path):
-    with open(path, "rb") as f:  # lines end at "\n" only, as the C++ reader sees them
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rb") as f:  # lines end at "\n" only, as the C++ reader sees them
         return [json.loads(line)["text"] for line in f.read().split(b"\n") if line.strip()]
 
 
@@ -167,16 +171,14 @@ def write_gz(path, data: bytes):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared"))
+    ap.add_argument("--commoncrawl", required=True, help="the dolma Common Crawl test fixture (.jsonl)")
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "tokenizer_vectors"))
     args = ap.parse_args()
     enc = gpt2_encoding()
-    data = os.path.join(args.shared, "data")
     sources = {
-        "fineweb_edu": os.path.join(data, "fineweb-edu", "fineweb_edu.jsonl"),
-        "fineweb_legal": os.path.join(data, "fineweb", "fineweb_legal_subset.jsonl"),
-        "commoncrawl": os.path.join(data, "commoncrawl-raw-dolma-testdata",
-                                    "CC-MAIN-20190717121559-20190717143559-00140.jsonl"),
+        "fineweb_edu": os.path.join(REPO, "assets", "fineweb-edu", "fineweb_edu.jsonl"),
+        "fineweb_legal": os.path.join(REPO, "assets", "fineweb", "fineweb_legal_subset.jsonl.xz"),
+        "commoncrawl": args.commoncrawl,
     }
     os.makedirs(args.out, exist_ok=True)
     manifest = {"tiktoken": tiktoken.__version__, "pattern": GPT2_PAT,
@@ -186,7 +188,7 @@ def main():
         texts = read_texts(path)
         all_ids = enc.encode_ordinary_batch(texts, num_threads=4)
         n_tokens = sum(len(x) for x in all_ids)
-        manifest["sources"][name] = {"path": os.path.relpath(path, data), "sha256": sha256_file(path),
+        manifest["sources"][name] = {"path": os.path.basename(path), "sha256": sha256_file(path),
                                      "documents": len(texts), "tokens": n_tokens,
                                      "bytes": sum(len(t.encode()) for t in texts)}
         if name == "fineweb_edu":

@@ -1,4 +1,4 @@
-// The gated delta rule in chunks of C tokens (the WY form, /work/shared/GDN_MATH.md), the
+// The gated delta rule in chunks of C tokens (the WY form, written out below), the
 // reference for the CUDA chunk kernels. Per (batch, value head), one chunk of n <= C rows
 // (the last chunk of a sequence may be partial), S the state entering the chunk:
 //   G    = cumsum(g)                         within the chunk

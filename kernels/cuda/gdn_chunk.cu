@@ -1,5 +1,5 @@
-// The chunked gated delta rule on the GPU, forward and backward: the math of
-// /work/shared/GDN_MATH.md, step for step as in the CPU reference kernels/cpu/gdn_chunk.h
+// The chunked gated delta rule on the GPU, forward and backward: the WY-form math written out in
+// the CPU reference kernels/cpu/gdn_chunk.h, step for step as there
 // (gdn_chunk_forward_ref / gdn_chunk_backward_ref), per (batch b, value head h), chunk of n <= C
 // rows, S the state entering the chunk:
 //   G = cumsum(g)   Gam_ij = exp(G_i - G_j) (i >= j only)   A = strict_lower(diag(beta) K K^T o Gam)
