@@ -320,17 +320,25 @@ bool any_nonfinite(Communicator& comm, std::span<const Tensor> tensors) {
 }
 
 bool any_rank(Communicator& comm, bool local) {
-  int32_t flag = local ? 1 : 0;
+  bool flag[1] = {local};
+  any_rank_each(comm, flag);
+  return flag[0];
+}
+
+void any_rank_each(Communicator& comm, std::span<bool> flags) {
+  std::vector<int32_t> f(flags.begin(), flags.end());
+  const int64_t n = static_cast<int64_t>(f.size());
+  const size_t bytes = f.size() * sizeof(int32_t);
   if (comm.device() == Device::kCPU) {
-    comm.all_reduce(Tensor(&flag, DType::kI32, Device::kCPU, {1}), ReduceOp::kMax);
-    return flag != 0;
+    comm.all_reduce(Tensor(f.data(), DType::kI32, Device::kCPU, {n}), ReduceOp::kMax);
+  } else {
+    void* d = device_alloc(bytes, comm.device());
+    device_copy(d, comm.device(), f.data(), Device::kCPU, bytes);
+    comm.all_reduce(Tensor(d, DType::kI32, comm.device(), {n}), ReduceOp::kMax);
+    device_copy(f.data(), Device::kCPU, d, comm.device(), bytes);
+    device_free(d, comm.device());
   }
-  void* d = device_alloc(sizeof(flag), comm.device());
-  device_copy(d, comm.device(), &flag, Device::kCPU, sizeof(flag));
-  comm.all_reduce(Tensor(d, DType::kI32, comm.device(), {1}), ReduceOp::kMax);
-  device_copy(&flag, Device::kCPU, d, comm.device(), sizeof(flag));
-  device_free(d, comm.device());
-  return flag != 0;
+  for (size_t i = 0; i < f.size(); ++i) flags[i] = f[i] != 0;
 }
 
 double all_reduce_value(Communicator& comm, double value, ReduceOp op) {

@@ -135,6 +135,8 @@ class DpGradSync {
 bool any_nonfinite(Communicator& comm, std::span<const Tensor> tensors);
 // True on every rank when `local` is true on any rank.
 bool any_rank(Communicator& comm, bool local);
+// Several flags in one all-reduce: each becomes true where it is true on any rank.
+void any_rank_each(Communicator& comm, std::span<bool> flags);
 // The reduction of one number over the group (e.g. the mean loss), the same on every rank.
 double all_reduce_value(Communicator& comm, double value, ReduceOp op);
 

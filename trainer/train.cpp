@@ -155,13 +155,6 @@ ResumePoint find_resume_point(const Config& cfg, const std::string& run_dir, con
   return r;
 }
 
-// Whether a stop signal reached this rank or any other: every rank takes the same decision at the
-// same step, so that all of them take part in the checkpoint save that follows.
-bool stop_requested(Communicator& world, const StopSignal& signal) {
-  const bool local = signal.received() != 0;
-  return world.size() > 1 ? any_rank(world, local) : local;
-}
-
 }  // namespace
 
 std::string run_dir_of(const Config& cfg, const std::string& override_dir) {
@@ -397,9 +390,12 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     const double lr = lr_at_step(step, tc.steps, tc.warmup_steps, tc.lr, tc.min_lr);
     // A non-finite loss or gradient would poison the weights and both moments for good: skip the
     // update (the batch is still consumed and the step counted, so the schedule stays in place).
-    // Every rank takes the same decision (a NaN on one rank is seen by all).
-    bool skip = !std::isfinite(loss) || !std::isfinite(grad_norm);
-    if (world->size() > 1) skip = any_rank(*world, skip);
+    // Every rank takes the same decision (a NaN on one rank is seen by all). So with a stop signal
+    // that reached this rank or another: all ranks stop after this step and take part in the
+    // checkpoint save. Both flags travel in one all-reduce.
+    bool flags[2] = {!std::isfinite(loss) || !std::isfinite(grad_norm), stop_signal.received() != 0};
+    if (world->size() > 1) any_rank_each(*world, flags);
+    const bool skip = flags[0], stop = flags[1];
     if (skip) {
       ++state.skipped_steps;
       ++state.skips_in_a_row;
@@ -460,7 +456,7 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
     // The evaluation comes before the checkpoint, so that a checkpoint's metrics are complete.
     if (val_loader && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps)) run_eval(step);
     if (tc.checkpoint_every > 0 && (step % tc.checkpoint_every == 0 || step == tc.steps)) save_checkpoint(step);
-    if (step < tc.steps && stop_requested(*world, stop_signal)) {
+    if (step < tc.steps && stop) {
       if (saved_step != step) save_checkpoint(step);
       summary.stopped_by_signal = true;
       log.print(fmt::format("stopped by {} after step {}/{}: checkpoint saved to {}; continue the run with the same "

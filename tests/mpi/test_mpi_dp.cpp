@@ -131,6 +131,13 @@ TEST(MpiDpGrads, ANonfiniteValueOnOneRankIsSeenByAll) {
   }
   EXPECT_TRUE(any_rank(w, w.rank() == w.size() - 1));
   EXPECT_FALSE(any_rank(w, false));
+  // Several flags in one reduction, each on its own: the first set on the last rank only, the
+  // second nowhere, the third on rank 0 only.
+  bool flags[3] = {w.rank() == w.size() - 1, false, w.rank() == 0};
+  any_rank_each(w, flags);
+  EXPECT_TRUE(flags[0]);
+  EXPECT_FALSE(flags[1]);
+  EXPECT_TRUE(flags[2]);
   EXPECT_EQ(all_reduce_value(w, w.rank() + 1.0, ReduceOp::kMax), static_cast<double>(w.size()));
   EXPECT_EQ(all_reduce_value(w, w.rank() + 1.0, ReduceOp::kSum), w.size() * (w.size() + 1) / 2.0);
 }
