@@ -360,6 +360,27 @@ def completion_command(plan, paths):
     return paths(" ".join(shlex.quote(w) if i else w for i, w in enumerate(keep)))
 
 
+def commit_line(runs, plan):
+    """The commits that trained the runs, from their sittings (the plan's for a sitting that records
+    none): one commit, or each with the runs it trained; dirty where its working tree was."""
+    by_commit = {}
+    for r in runs:
+        for s in r["sittings"]:
+            commit = s.get("commit") or plan.get("commit", "n/a")
+            entry = by_commit.setdefault(commit, {"runs": [], "dirty": False})
+            if r["name"] not in entry["runs"]:
+                entry["runs"].append(r["name"])
+            entry["dirty"] |= bool(s.get("dirty", plan.get("dirty")) if s.get("commit") else plan.get("dirty"))
+    if not by_commit:
+        by_commit = {plan.get("commit", "n/a"): {"runs": [], "dirty": bool(plan.get("dirty"))}}
+    state = lambda e: " (working tree dirty: uncommitted changes to tracked files)" if e["dirty"] else ""
+    if len(by_commit) == 1:
+        (commit, entry), = by_commit.items()
+        return f"- Commit: `{commit}`{state(entry)}"
+    parts = [f"`{c}` ({', '.join(e['runs'])}){state(e)}" for c, e in by_commit.items()]
+    return "- Commits: " + "; ".join(parts)
+
+
 def report(out, runs, plan, infos, configs, manifest, manifest_path, discussion, throughput, report_path,
            png_name):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -378,9 +399,7 @@ def report(out, runs, plan, infos, configs, manifest, manifest_path, discussion,
     L += ["## Setup", ""]
     starts = [s["start"] for r in runs for s in r["sittings"] if s.get("start")]
     ends = [s["end"] for r in runs for s in r["sittings"] if s.get("end")]
-    L += [f"- Commit: `{plan.get('commit', 'n/a')}`"
-          + (" (working tree dirty: uncommitted changes to tracked files)" if plan.get("dirty") else
-             " (clean working tree)" if "dirty" in plan else ""),
+    L += [commit_line(runs, plan),
           f"- GPU: {plan.get('gpu', 'n/a')}, {plan.get('ranks', 'n/a')} data-parallel rank(s)",
           f"- Global batch: {fmt_int(plan.get('global_batch_tokens'))} tokens per step ({plan.get('global_batch', 'n/a')}),"
           " the same for every model",

@@ -127,6 +127,8 @@ fake_run softmax_124m_s2 3.52 100 200 300 1.25 60 0
 fake_run gdn_124m_s1 3.40 400 500 600 2.0 30 30
 fake_run gdn_124m_s2 3.44 400 500 600 2.0 30 30
 fake_run hybrid_mla_124m_s1 3.60 50 60 70 1.0 10 10
+# gdn_124m_s2 was trained at another commit, with a clean tree: the report names both commits.
+sed -i 's/^{"start"/{"commit": "bbb2222", "dirty": false, "start"/' "$runs/gdn_124m_s2/sittings.jsonl"
 cat > "$runs/softmax_124m_s1/config.yaml" << 'EOF'
 model: {layers: "[attn] * 12", attn: {n_kv_heads: 12, head_dim: 64}}
 EOF
@@ -167,6 +169,7 @@ check "1 of them have not finished: \`hybrid_gqa_124m_s1\`"
 grep -qx "scripts/loss_comparison.sh --tokens 48K --out runs/loss_comparison" "$md" || fail "no completion command: $(cat "$md")"
 check "| softmax_124m | 124,000,123 | 49,152, 49,152 | 200 | 1.50 | 0h02m30s, 0h01m00s |"
 check "| gdn_124m | n/a | 49,152, 49,152 | 500 | 2.00 | 0h01m00s, 0h01m00s |"
+check "- Commits: \`0123abc\` (softmax_124m_s1, softmax_124m_s2, gdn_124m_s1, hybrid_mla_124m_s1) (working tree dirty: uncommitted changes to tracked files); \`bbb2222\` (gdn_124m_s2)"
 check "docs: 7 batches, 57,344 tokens"
 check "Evaluation batches asked: 20"
 # Decode memory: all four models; the formulas at deltatron's element sizes (GDN state 4 B, caches 2 B),
