@@ -17,7 +17,6 @@
 #include "io/safetensors.h"
 #include "layers/model.h"
 #include "trainer/checkpoint.h"
-#include "trainer/checkpoint_check.h"
 #include "trainer/checkpointing.h"
 
 namespace dt {
@@ -64,11 +63,16 @@ void fsync_dir(const fs::path& dir) {
 
 std::string json_text(const nlohmann::ordered_json& j) { return j.dump(2) + "\n"; }
 
+// --out as an absolute path without a trailing separator ("hf/" and "hf" are the same directory).
+fs::path out_dir(const std::string& out) {
+  fs::path p = fs::absolute(fs::path(out)).lexically_normal();
+  if (p.filename().empty() && p != p.root_path()) p = p.parent_path();
+  return p;
+}
+
 // --out may be new, an empty directory, or (with force) a directory holding an earlier export.
-void check_out(const HfExportOptions& o) {
-  DT_CHECK(!o.out.empty(), "export needs --out DIR, the directory to write");
-  const fs::path out(o.out);
-  const fs::path parent = fs::absolute(out).parent_path();
+void check_out(const HfExportOptions& o, const fs::path& out) {
+  const fs::path parent = out.parent_path();
   std::error_code ec;
   DT_CHECK(fs::is_directory(parent, ec), "--out {}: its parent directory {} does not exist; create it first", o.out,
            parent.string());
@@ -140,8 +144,7 @@ class TempDir {
 // Renames `tmp` to `out`; an empty `out` is removed first, an earlier export is moved aside and deleted.
 void move_into_place(TempDir& tmp, const fs::path& out) {
   std::error_code ec;
-  const fs::path abs = fs::absolute(out);
-  const fs::path old = abs.parent_path() / fmt::format(".{}.export-old.{}", abs.filename().string(), ::getpid());
+  const fs::path old = out.parent_path() / fmt::format(".{}.export-old.{}", out.filename().string(), ::getpid());
   bool moved_aside = false;
   if (fs::exists(fs::symlink_status(out, ec))) {
     if (fs::is_empty(out, ec)) {
@@ -159,7 +162,7 @@ void move_into_place(TempDir& tmp, const fs::path& out) {
     DT_FAIL("--out {}: cannot rename {} into place: {}", out.string(), tmp.path().string(), ec.message());
   }
   tmp.release();
-  fsync_dir(abs.parent_path());
+  fsync_dir(out.parent_path());
   if (moved_aside) fs::remove_all(old, ec);
 }
 
@@ -170,14 +173,15 @@ HfExportResult export_hf(const HfExportOptions& o) {
            "runs/quickstart/checkpoints/step_00000150.h5");
   DT_CHECK(o.dtype == DType::kF32 || o.dtype == DType::kBF16, "export writes float32 or bfloat16 weights, not {}",
            dtype_name(o.dtype));
-  check_out(o);
-  std::error_code ec;
-  DT_CHECK(fs::is_regular_file(o.checkpoint, ec), "--checkpoint {}: no such file", o.checkpoint);
+  DT_CHECK(!o.out.empty(), "export needs --out DIR, the directory to write");
+  const fs::path out = out_dir(o.out);
+  check_out(o, out);
 
-  // The checkpoint: attributes, stored config and structure, then (below) every tensor's checksum.
+  // The checkpoint: its checksum and attributes, its stored config, then (below) its /params tensors,
+  // each checked by name, shape and checksum against the stored config's model. (Each open hashes
+  // the whole file, so the optimizer's groups, which the export does not read, are not checked.)
   const CheckpointState state = checkpoint_read_state(o.checkpoint);
   const Config cfg = checkpoint_config(o.checkpoint, state);
-  checkpoint_check_structure(o.checkpoint);
   const ModelConfig& m = cfg.model;
   Qwen35ExportInfo info;
   info.dtype = o.dtype == DType::kBF16 ? "bfloat16" : "float32";
@@ -189,7 +193,12 @@ HfExportResult export_hf(const HfExportOptions& o) {
            o.checkpoint, m.vocab_size, kGpt2Vocab, kGpt2Vocab);
   const TokenizerFiles tok = read_tokenizer(o.tokenizer_dir);
 
-  std::vector<ParamInfo> infos = Model::param_infos(m);
+  std::vector<ParamInfo> infos;
+  try {
+    infos = Model::param_infos(m);
+  } catch (const Error& e) {
+    DT_FAIL("checkpoint {}: its stored config cannot make a model: {}", o.checkpoint, e.what());
+  }
   std::vector<std::vector<float>> master(infos.size());
   CheckpointGroup group{"params", {}};
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -215,8 +224,7 @@ HfExportResult export_hf(const HfExportOptions& o) {
   }
   r.tensors = static_cast<int64_t>(entries.size());
 
-  const fs::path abs = fs::absolute(o.out);
-  TempDir tmp(abs.parent_path() / fmt::format(".{}.export-tmp.{}", abs.filename().string(), ::getpid()));
+  TempDir tmp(out.parent_path() / fmt::format(".{}.export-tmp.{}", out.filename().string(), ::getpid()));
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"deltatron_checkpoint_step", std::to_string(state.step)}};
   write_safetensors((tmp.path() / "model.safetensors").string(), entries, metadata);
@@ -232,7 +240,7 @@ HfExportResult export_hf(const HfExportOptions& o) {
   write_file(tmp.path() / "special_tokens_map.json",
              json_text({{"bos_token", kEot}, {"eos_token", kEot}, {"unk_token", kEot}}));
   fsync_dir(tmp.path());
-  move_into_place(tmp, o.out);
+  move_into_place(tmp, out);
   return r;
 }
 

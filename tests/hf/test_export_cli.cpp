@@ -238,7 +238,8 @@ TEST_F(ExportCli, RefusesBadFlags) {
 
 TEST_F(ExportCli, RefusesBadCheckpoints) {
   expect_cli_error(run("--checkpoint " + quote(dir_ / "missing.h5") + " --out " + quote(dir_ / "hf")),
-                   "missing.h5: no such file");
+                   "checkpoint " + (dir_ / "missing.h5") + " does not exist");
+  expect_cli_error(run("--checkpoint " + quote(dir_.str()) + " --out " + quote(dir_ / "hf")), "is a directory");
   // One flipped byte in the middle of the tensor data: the checksum names the tensor.
   const std::string bad = dir_ / "corrupt.h5";
   fs::copy_file(ckpt_, bad);
@@ -277,6 +278,9 @@ TEST_F(ExportCli, OutRules) {
   const RunResult forced = export_to(dir_ / "hf", "--force");
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_EQ(nlohmann::json::parse(read_text(dir_ / "hf/config.json"))["dtype"], "float32");
+  // A trailing separator names the same directory.
+  ASSERT_EQ(export_to(dir_ / "slash/").exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir_ / "slash/config.json"));
   // A file, or a directory under a missing parent.
   write_text(dir_ / "file", "x");
   expect_cli_error(export_to(dir_ / "file"), "is not a directory");
