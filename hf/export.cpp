@@ -186,7 +186,12 @@ HfExportResult export_hf(const HfExportOptions& o) {
   Qwen35ExportInfo info;
   info.dtype = o.dtype == DType::kBF16 ? "bfloat16" : "float32";
   info.max_position_embeddings = cfg.train.seq_len;
-  const nlohmann::ordered_json config = qwen35_config_json(m, info);  // refuses what Qwen3.5 cannot express
+  nlohmann::ordered_json config;
+  try {
+    config = qwen35_config_json(m, info);  // refuses what Qwen3.5 cannot express
+  } catch (const Error& e) {
+    DT_FAIL("checkpoint {}: {}", o.checkpoint, e.what());
+  }
   DT_CHECK(m.vocab_size >= kGpt2Vocab,
            "checkpoint {}: model.vocab_size {} is smaller than GPT-2's {} tokens, so the exported tokenizer would "
            "give ids the model has no embedding for; only models with vocab_size >= {} export",
@@ -220,7 +225,8 @@ HfExportResult export_hf(const HfExportOptions& o) {
       data = bf16[i].data();
     }
     entries.push_back({infos[i].name, o.dtype, group.tensors[i].tensor.shape.vec(), data});
-    r.parameters += static_cast<int64_t>(master[i].size());
+    r.parameters += group.tensors[i].tensor.numel();
+    if (o.dtype == DType::kBF16) std::vector<float>().swap(master[i]);  // the fp32 copy is no longer needed
   }
   r.tensors = static_cast<int64_t>(entries.size());
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -105,23 +106,24 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::ifstream in(path, std::ios::binary);
   DT_CHECK(in.good(), "{}: cannot open: {}", path, std::strerror(errno));
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  DT_CHECK(!in.bad(), "{}: cannot read: {}", path, std::strerror(errno));
+  return parse_safetensors(bytes, path);
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
+  const uint64_t size = bytes.size();
   DT_CHECK(size >= 8, "{}: {} bytes is too short for a safetensors file (8-byte header length first)", path, size);
-  unsigned char len_le[8];
-  in.read(reinterpret_cast<char*>(len_le), 8);
   uint64_t len = 0;
-  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(len_le[i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   DT_CHECK(len <= size - 8 && len <= kMaxHeaderBytes,
            "{}: header length {} does not fit the file ({} bytes) or exceeds {} bytes; is this a safetensors file?",
            path, len, size, kMaxHeaderBytes);
   SafetensorsFile f;
   f.header_bytes = len;
-  f.header.resize(len);
-  in.read(f.header.data(), static_cast<std::streamsize>(len));
-  DT_CHECK(in.good(), "{}: cannot read the header", path);
+  f.header = std::string(bytes.substr(8, len));
   const nlohmann::json h = nlohmann::json::parse(f.header, nullptr, /*allow_exceptions=*/false);
   DT_CHECK(h.is_object(), "{}: the header is not a JSON object", path);
 
@@ -155,7 +157,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
              "{}: tensor '{}': data_offsets must be [begin, end]", path, name);
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     const int64_t n = numel_of(t.shape);
-    DT_CHECK(n >= 0, "{}: tensor '{}': shape {} is too large", path, name, v["shape"].dump());
+    DT_CHECK(n >= 0 && static_cast<uint64_t>(n) <= std::numeric_limits<uint64_t>::max() / 8,
+             "{}: tensor '{}': shape {} is too large", path, name, v["shape"].dump());
     DT_CHECK(b <= e && e - b == static_cast<uint64_t>(n) * dtype_size(t.dtype),
              "{}: tensor '{}': data_offsets [{}, {}] do not hold {} elements of {}", path, name, b, e, n,
              v["dtype"].get<std::string>());
@@ -179,9 +182,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
            "trailing bytes)", path, at, data_bytes);
   for (const std::string& name : f.names) {
     SafetensorsTensor& t = f.tensors.at(name);
-    t.bytes.resize(static_cast<size_t>(t.end - t.begin));
-    in.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-    DT_CHECK(in.good() || t.bytes.empty(), "{}: cannot read tensor '{}'", path, name);
+    const char* at_data = bytes.data() + 8 + len + t.begin;
+    t.bytes.assign(at_data, at_data + (t.end - t.begin));
   }
   return f;
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -55,5 +56,7 @@ struct SafetensorsFile {
 // shapes of non-negative sizes, byte ranges that match dtype x shape and cover the data exactly
 // (no gap, no overlap, nothing after the last).
 SafetensorsFile read_safetensors(const std::string& path);
+// The same checks on a whole file already in memory; `path` names it in errors.
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path);
 
 }  // namespace dt

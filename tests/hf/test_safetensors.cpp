@@ -98,7 +98,9 @@ TEST(Safetensors, OddShapesAndDtypesRoundTrip) {
     int64_t n = 1;
     for (int64_t d : e.shape) n *= d;
     ASSERT_EQ(t.bytes.size(), static_cast<size_t>(n) * dtype_size(e.dtype)) << e.name;
-    if (n > 0) EXPECT_EQ(std::memcmp(t.bytes.data(), e.data, t.bytes.size()), 0) << e.name;
+    if (n > 0) {
+      EXPECT_EQ(std::memcmp(t.bytes.data(), e.data, t.bytes.size()), 0) << e.name;
+    }
   }
   // "empty" (0 bytes) and the tensor after it share an offset; the data order is the writing order.
   EXPECT_EQ(f.names.size(), names.size());
