@@ -82,7 +82,8 @@ TEST(HfQwen35Config, TransformersConfigRoundTrips) {
   expect_same_model(model_config_from_qwen35(ours), m);
 }
 
-// ModelConfig -> config.json -> ModelConfig, for models with and without each kind of layer.
+// ModelConfig -> config.json -> ModelConfig (-> the same config.json), for models with and without
+// each kind of layer.
 TEST(HfQwen35Config, ModelConfigRoundTrips) {
   for (const char* pattern : {"[gdn, gdn, attn]", "[attn]", "[gdn]", "[attn, gdn, gdn, gdn, attn]"}) {
     ModelConfig m = hybrid();
@@ -94,6 +95,7 @@ TEST(HfQwen35Config, ModelConfigRoundTrips) {
     const json j = json::parse(qwen35_config_json(m, {}).dump());
     EXPECT_EQ(j["num_hidden_layers"], m.n_layers()) << pattern;
     expect_same_model(model_config_from_qwen35(j), m);
+    EXPECT_EQ(json::parse(qwen35_config_json(model_config_from_qwen35(j), {}).dump()), j) << pattern;
   }
   ModelConfig m = hybrid();
   m.attn.rotary_dim = m.attn.head_dim;  // full RoPE: factor 1
