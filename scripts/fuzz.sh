@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang, ASan + UBSan) for the shard reader and the checkpoint
-# reader, and runs each for a while from a valid seed.
+# Builds the libFuzzer targets (clang, ASan + UBSan) for the shard reader, the checkpoint reader
+# and the safetensors reader, and runs each for a while from a valid seed.
 #   scripts/fuzz.sh [--seconds N] [--out DIR] [--hdf5]   (default 60 s per target, DIR build-fuzz)
 # ctest runs it as a short smoke test; run it longer by hand before touching a reader.
 #
@@ -27,14 +27,15 @@ mkdir -p "$out"
 hdf5_cflags=$(pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
 hdf5_libs=$(pkg-config --libs hdf5 2>/dev/null || echo "-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5")
 flags="-std=c++20 -O1 -g -I. $hdf5_cflags -fsanitize=address,undefined -fno-sanitize-recover=undefined"
-srcs="core/dtype.cpp core/tensor.cpp core/sha256.cpp data/shard.cpp trainer/checkpoint.cpp"
+srcs="core/dtype.cpp core/tensor.cpp core/sha256.cpp data/shard.cpp trainer/checkpoint.cpp io/safetensors.cpp"
 libs="$hdf5_libs -lfmt -lcrypto"
 clang++ $flags -fsanitize=fuzzer tests/fuzz/fuzz_shard.cpp $srcs $libs -o "$out/fuzz_shard"
 clang++ $flags -fsanitize=fuzzer tests/fuzz/fuzz_checkpoint.cpp $srcs $libs -o "$out/fuzz_checkpoint"
+clang++ $flags -fsanitize=fuzzer tests/fuzz/fuzz_safetensors.cpp $srcs $libs -o "$out/fuzz_safetensors"
 clang++ $flags tests/fuzz/make_seeds.cpp $srcs $libs -o "$out/make_seeds"
-rm -rf "$out/seeds" && mkdir -p "$out/seeds/shard" "$out/seeds/checkpoint"
+rm -rf "$out/seeds" && mkdir -p "$out/seeds/shard" "$out/seeds/checkpoint" "$out/seeds/safetensors"
 ASAN_OPTIONS=detect_leaks=0 "$out/make_seeds" "$out/seeds"
-mkdir -p "$out/corpus_shard" "$out/corpus_checkpoint" "$out/corpus_checkpoint_resealed"
+mkdir -p "$out/corpus_shard" "$out/corpus_checkpoint" "$out/corpus_checkpoint_resealed" "$out/corpus_safetensors"
 run() {  # name corpus seeds [env]
   echo "fuzz.sh: $1 for ${seconds}s"
   env ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 ${4:-} "$out/$1" -max_total_time="$seconds" -max_len=16384 -print_final_stats=1 \
@@ -46,5 +47,6 @@ run() {  # name corpus seeds [env]
 }
 run fuzz_shard corpus_shard shard
 run fuzz_checkpoint corpus_checkpoint checkpoint
+run fuzz_safetensors corpus_safetensors safetensors
 if ((hdf5)); then run fuzz_checkpoint corpus_checkpoint_resealed checkpoint FUZZ_RESEAL=1; fi
 echo "fuzz.sh: no crashes"

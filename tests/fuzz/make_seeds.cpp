@@ -1,9 +1,10 @@
-// Writes seed inputs for the fuzzers: a valid shard and a valid checkpoint.
+// Writes seed inputs for the fuzzers: a valid shard, checkpoint and safetensors file.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "data/shard.h"
+#include "io/safetensors.h"
 #include "trainer/checkpoint.h"
 
 int main(int argc, char** argv) {
@@ -20,5 +21,9 @@ int main(int argc, char** argv) {
                       {{"params", {{"w", dt::Tensor(w.data(), dt::DType::kF32, dt::Device::kCPU, {3, 4})},
                                    {"b", dt::Tensor(b.data(), dt::DType::kF32, dt::Device::kCPU, {5})}}},
                        {"optimizer/m", {{"w", dt::Tensor(w.data(), dt::DType::kF32, dt::Device::kCPU, {3, 4})}}}});
+  std::vector<uint16_t> half = {0x3f80, 0xbf80, 0x4000};
+  dt::write_safetensors(dir + "/safetensors/seed.safetensors",
+                        {{"w", dt::DType::kF32, {3, 4}, w.data()}, {"h", dt::DType::kBF16, {3}, half.data()}},
+                        {{"format", "pt"}});
   return 0;
 }

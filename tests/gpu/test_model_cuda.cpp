@@ -12,10 +12,10 @@
 #include "layers/attention.h"
 #include "layers/gdn.h"
 #include "layers/mla.h"
+#include "hf/qwen35.h"
 #include "layers/model.h"
 #include "tests/trainer/golden_deepseek_v3.h"
 #include "tests/trainer/golden_io.h"
-#include "tests/trainer/golden_qwen35.h"
 #include "trainer/adamw.h"
 #include "trainer/runtime.h"
 
@@ -35,14 +35,14 @@ TEST(GoldenCuda, GatedAttentionLayer) {
   SKIP_WITHOUT_GPU();
   Runtime rt(Device::kCUDA);
   golden::check_layer<Attention>("qwen35_attn_layer.h5", "qwen35 Attention on the GPU (bf16)",
-                                 golden::model_config_from_qwen35, [](ModelConfig&) {}, kTolOut, kTolGrad, &rt.ctx());
+                                 model_config_from_qwen35, [](ModelConfig&) {}, kTolOut, kTolGrad, &rt.ctx());
 }
 
 TEST(GoldenCuda, GatedDeltaNetLayer) {
   SKIP_WITHOUT_GPU();
   Runtime rt(Device::kCUDA);
   golden::check_layer<GatedDeltaNet>("qwen35_gdn_layer.h5", "qwen35 GatedDeltaNet on the GPU (bf16, chunk 64)",
-                                     golden::model_config_from_qwen35, [](ModelConfig& c) { c.gdn.chunk_size = 64; },
+                                     model_config_from_qwen35, [](ModelConfig& c) { c.gdn.chunk_size = 64; },
                                      kTolOut, kTolGrad, &rt.ctx());
 }
 
@@ -71,7 +71,7 @@ TEST(GoldenCuda, MlaLayerMatchesTheCpuInBothRopeModes) {
 TEST(GoldenCuda, WholeModel) {
   SKIP_WITHOUT_GPU();
   golden::GoldenFile f(golden::golden_path("qwen35_model.h5"));
-  ModelConfig cfg = golden::model_config_from_qwen35(nlohmann::json::parse(f.attr_string("config_json")));
+  ModelConfig cfg = model_config_from_qwen35(nlohmann::json::parse(f.attr_string("config_json")));
   std::vector<int64_t> shape = f.shape("input_ids");
   ASSERT_EQ(shape.size(), 2u);
   const int B = static_cast<int>(shape[0]), T = static_cast<int>(shape[1]);

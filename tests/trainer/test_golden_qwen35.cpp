@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "golden_io.h"
-#include "golden_qwen35.h"
+#include "hf/qwen35.h"
 #include "layers/attention.h"
 #include "layers/gdn.h"
 #include "layers/model.h"
@@ -21,7 +21,6 @@ using golden::golden_path;
 using golden::rel_error;
 using nlohmann::json;
 
-using golden::model_config_from_qwen35;
 
 constexpr double kTolOut = 1e-5;   // loss, logits, a layer's output
 constexpr double kTolGrad = 1e-4;  // every gradient
