@@ -107,8 +107,7 @@ void run_generate(const GenerateArgs& a) {
   const SamplerOptions sampling{a.temperature, a.top_k, a.top_p};
   check_sampler_options(sampling);
   DT_CHECK(a.device == "cpu",
-           "--device {}: generation runs on the CPU only so far (the CUDA decode step is not written yet); use "
-           "--device cpu",
+           "--device {}: generation runs on the CPU (the decode step has CPU kernels only); use --device cpu",
            a.device);
 
   const Tokenizer tok = Tokenizer::load(a.tokenizer_dir);
@@ -212,7 +211,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--stop", args->stop, "Stop a continuation when it produces this text (not printed)");
   cmd->add_option("--max-context", args->max_context, "Limit on prompt + new tokens (default 8192)");
   cmd->add_option("--threads", args->threads, "OpenBLAS threads (default: the config's run.threads; 0: all cores)");
-  cmd->add_option("--device", args->device, "cpu (the default; the CUDA decode step comes later)")
+  cmd->add_option("--device", args->device, "cpu (the default; the decode step has CPU kernels only)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory of encoder.json and vocab.bpe (default: assets/gpt2)");
   cmd->add_flag("--json", args->json, "Print one JSON object (tokens, text, timing) instead of streaming text");

@@ -12,10 +12,10 @@ namespace dt {
 
 namespace {
 
-// The GPU decode is not written yet: its place is here (a cuda:: call per op, as kernels/ops_dispatch.h).
+// A CUDA decode op would dispatch here, before this check (a cuda:: call per op, as kernels/ops_dispatch.h does).
 void require_cpu(const Context& ctx, const char* op) {
   DT_CHECK(ctx.device == Device::kCPU,
-           "{}: the decode step runs on the CPU only so far (there is no CUDA decode kernel yet); use --device cpu",
+           "{}: the decode step has CPU kernels only; use --device cpu",
            op);
 }
 

@@ -1,7 +1,7 @@
 // The ops a decode step needs beyond kernels/ops.h: one new token per sequence against the state a
 // sequence keeps (infer/decode_state.h). They dispatch on ctx.device like kernels/ops.h: on the CPU
-// to the references in infer/cpu/decode_ref.h (f32 or f64, one dtype per call); on the GPU they are
-// the slot a CUDA decode fills in later (until then a clear error).
+// to the references in infer/cpu/decode_ref.h (f32 or f64, one dtype per call). A CUDA context is
+// a clear error: the GPU decode kernels belong in infer/decode_ops.cpp's dispatch, next to the CPU's.
 //
 // N is the number of sequences decoded together; every sequence is at the same position `pos`
 // (the continuations of one prompt advance in step). Caches are [N, capacity, ...] and hold the

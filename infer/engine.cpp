@@ -106,7 +106,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   DT_CHECK(o.batch >= 1, "--batch = {}: give a number of sequences >= 1", o.batch);
   DT_CHECK(o.max_new_tokens >= 0, "--max-new-tokens = {}: give a number of tokens >= 0", o.max_new_tokens);
   DT_CHECK(ctx.device == Device::kCPU,
-           "generate: the decode step runs on the CPU only so far (no CUDA decode kernels yet); use --device cpu");
+           "generate: the decode step has CPU kernels only; use --device cpu");
   check_prompt(prompt);
   const int N = o.batch;
   const int64_t V = cfg_.vocab_size;

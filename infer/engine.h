@@ -8,9 +8,9 @@
 // would leave (infer/decode_state.h); every sequence of a batch starts from that one prefill. The
 // decode then runs infer/decoder.h one token per sequence, the N sequences together.
 //
-// Devices: the prefill is the model's own forward; the decode step's new ops (infer/decode_ops.h)
-// run on the CPU so far, and generate() refuses a CUDA context with a clear error until they have a
-// CUDA implementation.
+// Devices: the prefill is the model's own forward (any device); the decode step's own ops
+// (infer/decode_ops.h) have CPU kernels, and generate() refuses a CUDA context with a clear error.
+// The decoder's other ops come from kernels/ops.h, so a CUDA decode needs only those of decode_ops.h.
 #pragma once
 
 #include <cstdint>

@@ -147,7 +147,7 @@ TEST_F(GenerateCli, BadInputIsAClearError) {
   expect_error(g + "--prompt-file " + qpath("missing.txt"), {"cannot open --prompt-file", "missing.txt"});
   expect_error(g + "--prompt hi --prompt-file " + qpath("empty.txt"), {"--prompt TEXT or --prompt-file FILE, not both"});
   expect_error("generate --prompt hi", {"generate needs --checkpoint FILE"});
-  expect_error(g + "--prompt hi --device cuda", {"--device cuda", "CPU only", "--device cpu"});
+  expect_error(g + "--prompt hi --device cuda", {"--device cuda", "CPU kernels only", "--device cpu"});
   // Files that are not a model checkpoint.
   bad_input::write_file(path("notes.txt"), "just some text\n");
   expect_error("generate --prompt hi --checkpoint " + qpath("notes.txt"), {path("notes.txt"), "not a Deltatron checkpoint"});
@@ -157,7 +157,7 @@ TEST_F(GenerateCli, BadInputIsAClearError) {
   // A truncated checkpoint.
   const std::string whole = bad_input::read_file(ckpt_);
   bad_input::write_file(path("truncated.h5"), whole.substr(0, whole.size() / 2));
-  expect_error("generate --prompt hi --checkpoint " + qpath("truncated.h5"), {path("truncated.h5")});
+  expect_error("generate --prompt hi --checkpoint " + qpath("truncated.h5"), {path("truncated.h5"), "corrupted or truncated"});
 }
 
 }  // namespace
