@@ -12,5 +12,6 @@ void add_info_command(CLI::App& app);       // apps/cmd_info.cpp
 void add_train_command(CLI::App& app);      // apps/cmd_train.cpp
 void add_eval_command(CLI::App& app);       // apps/cmd_eval.cpp
 void add_export_command(CLI::App& app);     // apps/cmd_export.cpp
+void add_generate_command(CLI::App& app);   // apps/cmd_generate.cpp
 
 }  // namespace dt

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   dt::add_train_command(app);
   dt::add_eval_command(app);
   dt::add_export_command(app);
+  dt::add_generate_command(app);
   dt::add_tokenize_commands(app);
   // (subcommands end)
   try {

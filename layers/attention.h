@@ -36,6 +36,11 @@ class Attention : public Layer {
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
   void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
 
+  // For inference (infer/): what a KV cache holds, from the last forward. keys(): after qk_norm
+  // and RoPE, as attention reads them; values(): v. Both [B, T, Hkv, hd] (this rank's KV heads).
+  Tensor keys() const { return buf(k_); }
+  Tensor values() const { return buf(v_); }
+
  private:
   // A buffer of this layer's activations (or backward scratch) by slot.
   Tensor buf(int slot) const { return acts_->get(slot); }

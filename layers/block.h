@@ -25,6 +25,7 @@ class Block : public Layer {
   void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
 
   MixerKind kind() const { return kind_; }
+  Layer& mixer() { return *mixer_; }  // Attention, MLA or GatedDeltaNet, by kind()
 
  private:
   Tensor buf(int slot) const { return acts_->get(slot); }

@@ -144,15 +144,15 @@ void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
     GdnQkL2Norm l2;
     l2.q_hat = act(q_), l2.k_hat = act(k_), l2.q_rnorm = act(q_rnorm_), l2.k_rnorm = act(k_rnorm_);
     l2.q_scale = q_scale, l2.k_scale = 1.0;
-    gdn_chunk_forward(ctx, act(o_), Tensor{}, q_in, k_in, v, act(g_), act(beta_), Tensor{}, chunk_size_, saved, l2);
+    gdn_chunk_forward(ctx, act(o_), final_state_, q_in, k_in, v, act(g_), act(beta_), Tensor{}, chunk_size_, saved, l2);
   } else if (chunk_size_ > 0) {
     gdn_l2norm_forward(ctx, act(q_), q_in, q_scale);
     gdn_l2norm_forward(ctx, act(k_), k_in, 1.0);
-    gdn_chunk_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_, saved);
+    gdn_chunk_forward(ctx, act(o_), final_state_, act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_, saved);
   } else {
     gdn_l2norm_forward(ctx, act(q_), q_in, q_scale);
     gdn_l2norm_forward(ctx, act(k_), k_in, 1.0);
-    gdn_recurrent_forward(ctx, act(o_), Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
+    gdn_recurrent_forward(ctx, act(o_), final_state_, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
   }
 
   const Tensor hidden = act(hidden_);

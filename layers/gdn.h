@@ -33,6 +33,15 @@ class GatedDeltaNet : public Layer {
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
   void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
 
+  // For inference (infer/): the prefill leaves the decode state behind.
+  // capture_final_state(S): every later forward also writes the delta rule's final state, one
+  // dk x dv matrix per value head, into S [B, Hv, dk, dv] (the parameters' dtype; fp32 on the GPU);
+  // an undefined S stops it.
+  void capture_final_state(const Tensor& S) { final_state_ = S; }
+  // The short convolution's input of the last forward, in_proj_qkv(x) [B, T, 2*Hk*dk + Hv*dv]: its
+  // last conv_kernel - 1 rows are the conv tail a decode step continues from.
+  Tensor conv_input() const { return act(qkv_pre_); }
+
  private:
   // This rank's (local) sizes from here on.
   int key_dim() const { return n_k_heads_ * head_k_dim_; }    // Hk*dk
@@ -66,6 +75,7 @@ class GatedDeltaNet : public Layer {
   int d_hidden_ = -1, d_o_ = -1, d_z_ = -1, d_q_ = -1, d_k_ = -1, d_g_ = -1, d_beta_ = -1, d_a_ = -1, d_b_ = -1,
       d_qkv_ = -1, d_qkv_pre_ = -1, d_gate_lowp_ = -1;
   Tensor x_;  // the input of the last forward (the Layer contract keeps it unchanged)
+  Tensor final_state_;  // capture_final_state's target, or undefined
 };
 
 }  // namespace dt

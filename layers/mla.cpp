@@ -9,8 +9,7 @@ namespace dt {
 
 namespace {
 
-// HF's DeepseekV3RMSNorm(q_lora_rank) / (kv_lora_rank) take the default eps.
-constexpr double kMlaNormEps = 1e-6;
+constexpr double kMlaNormEps = MLA::kNormEps;
 
 const MlaConfig& checked(const MlaConfig& m, const std::string& prefix) {
   DT_CHECK(m.n_heads > 0 && m.kv_lora_rank > 0 && m.v_head_dim > 0 && m.qk_nope_head_dim >= 0 &&

@@ -28,10 +28,17 @@ class MLA : public Layer {
  public:
   // tp: the heads split across the TP ranks; the latent projections and norms are replicated.
   MLA(const ModelConfig& cfg, std::string prefix, TpLayout tp = {});
+  // HF's DeepseekV3RMSNorm(q_lora_rank) / (kv_lora_rank) take the default eps.
+  static constexpr double kNormEps = 1e-6;
 
   void declare(ParamStore& params, Arena& acts, int B, int T) override;
   void forward(Context& ctx, const Tensor& x, const Tensor& y) override;
   void backward(Context& ctx, const Tensor& dy, const Tensor& dx) override;
+
+  // For inference (infer/): what the latent cache holds, from the last forward. latent():
+  // kv_a_layernorm(c_kv) [B, T, kv_lora_rank]; rope_key(): the shared key after RoPE [B, T, 1, dr].
+  Tensor latent() const { return buf(c_kv_n_); }
+  Tensor rope_key() const { return buf(k_pe_); }
 
  private:
   Tensor buf(int slot) const { return acts_->get(slot); }

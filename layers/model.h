@@ -54,6 +54,7 @@ class Model {
   Tensor logits() const { return lm_head_.logits(); }  // [B, T, vocab / tp] of the last forward
   std::string summary() const;                       // layer pattern and parameter count
   Arena& activations() { return acts_; }             // every saved activation and backward scratch
+  Block& block(int i) { return *blocks_.at(static_cast<size_t>(i)); }
 
  private:
   // allocate = false: the parameters and activations are declared, not allocated (param_infos).

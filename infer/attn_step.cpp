@@ -1,0 +1,112 @@
+// The softmax GQA decode step (layers/attention.h's forward for one token per sequence): the new
+// key (after qk_norm and RoPE at its position) and value go into the KV cache, and the query
+// attends over the whole cache.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/device.h"
+#include "infer/decode_ops.h"
+#include "infer/mixer_step.h"
+#include "kernels/ops.h"
+#include "layers/attention.h"
+
+namespace dt {
+
+namespace {
+
+class AttnStep final : public MixerStep {
+ public:
+  explicit AttnStep(const MixerStepEnv& e)
+      : a_(e.cfg.attn), N_(e.n_seqs), d_model_(e.cfg.d_model), eps_(e.cfg.norm_eps),
+        zero_centered_(e.cfg.zero_centered_norm), scratch_(&e.scratch) {
+    const std::string p = fmt::format("model.layers.{}.self_attn", e.layer);
+    w_q_ = e.weights.param(p + ".q_proj.weight");
+    w_k_ = e.weights.param(p + ".k_proj.weight");
+    w_v_ = e.weights.param(p + ".v_proj.weight");
+    w_o_ = e.weights.param(p + ".o_proj.weight");
+    if (a_.qk_norm) {
+      w_qn_ = e.weights.param(p + ".q_norm.weight");
+      w_kn_ = e.weights.param(p + ".k_norm.weight");
+    }
+    const int64_t N = N_, H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim;
+    const DType t = e.weights.dtype();
+    auto decl = [&](const char* name, Shape s) { return e.scratch.declare_shared(std::string("attn.") + name, t, s); };
+    qg_ = decl("qg", {N, 1, w_q_.size(0)});
+    q_ = decl("q", {N, 1, H, hd});
+    gate_ = decl("gate", {N, 1, H, hd});
+    k_ = decl("k", {N, 1, Hkv, hd});
+    v_ = decl("v", {N, 1, Hkv, hd});
+    qn_ = decl("q_normed", {N, 1, H, hd});
+    kn_ = decl("k_normed", {N, 1, Hkv, hd});
+    rstd_q_ = decl("rstd_q", {N * H});
+    rstd_k_ = decl("rstd_k", {N * Hkv});
+    o_ = decl("o", {N, 1, H, hd});
+    og_ = decl("o_gated", {N, 1, H, hd});
+  }
+
+  void capture(Layer& mixer, LayerDecodeState& s, int64_t T) override {
+    auto* l = dynamic_cast<Attention*>(&mixer);
+    DT_CHECK(l, "decode: an attention layer's prefill mixer is not an Attention");
+    // Sequence 0's first T cache positions are one contiguous block.
+    for (auto [cache, src] : {std::pair{s.keys, l->keys()}, std::pair{s.values, l->values()}}) {
+      DT_CHECK(src.size(1) == T && src.numel() <= cache.numel() / cache.size(0),
+               "decode: the prefill's {} does not fit the cache {}", src.str(), cache.str());
+      device_copy(cache.data, cache.device, src.data, src.device, src.bytes());
+    }
+  }
+
+  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, int64_t pos) override {
+    const int64_t N = N_, H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim;
+    const Tensor x3 = x.view({N, 1, d_model_});
+    const Tensor qg = buf(qg_);
+    linear_forward(ctx, qg, x3, w_q_);
+    Tensor q;
+    if (a_.output_gate) {
+      q = buf(q_);
+      head_split_forward(ctx, q, buf(gate_), qg.view({N, 1, H, 2 * hd}));
+    } else {
+      q = qg.view({N, 1, H, hd});
+    }
+    Tensor k = buf(k_), v = buf(v_);
+    linear_forward(ctx, k.view({N, 1, Hkv * hd}), x3, w_k_);
+    linear_forward(ctx, v.view({N, 1, Hkv * hd}), x3, w_v_);
+    if (a_.qk_norm) {
+      rmsnorm_forward(ctx, buf(qn_).view({N * H, hd}), buf(rstd_q_), q.view({N * H, hd}), w_qn_, eps_, zero_centered_);
+      rmsnorm_forward(ctx, buf(kn_).view({N * Hkv, hd}), buf(rstd_k_), k.view({N * Hkv, hd}), w_kn_, eps_,
+                      zero_centered_);
+      q = buf(qn_), k = buf(kn_);
+    }
+    decode_rope(ctx, q.view({N, H, hd}), pos, a_.rotary_dim, a_.rope_theta, /*interleaved=*/false);
+    decode_rope(ctx, k.view({N, Hkv, hd}), pos, a_.rotary_dim, a_.rope_theta, /*interleaved=*/false);
+    cache_write(ctx, s.keys, k, pos);
+    cache_write(ctx, s.values, v, pos);
+    Tensor o = buf(o_);
+    decode_attention(ctx, o.view({N, H, hd}), q.view({N, H, hd}), s.keys, s.values, pos + 1,
+                     1.0 / std::sqrt(static_cast<double>(hd)));
+    if (a_.output_gate) {
+      sigmoid_gate_forward(ctx, buf(og_), o, buf(gate_));
+      o = buf(og_);
+    }
+    linear_forward(ctx, y.view({N, 1, d_model_}), o.view({N, 1, H * hd}), w_o_);
+  }
+
+ private:
+  Tensor buf(int slot) const { return scratch_->get(slot); }
+
+  AttnConfig a_;
+  int N_;
+  int64_t d_model_;
+  double eps_;
+  bool zero_centered_;
+  Arena* scratch_;
+  Tensor w_q_, w_k_, w_v_, w_o_, w_qn_, w_kn_;
+  int qg_ = -1, q_ = -1, gate_ = -1, k_ = -1, v_ = -1, qn_ = -1, kn_ = -1, rstd_q_ = -1, rstd_k_ = -1, o_ = -1,
+      og_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<MixerStep> make_attn_step(const MixerStepEnv& env) { return std::make_unique<AttnStep>(env); }
+
+}  // namespace dt

@@ -1,0 +1,131 @@
+// CPU references of infer/decode_ops.h, templated on float and double; plain loops, one sequence
+// and head at a time (decode does O(len) work per head, no T x T products).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/gdn_common.h"
+
+namespace dt {
+
+// x, y [N, C]; tail [N, K-1, C]; w [C, K].
+template <class T>
+void decode_conv_step_ref(T* y, T* tail, const T* x, const T* w, int64_t N, int64_t C, int64_t K) {
+  for (int64_t n = 0; n < N; ++n) {
+    T* tl = tail + n * (K - 1) * C;
+    for (int64_t c = 0; c < C; ++c) {
+      // The same order of terms as gdn_conv_forward_ref: oldest input first.
+      T u = 0;
+      for (int64_t i = 0; i < K - 1; ++i) u += w[c * K + i] * tl[i * C + c];
+      u += w[c * K + K - 1] * x[n * C + c];
+      y[n * C + c] = gdn_silu(u);
+    }
+    if (K > 1) {
+      std::copy(tl + C, tl + (K - 1) * C, tl);
+      std::copy(x + n * C, x + (n + 1) * C, tl + (K - 2) * C);
+    }
+  }
+}
+
+// x [N, H, D] in place; the angle as rope_detail::tables computes it (in T).
+template <class T>
+void decode_rope_ref(T* x, int64_t N, int64_t H, int64_t D, int64_t pos, int64_t rot, double theta, bool interleaved) {
+  const int64_t half = rot / 2;
+  std::vector<T> c(half), s(half), tmp(rot);
+  for (int64_t i = 0; i < half; ++i) {
+    T inv_freq = T(1) / std::pow(T(theta), T(2 * i) / T(rot));
+    T angle = T(pos) * inv_freq;
+    c[i] = std::cos(angle);
+    s[i] = std::sin(angle);
+  }
+  for (int64_t r = 0; r < N * H; ++r) {
+    T* xr = x + r * D;
+    std::copy(xr, xr + rot, tmp.begin());
+    for (int64_t i = 0; i < half; ++i) {
+      T x1 = interleaved ? tmp[2 * i] : tmp[i];
+      T x2 = interleaved ? tmp[2 * i + 1] : tmp[half + i];
+      xr[i] = x1 * c[i] - x2 * s[i];
+      xr[half + i] = x2 * c[i] + x1 * s[i];
+    }
+  }
+}
+
+// In place over p[0, len): p = softmax(p).
+template <class T>
+void decode_softmax_ref(T* p, int64_t len) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t t = 0; t < len; ++t) mx = std::max(mx, p[t]);
+  T sum = 0;
+  for (int64_t t = 0; t < len; ++t) sum += std::exp(p[t] - mx);
+  const T l = mx + std::log(sum);
+  for (int64_t t = 0; t < len; ++t) p[t] = std::exp(p[t] - l);
+}
+
+template <class T>
+void decode_attention_ref(T* o, const T* q, const T* k, const T* v, int64_t N, int64_t cap, int64_t H, int64_t Hkv,
+                          int64_t Dqk, int64_t Dv, int64_t len, T scale) {
+  const int64_t rep = H / Hkv;
+  std::vector<T> p(len);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t hk = h / rep;
+      const T* qr = q + (n * H + h) * Dqk;
+      for (int64_t t = 0; t < len; ++t) {
+        const T* kr = k + ((n * cap + t) * Hkv + hk) * Dqk;
+        T acc = 0;
+        for (int64_t d = 0; d < Dqk; ++d) acc += qr[d] * kr[d];
+        p[t] = scale * acc;
+      }
+      decode_softmax_ref(p.data(), len);
+      T* orow = o + (n * H + h) * Dv;
+      std::fill(orow, orow + Dv, T(0));
+      for (int64_t t = 0; t < len; ++t) {
+        const T* vr = v + ((n * cap + t) * Hkv + hk) * Dv;
+        for (int64_t d = 0; d < Dv; ++d) orow[d] += p[t] * vr[d];
+      }
+    }
+}
+
+// w [H (dn + dv), kvr]; c [N, cap, kvr]; pe [N, cap, dr].
+template <class T>
+void mla_decode_attention_ref(T* o, const T* q_nope, const T* q_pe, const T* w, const T* c, const T* pe, int64_t N,
+                              int64_t cap, int64_t H, int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t len,
+                              T scale) {
+  std::vector<T> q_lat(kvr), o_lat(kvr), p(len);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h) {
+      const T* w_kb = w + h * (dn + dv) * kvr;
+      const T* w_vb = w_kb + dn * kvr;
+      const T* qn = q_nope + (n * H + h) * dn;
+      const T* qp = q_pe + (n * H + h) * dr;
+      std::fill(q_lat.begin(), q_lat.end(), T(0));
+      for (int64_t i = 0; i < dn; ++i)
+        for (int64_t j = 0; j < kvr; ++j) q_lat[j] += qn[i] * w_kb[i * kvr + j];
+      for (int64_t t = 0; t < len; ++t) {
+        const T* ct = c + (n * cap + t) * kvr;
+        const T* pt = pe + (n * cap + t) * dr;
+        T acc = 0;
+        for (int64_t j = 0; j < kvr; ++j) acc += q_lat[j] * ct[j];
+        for (int64_t d = 0; d < dr; ++d) acc += qp[d] * pt[d];
+        p[t] = scale * acc;
+      }
+      decode_softmax_ref(p.data(), len);
+      std::fill(o_lat.begin(), o_lat.end(), T(0));
+      for (int64_t t = 0; t < len; ++t) {
+        const T* ct = c + (n * cap + t) * kvr;
+        for (int64_t j = 0; j < kvr; ++j) o_lat[j] += p[t] * ct[j];
+      }
+      T* orow = o + (n * H + h) * dv;
+      for (int64_t i = 0; i < dv; ++i) {
+        T acc = 0;
+        for (int64_t j = 0; j < kvr; ++j) acc += w_vb[i * kvr + j] * o_lat[j];
+        orow[i] = acc;
+      }
+    }
+}
+
+}  // namespace dt

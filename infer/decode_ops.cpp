@@ -1,0 +1,132 @@
+// Dispatch of infer/decode_ops.h: shape checks, then the CPU references (infer/cpu/decode_ref.h).
+#include "infer/decode_ops.h"
+
+#include <initializer_list>
+#include <utility>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "infer/cpu/decode_ref.h"
+
+namespace dt {
+
+namespace {
+
+// A CUDA decode op would dispatch here, before this check (a cuda:: call per op, as kernels/ops_dispatch.h does).
+void require_cpu(const Context& ctx, const char* op) {
+  DT_CHECK(ctx.device == Device::kCPU,
+           "{}: the decode step has CPU kernels only; use --device cpu",
+           op);
+}
+
+void check_tensors(const char* op, DType dtype, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
+  for (auto [name, t] : ts) {
+    DT_CHECK(t->defined(), "{}: {} is not given", op, name);
+    DT_CHECK(t->dtype == dtype, "{}: {} is {}, expected {}", op, name, t->str(), dtype_name(dtype));
+    DT_CHECK(t->is_contiguous(), "{}: {} {} must be contiguous", op, name, t->str());
+  }
+}
+
+template <class F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  if (t == DType::kF32) return f(float{});
+  if (t == DType::kF64) return f(double{});
+  DT_FAIL("{}: dtype {} not supported on the CPU (f32 or f64)", op, dtype_name(t));
+}
+
+}  // namespace
+
+void decode_conv_step(Context& ctx, const Tensor& y, const Tensor& tail, const Tensor& x, const Tensor& w) {
+  const char* op = "decode_conv_step";
+  require_cpu(ctx, op);
+  DT_CHECK(x.ndim() == 2 && w.ndim() == 3 && w.size(1) == 1 && w.size(0) == x.size(1),
+           "{}: x {} must be [N, C] and w {} [C, 1, K]", op, x.shape.str(), w.shape.str());
+  const int64_t N = x.size(0), C = x.size(1), K = w.size(2);
+  check_shape(y, {N, C}, "decode_conv_step y");
+  if (K > 1) check_shape(tail, {N, K - 1, C}, "decode_conv_step tail");
+  check_tensors(op, x.dtype, {{"y", &y}, {"x", &x}, {"w", &w}});
+  if (K > 1) check_tensors(op, x.dtype, {{"tail", &tail}});
+  dispatch_float(x.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    decode_conv_step_ref<T>(y.ptr<T>(), K > 1 ? tail.ptr<T>() : nullptr, x.ptr<T>(), w.ptr<T>(), N, C, K);
+  });
+}
+
+void decode_rope(Context& ctx, const Tensor& x, int64_t pos, int64_t rotary_dim, double theta, bool interleaved) {
+  const char* op = "decode_rope";
+  require_cpu(ctx, op);
+  DT_CHECK(x.ndim() == 3, "{}: x {} must be [N, H, D]", op, x.shape.str());
+  DT_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= x.size(2) && pos >= 0,
+           "{}: rotary_dim {} must be even and <= D of x {}, pos {} >= 0", op, rotary_dim, x.shape.str(), pos);
+  check_tensors(op, x.dtype, {{"x", &x}});
+  dispatch_float(x.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    decode_rope_ref<T>(x.ptr<T>(), x.size(0), x.size(1), x.size(2), pos, rotary_dim, theta, interleaved);
+  });
+}
+
+void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      int64_t len, double scale) {
+  const char* op = "decode_attention";
+  require_cpu(ctx, op);
+  DT_CHECK(q.ndim() == 3 && k_cache.ndim() == 4 && v_cache.ndim() == 4,
+           "{}: q {} must be [N, H, Dqk], the caches {} and {} [N, cap, Hkv, D]", op, q.shape.str(),
+           k_cache.shape.str(), v_cache.shape.str());
+  const int64_t N = q.size(0), H = q.size(1), Dqk = q.size(2), cap = k_cache.size(1), Hkv = k_cache.size(2),
+                Dv = v_cache.size(3);
+  check_shape(k_cache, {N, cap, Hkv, Dqk}, "decode_attention k_cache");
+  check_shape(v_cache, {N, cap, Hkv, Dv}, "decode_attention v_cache");
+  check_shape(o, {N, H, Dv}, "decode_attention o");
+  DT_CHECK(Hkv > 0 && H % Hkv == 0, "{}: KV heads {} must divide query heads {}", op, Hkv, H);
+  DT_CHECK(len >= 1 && len <= cap, "{}: len {} must be in [1, {}] (the cache capacity)", op, len, cap);
+  check_tensors(op, q.dtype, {{"o", &o}, {"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
+  dispatch_float(q.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    decode_attention_ref<T>(o.ptr<T>(), q.ptr<T>(), k_cache.ptr<T>(), v_cache.ptr<T>(), N, cap, H, Hkv, Dqk, Dv, len,
+                            static_cast<T>(scale));
+  });
+}
+
+void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, const Tensor& q_pe, const Tensor& w_kvb,
+                          const Tensor& c_cache, const Tensor& pe_cache, int64_t len, double scale) {
+  const char* op = "mla_decode_attention";
+  require_cpu(ctx, op);
+  DT_CHECK(q_nope.ndim() == 3 && q_pe.ndim() == 3 && o.ndim() == 3 && c_cache.ndim() == 3 && pe_cache.ndim() == 3 &&
+               w_kvb.ndim() == 2,
+           "{}: q_nope {}, q_pe {}, o {} must be [N, H, d], the caches {}, {} [N, cap, d], w_kvb {} 2-D", op,
+           q_nope.shape.str(), q_pe.shape.str(), o.shape.str(), c_cache.shape.str(), pe_cache.shape.str(),
+           w_kvb.shape.str());
+  const int64_t N = q_nope.size(0), H = q_nope.size(1), dn = q_nope.size(2), dr = q_pe.size(2), dv = o.size(2),
+                cap = c_cache.size(1), kvr = c_cache.size(2);
+  check_shape(q_pe, {N, H, dr}, "mla_decode_attention q_pe");
+  check_shape(o, {N, H, dv}, "mla_decode_attention o");
+  check_shape(w_kvb, {H * (dn + dv), kvr}, "mla_decode_attention w_kvb");
+  check_shape(pe_cache, {N, cap, dr}, "mla_decode_attention pe_cache");
+  DT_CHECK(len >= 1 && len <= cap, "{}: len {} must be in [1, {}] (the cache capacity)", op, len, cap);
+  check_tensors(op, q_nope.dtype,
+                {{"o", &o}, {"q_nope", &q_nope}, {"q_pe", &q_pe}, {"w_kvb", &w_kvb}, {"c_cache", &c_cache},
+                 {"pe_cache", &pe_cache}});
+  dispatch_float(q_nope.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    mla_decode_attention_ref<T>(o.ptr<T>(), q_nope.ptr<T>(), q_pe.ptr<T>(), w_kvb.ptr<T>(), c_cache.ptr<T>(),
+                                pe_cache.ptr<T>(), N, cap, H, dn, dr, dv, kvr, len, static_cast<T>(scale));
+  });
+}
+
+void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, int64_t pos) {
+  (void)ctx;
+  DT_CHECK(cache.defined() && src.defined() && cache.ndim() >= 2 && cache.is_contiguous() && src.is_contiguous() &&
+               cache.dtype == src.dtype && cache.device == src.device,
+           "cache_write: cache {} and src {} must be contiguous, of one dtype and device", cache.str(), src.str());
+  const int64_t N = cache.size(0), cap = cache.size(1), row = cache.numel() / (N * cap);
+  DT_CHECK(src.numel() == N * row, "cache_write: src {} must hold one row of {} elements per sequence of cache {}",
+           src.shape.str(), row, cache.shape.str());
+  DT_CHECK(pos >= 0 && pos < cap, "cache_write: position {} outside the cache's capacity {}", pos, cap);
+  const size_t bytes = static_cast<size_t>(row) * dtype_size(cache.dtype);
+  auto* dst = static_cast<char*>(cache.data);
+  const auto* s = static_cast<const char*>(src.data);
+  for (int64_t n = 0; n < N; ++n)
+    device_copy(dst + (n * cap + pos) * bytes, cache.device, s + n * bytes, src.device, bytes);
+}
+
+}  // namespace dt

@@ -1,0 +1,103 @@
+#include "infer/decode_state.h"
+
+#include <fmt/format.h>
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace dt {
+
+DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, DType dtype, Device device)
+    : n_seqs_(n_seqs), capacity_(capacity), arena_("decode state", device) {
+  DT_CHECK(n_seqs >= 1, "decode state: the number of sequences must be >= 1, got {}", n_seqs);
+  DT_CHECK(capacity >= 1, "decode state: the capacity must be >= 1 token, got {}", capacity);
+  const int64_t N = n_seqs, cap = capacity;
+  struct Slots {
+    int a = -1, b = -1;
+  };
+  std::vector<Slots> slots;
+  for (int i = 0; i < cfg.n_layers(); ++i) {
+    const std::string p = fmt::format("layers.{}.", i);
+    Slots s;
+    switch (cfg.layers[i]) {
+      case MixerKind::kGdn: {
+        const GdnConfig& g = cfg.gdn;
+        const int64_t C = 2 * int64_t{g.n_k_heads} * g.head_k_dim + int64_t{g.n_v_heads} * g.head_v_dim;
+        s.a = arena_.declare(p + "recurrent", dtype, {N, g.n_v_heads, g.head_k_dim, g.head_v_dim});
+        if (g.conv_kernel > 1) s.b = arena_.declare(p + "conv_tail", dtype, {N, g.conv_kernel - 1, C});
+        break;
+      }
+      case MixerKind::kAttn: {
+        const AttnConfig& a = cfg.attn;
+        s.a = arena_.declare(p + "keys", dtype, {N, cap, a.n_kv_heads, a.head_dim});
+        s.b = arena_.declare(p + "values", dtype, {N, cap, a.n_kv_heads, a.head_dim});
+        break;
+      }
+      case MixerKind::kMla: {
+        const MlaConfig& m = cfg.mla;
+        s.a = arena_.declare(p + "latent", dtype, {N, cap, m.kv_lora_rank});
+        s.b = arena_.declare(p + "rope_key", dtype, {N, cap, m.qk_rope_head_dim});
+        break;
+      }
+    }
+    slots.push_back(s);
+  }
+  arena_.allocate();  // zeroed: the empty context
+  for (int i = 0; i < cfg.n_layers(); ++i) {
+    LayerDecodeState l;
+    l.kind = cfg.layers[i];
+    const Slots& s = slots[i];
+    auto get = [&](int slot) { return slot >= 0 ? arena_.get(slot) : Tensor{}; };
+    switch (l.kind) {
+      case MixerKind::kGdn: l.recurrent = get(s.a), l.conv_tail = get(s.b); break;
+      case MixerKind::kAttn: l.keys = get(s.a), l.values = get(s.b); break;
+      case MixerKind::kMla: l.latent = get(s.a), l.rope_key = get(s.b); break;
+    }
+    layers_.push_back(l);
+  }
+}
+
+void DecodeState::set_length(int64_t n) {
+  DT_CHECK(n >= 0 && n <= capacity_, "decode state: length {} outside [0, {}] (the capacity)", n, capacity_);
+  length_ = n;
+}
+
+void DecodeState::broadcast_first() {
+  // A tensor [N, ...]: sequence 0's first `rows` rows of dim 1 (or all of it) copied to the others.
+  auto spread = [&](const Tensor& t, bool cache) {
+    if (!t.defined() || n_seqs_ == 1) return;
+    const size_t seq_bytes = t.bytes() / static_cast<size_t>(n_seqs_);
+    const size_t bytes = cache ? seq_bytes / static_cast<size_t>(capacity_) * static_cast<size_t>(length_) : seq_bytes;
+    auto* base = static_cast<char*>(t.data);
+    for (int n = 1; n < n_seqs_; ++n) device_copy(base + n * seq_bytes, t.device, base, t.device, bytes);
+  };
+  for (const LayerDecodeState& l : layers_) {
+    spread(l.recurrent, false);
+    spread(l.conv_tail, false);
+    for (const Tensor* c : {&l.keys, &l.values, &l.latent, &l.rope_key}) spread(*c, true);
+  }
+}
+
+int64_t DecodeState::recurrent_elements() const {
+  int64_t n = 0;
+  for (const LayerDecodeState& l : layers_)
+    if (l.recurrent.defined()) n += l.recurrent.numel() / n_seqs_;
+  return n;
+}
+
+int64_t DecodeState::conv_tail_elements() const {
+  int64_t n = 0;
+  for (const LayerDecodeState& l : layers_)
+    if (l.conv_tail.defined()) n += l.conv_tail.numel() / n_seqs_;
+  return n;
+}
+
+int64_t DecodeState::cache_elements_per_token() const {
+  int64_t n = 0;
+  for (const LayerDecodeState& l : layers_)
+    for (const Tensor* c : {&l.keys, &l.values, &l.latent, &l.rope_key})
+      if (c->defined()) n += c->numel() / (n_seqs_ * capacity_);
+  return n;
+}
+
+}  // namespace dt

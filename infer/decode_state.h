@@ -1,0 +1,62 @@
+// What each sequence keeps between decode steps, per layer (layers/decode_memory.h counts the same
+// elements for the bf16 GPU layout):
+//   gdn:  the delta rule's recurrent state, one head_k_dim x head_v_dim matrix per value head
+//         [N, Hv, dk, dv], and the short convolution's tail, its last conv_kernel - 1 inputs
+//         [N, K-1, 2 Hk dk + Hv dv]: constant memory, whatever the context length.
+//   attn: the KV cache, keys after qk_norm and RoPE and values [N, capacity, Hkv, hd] each.
+//   mla:  the latent cache, kv_a_layernorm(c_kv) [N, capacity, kv_lora_rank] and the shared
+//         rotated key [N, capacity, qk_rope_head_dim]; per-head keys and values are never formed.
+// All in one arena of the decode's dtype (the parameters' dtype: fp32 on the CPU). N sequences
+// share one position: length() tokens are in every sequence's context.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/arena.h"
+#include "layers/model_config.h"
+
+namespace dt {
+
+struct LayerDecodeState {
+  MixerKind kind = MixerKind::kGdn;
+  Tensor recurrent;  // gdn [N, Hv, dk, dv]
+  Tensor conv_tail;  // gdn [N, K-1, conv channels]; undefined when conv_kernel = 1
+  Tensor keys, values;  // attn [N, capacity, Hkv, hd]
+  Tensor latent;     // mla [N, capacity, kv_lora_rank]
+  Tensor rope_key;   // mla [N, capacity, qk_rope_head_dim]
+};
+
+class DecodeState {
+ public:
+  // Zeroed state (an empty context) for n_seqs sequences of up to `capacity` tokens each.
+  DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, DType dtype, Device device);
+  DecodeState(const DecodeState&) = delete;
+  DecodeState& operator=(const DecodeState&) = delete;
+
+  int n_seqs() const { return n_seqs_; }
+  int64_t capacity() const { return capacity_; }
+  int64_t length() const { return length_; }  // tokens in the context so far (the next position)
+  void set_length(int64_t n);                 // after a prefill or a step
+  int n_layers() const { return static_cast<int>(layers_.size()); }
+  LayerDecodeState& layer(int i) { return layers_.at(static_cast<size_t>(i)); }
+
+  // Copies sequence 0 (its state and the first length() cache positions) into every other sequence:
+  // a prefill fills sequence 0 once for all the continuations of one prompt.
+  void broadcast_first();
+
+  // Element counts of ONE sequence, summed over the layers, to compare with layers/decode_memory.h:
+  int64_t recurrent_elements() const;        // GDN states (fp32 there)
+  int64_t conv_tail_elements() const;        // GDN conv tails (bf16 there)
+  int64_t cache_elements_per_token() const;  // KV and latent caches (bf16 there)
+  size_t bytes() const { return arena_.bytes(); }  // what this state holds, all sequences (this dtype)
+
+ private:
+  int n_seqs_;
+  int64_t capacity_;
+  int64_t length_ = 0;
+  Arena arena_;
+  std::vector<LayerDecodeState> layers_;
+};
+
+}  // namespace dt

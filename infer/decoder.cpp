@@ -1,0 +1,77 @@
+#include "infer/decoder.h"
+
+#include <fmt/format.h>
+
+#include "core/device.h"
+#include "kernels/ops.h"
+#include "layers/embedding.h"
+#include "layers/lm_head.h"
+
+namespace dt {
+
+Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
+    : cfg_(cfg), n_seqs_(n_seqs), scratch_("decode scratch", weights.device()) {
+  DT_CHECK(n_seqs >= 1, "decode: the number of sequences must be >= 1, got {}", n_seqs);
+  DT_CHECK(weights.tp().size == 1, "decode: the weights must be whole (tensor-parallel size 1), got tp = {}",
+           weights.tp().size);
+  const int64_t N = n_seqs, C = cfg.d_model, F = cfg.d_ff, V = cfg.vocab_size;
+  const DType t = weights.dtype();
+  embed_ = weights.param(Embedding::kWeightName);
+  final_norm_ = weights.param("model.norm.weight");
+  lm_head_ = cfg.tie_embeddings ? embed_ : weights.param(LMHead::kWeightName);
+  for (int i = 0; i < cfg.n_layers(); ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    BlockWeights b;
+    b.input_norm = weights.param(p + "input_layernorm.weight");
+    b.post_norm = weights.param(p + "post_attention_layernorm.weight");
+    b.gate = weights.param(p + "mlp.gate_proj.weight");
+    b.up = weights.param(p + "mlp.up_proj.weight");
+    b.down = weights.param(p + "mlp.down_proj.weight");
+    b.mixer = make_mixer_step({cfg, weights, scratch_, n_seqs, i});
+    blocks_.push_back(std::move(b));
+  }
+  ids_ = scratch_.declare("ids", DType::kI32, {N, 1});
+  h_ = scratch_.declare("h", t, {N, 1, C});
+  h2_ = scratch_.declare("h2", t, {N, 1, C});
+  n_ = scratch_.declare("normed", t, {N, 1, C});
+  m_ = scratch_.declare("mixer_out", t, {N, 1, C});
+  gate_ = scratch_.declare("mlp.gate", t, {N, 1, F});
+  up_ = scratch_.declare("mlp.up", t, {N, 1, F});
+  act_ = scratch_.declare("mlp.h", t, {N, 1, F});
+  rstd_ = scratch_.declare("rstd", t, {N});
+  logits_ = scratch_.declare("logits", t, {N, V});
+  scratch_.allocate();
+}
+
+Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state) {
+  DT_CHECK(state.n_seqs() == n_seqs_, "decode: the state holds {} sequences, the decoder {}", state.n_seqs(), n_seqs_);
+  const int64_t pos = state.length();
+  DT_CHECK(pos < state.capacity(), "decode: the context is full ({} tokens, the state's capacity)", state.capacity());
+  const Tensor id = buf(ids_);
+  device_copy(id.data, id.device, ids, Device::kCPU, id.bytes());
+  const Tensor h = buf(h_), h2 = buf(h2_), n = buf(n_), m = buf(m_), rstd = buf(rstd_);
+  const int64_t N = n_seqs_, C = cfg_.d_model;
+  const Tensor n2 = n.view({N, C}), m2 = m.view({N, C});
+  const double eps = cfg_.norm_eps;
+  const bool zc = cfg_.zero_centered_norm;
+  embedding_forward(ctx, h, id, embed_);
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    BlockWeights& b = blocks_[i];
+    rmsnorm_forward(ctx, n2, rstd, h.view({N, C}), b.input_norm, eps, zc);
+    b.mixer->step(ctx, state.layer(static_cast<int>(i)), n2, m2, pos);
+    residual_add(ctx, h2, h, m);
+    rmsnorm_forward(ctx, n2, rstd, h2.view({N, C}), b.post_norm, eps, zc);
+    linear_forward(ctx, buf(gate_), n, b.gate);
+    linear_forward(ctx, buf(up_), n, b.up);
+    swiglu_forward(ctx, buf(act_), buf(gate_), buf(up_));
+    linear_forward(ctx, m, buf(act_), b.down);
+    residual_add(ctx, h, h2, m);
+  }
+  rmsnorm_forward(ctx, n2, rstd, h.view({N, C}), final_norm_, eps, zc);
+  const Tensor logits = buf(logits_);
+  linear_forward(ctx, logits, n2, lm_head_);
+  state.set_length(pos + 1);
+  return logits;
+}
+
+}  // namespace dt

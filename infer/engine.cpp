@@ -1,0 +1,161 @@
+#include "infer/engine.h"
+
+#include <chrono>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "layers/model.h"
+
+namespace dt {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<float> to_host_f32(const Tensor& t) {
+  DT_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kF64, "decode: logits of dtype {} cannot be sampled",
+           dtype_name(t.dtype));
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (t.dtype == DType::kF32) {
+    device_copy(out.data(), Device::kCPU, t.data, t.device, t.bytes());
+  } else {
+    std::vector<double> d(out.size());
+    device_copy(d.data(), Device::kCPU, t.data, t.device, t.bytes());
+    for (size_t i = 0; i < d.size(); ++i) out[i] = static_cast<float>(d[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kLength: return "length";
+    case StopReason::kStopToken: return "stop_token";
+    case StopReason::kCaller: return "stop_text";
+  }
+  return "?";
+}
+
+Engine::Engine(const ModelConfig& cfg, ParamStore& weights) : cfg_(cfg), weights_(weights) {
+  DT_CHECK(weights.tp().size == 1, "generate: the weights must be whole (tensor-parallel size 1), got tp = {}",
+           weights.tp().size);
+}
+
+std::unique_ptr<DecodeState> Engine::new_state(int n_seqs, int64_t capacity) const {
+  return std::make_unique<DecodeState>(cfg_, n_seqs, capacity, weights_.dtype(), weights_.device());
+}
+
+Decoder& Engine::decoder(int n_seqs) {
+  if (!decoder_ || decoder_->n_seqs() != n_seqs) {
+    decoder_.reset();
+    decoder_ = std::make_unique<Decoder>(cfg_, weights_, n_seqs);
+  }
+  return *decoder_;
+}
+
+void Engine::check_prompt(std::span<const int32_t> prompt) const {
+  DT_CHECK(!prompt.empty(), "generate: the prompt is empty; give at least one token of text");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    DT_CHECK(prompt[i] >= 0 && prompt[i] < cfg_.vocab_size,
+             "generate: prompt token {} (at position {}) is outside the model's vocabulary [0, {})", prompt[i], i,
+             cfg_.vocab_size);
+}
+
+std::vector<float> Engine::prefill(Context& ctx, std::span<const int32_t> prompt, DecodeState& state) {
+  check_prompt(prompt);
+  const auto T = static_cast<int64_t>(prompt.size());
+  DT_CHECK(state.length() == 0, "prefill: the state already holds {} tokens; give a new state", state.length());
+  DT_CHECK(T <= state.capacity(), "prefill: the prompt's {} tokens exceed the state's capacity {}", T,
+           state.capacity());
+  // A model of this prompt's shape with the engine's weights (the same declarations, so the same
+  // arena layout: one copy).
+  Model model(cfg_, 1, static_cast<int>(T), weights_.dtype(), weights_.device());
+  Arena& dst = model.params().params_arena();
+  Arena& src = weights_.params_arena();
+  DT_CHECK(dst.bytes() == src.bytes(), "prefill: the weights ({} bytes) do not match the model's layout ({} bytes)",
+           src.bytes(), dst.bytes());
+  device_copy(dst.base(), dst.device(), src.base(), src.device(), src.bytes());
+  model.params().sync_compute();
+  Decoder& dec = decoder(state.n_seqs());
+  for (int i = 0; i < cfg_.n_layers(); ++i) dec.mixer(i).before_prefill(model.block(i).mixer(), state.layer(i));
+  // The targets only feed the loss, which is not used: the prompt itself keeps them in range.
+  model.forward(ctx, prompt.data(), prompt.data());
+  for (int i = 0; i < cfg_.n_layers(); ++i) dec.mixer(i).capture(model.block(i).mixer(), state.layer(i), T);
+  state.set_length(T);
+  state.broadcast_first();
+  const Tensor logits = model.logits();  // [1, T, V]
+  const int64_t V = cfg_.vocab_size;
+  return to_host_f32(logits.view({T, V}).narrow0(T - 1, 1));
+}
+
+std::vector<float> Engine::step(Context& ctx, std::span<const int32_t> ids, DecodeState& state) {
+  DT_CHECK(static_cast<int64_t>(ids.size()) == state.n_seqs(), "decode: {} ids for {} sequences", ids.size(),
+           state.n_seqs());
+  for (int32_t id : ids)
+    DT_CHECK(id >= 0 && id < cfg_.vocab_size, "decode: token {} is outside the model's vocabulary [0, {})", id,
+             cfg_.vocab_size);
+  return to_host_f32(decoder(state.n_seqs()).step(ctx, ids.data(), state));
+}
+
+GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, const GenerateOptions& o,
+                                const TokenCallback& on_token) {
+  check_sampler_options(o.sampling);
+  DT_CHECK(o.batch >= 1, "--batch = {}: give a number of sequences >= 1", o.batch);
+  DT_CHECK(o.max_new_tokens >= 0, "--max-new-tokens = {}: give a number of tokens >= 0", o.max_new_tokens);
+  DT_CHECK(ctx.device == Device::kCPU,
+           "generate: the decode step has CPU kernels only; use --device cpu");
+  check_prompt(prompt);
+  const int N = o.batch;
+  const int64_t V = cfg_.vocab_size;
+  const int64_t vocab = o.vocab_limit > 0 ? std::min<int64_t>(o.vocab_limit, V) : V;
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int64_t>(prompt.size());
+  r.tokens.assign(static_cast<size_t>(N), {});
+  r.stop.assign(static_cast<size_t>(N), StopReason::kLength);
+  // The last generated token is never fed back, so the context holds at most prompt + max_new - 1.
+  const int64_t capacity = r.prompt_tokens + std::max(o.max_new_tokens - 1, 0);
+  std::unique_ptr<DecodeState> state = new_state(N, std::max<int64_t>(capacity, 1));
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> first = prefill(ctx, prompt, *state);
+  r.prefill_ms = ms_since(t0);
+  if (o.max_new_tokens == 0) return r;
+
+  t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits;  // [N, V]
+  std::vector<bool> done(static_cast<size_t>(N), false);
+  std::vector<int32_t> next(static_cast<size_t>(N), 0);
+  for (int64_t s = 0; s < o.max_new_tokens; ++s) {
+    if (s > 0) {
+      logits = step(ctx, next, *state);
+      ++r.decode_steps;
+    }
+    bool any = false;
+    for (int n = 0; n < N; ++n) {
+      if (done[n]) continue;
+      const float* row = s == 0 ? first.data() : logits.data() + n * V;
+      const int32_t tok = sample_token({row, static_cast<size_t>(vocab)}, o.sampling, sampler_uniform(o.seed, n, s));
+      next[n] = tok;
+      if (s > 0) ++r.decode_tokens;
+      if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), tok) != o.stop_tokens.end()) {
+        done[n] = true;
+        r.stop[n] = StopReason::kStopToken;
+        continue;
+      }
+      r.tokens[n].push_back(tok);
+      if (on_token && !on_token(n, tok)) {
+        done[n] = true;
+        r.stop[n] = StopReason::kCaller;
+      }
+      any = any || !done[n];
+    }
+    if (!any) break;
+  }
+  r.decode_ms = ms_since(t0);
+  return r;
+}
+
+}  // namespace dt

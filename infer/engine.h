@@ -1,0 +1,83 @@
+// Generation from a trained model: a chunked prefill of the prompt, then token-by-token decode.
+//
+//   Engine engine(cfg, model.params());            // weights loaded (e.g. from a checkpoint)
+//   GenerateResult r = engine.generate(ctx, prompt_ids, options, on_token);
+//
+// The prefill runs the normal Model forward (layers/model.h) with B = 1, T = the prompt's length
+// (GDN: the chunked delta rule) and captures from it the state decoding the prompt token by token
+// would leave (infer/decode_state.h); every sequence of a batch starts from that one prefill. The
+// decode then runs infer/decoder.h one token per sequence, the N sequences together.
+//
+// Devices: the prefill is the model's own forward (any device); the decode step's own ops
+// (infer/decode_ops.h) have CPU kernels, and generate() refuses a CUDA context with a clear error.
+// The decoder's other ops come from kernels/ops.h, so a CUDA decode needs only those of decode_ops.h.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "infer/decode_state.h"
+#include "infer/decoder.h"
+#include "infer/sampler.h"
+#include "layers/params.h"
+
+namespace dt {
+
+struct GenerateOptions {
+  int max_new_tokens = 64;
+  int batch = 1;  // sequences sampled from the same prompt
+  uint64_t seed = 0;
+  SamplerOptions sampling;
+  std::vector<int32_t> stop_tokens;  // a sequence ends after producing one of them (not included)
+  int32_t vocab_limit = 0;           // sample among ids [0, vocab_limit) only; 0: the whole vocabulary
+};
+
+enum class StopReason { kLength, kStopToken, kCaller };
+const char* stop_reason_name(StopReason r);  // "length", "stop_token", "stop_text"
+
+struct GenerateResult {
+  std::vector<std::vector<int32_t>> tokens;  // per sequence, the generated tokens (no stop token)
+  std::vector<StopReason> stop;              // per sequence
+  int64_t prompt_tokens = 0;
+  double prefill_ms = 0;  // the prefill, to the first token's logits
+  double decode_ms = 0;   // the decode steps after it
+  int64_t decode_steps = 0;   // decoder steps run (each advances every sequence)
+  int64_t decode_tokens = 0;  // tokens those steps produced for sequences still going
+};
+
+// Called as each token is produced: (sequence, token). Returning false ends that sequence there
+// (the token is kept): a caller's stop text.
+using TokenCallback = std::function<bool(int seq, int32_t token)>;
+
+class Engine {
+ public:
+  // weights: a whole model's parameters (no tensor parallelism), kept by reference.
+  Engine(const ModelConfig& cfg, ParamStore& weights);
+  const ModelConfig& config() const { return cfg_; }
+
+  // A zeroed state (empty context) of n_seqs sequences of up to `capacity` tokens.
+  std::unique_ptr<DecodeState> new_state(int n_seqs, int64_t capacity) const;
+  // The prompt through the chunked forward; leaves every sequence of `state` (which must be empty)
+  // as if the prompt had been decoded token by token. Returns the last prompt token's logits [vocab].
+  std::vector<float> prefill(Context& ctx, std::span<const int32_t> prompt, DecodeState& state);
+  // One token per sequence (ids [N]) at position state.length(); returns the logits [N * vocab].
+  std::vector<float> step(Context& ctx, std::span<const int32_t> ids, DecodeState& state);
+
+  GenerateResult generate(Context& ctx, std::span<const int32_t> prompt, const GenerateOptions& options,
+                          const TokenCallback& on_token = {});
+
+ private:
+  Decoder& decoder(int n_seqs);
+  void check_prompt(std::span<const int32_t> prompt) const;
+
+  ModelConfig cfg_;
+  ParamStore& weights_;
+  std::unique_ptr<Decoder> decoder_;  // for the last number of sequences
+};
+
+}  // namespace dt

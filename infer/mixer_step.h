@@ -1,0 +1,50 @@
+// One mixer's decode step (infer/gdn_step.cpp, attn_step.cpp, mla_step.cpp): a new token per
+// sequence against that layer's LayerDecodeState, and the capture of that state from a prefill.
+// A step reads the weights in place (the ParamStore the engine was given) and keeps its scratch in
+// the decoder's arena, shared by the layers of one kind.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/arena.h"
+#include "core/context.h"
+#include "infer/decode_state.h"
+#include "layers/layer.h"
+#include "layers/params.h"
+
+namespace dt {
+
+class MixerStep {
+ public:
+  virtual ~MixerStep() = default;
+  // Before the prefill forward of this layer's mixer (the prefill Model's, B = 1): ask it to leave
+  // what the forward alone does not keep (GDN: the final state, into sequence 0 of s).
+  virtual void before_prefill(Layer& mixer, LayerDecodeState& s) {
+    (void)mixer;
+    (void)s;
+  }
+  // After that forward over T tokens: sequence 0 of s as decoding the T tokens one by one leaves it.
+  virtual void capture(Layer& mixer, LayerDecodeState& s, int64_t T) = 0;
+  // x: the block's normed input [N, d_model] at position pos (= the tokens already in s) -> y [N, d_model].
+  virtual void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, int64_t pos) = 0;
+};
+
+// What a step is built from. The scratch arena is allocated by the caller after every step is built;
+// a step reads its scratch tensors from it only in step().
+struct MixerStepEnv {
+  const ModelConfig& cfg;
+  const ParamStore& weights;
+  Arena& scratch;
+  int n_seqs;
+  int layer;
+};
+
+// The step of layer env.layer's mixer kind.
+std::unique_ptr<MixerStep> make_mixer_step(const MixerStepEnv& env);
+std::unique_ptr<MixerStep> make_gdn_step(const MixerStepEnv& env);
+std::unique_ptr<MixerStep> make_attn_step(const MixerStepEnv& env);
+std::unique_ptr<MixerStep> make_mla_step(const MixerStepEnv& env);
+
+}  // namespace dt
