@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "core/error.h"
 #include "data/tokenizer.h"
 #include "infer/engine.h"
+#include "io/safetensors.h"
 #include "layers/model.h"
 #include "trainer/checkpointing.h"
 #include "trainer/runtime.h"
@@ -42,6 +44,8 @@ struct GenerateArgs {
   long long max_context = 8192;
   int threads = 0;
   bool json = false;
+  bool ignore_eos = false;
+  std::string logits_out;
   std::string device = "cpu";
   std::string tokenizer_dir = Tokenizer::default_dir();
 };
@@ -90,6 +94,43 @@ struct Continuation {
   }
 };
 
+// Sequence 0's logits at every position of its context, as they are computed (--logits-out).
+struct LogitsRecord {
+  int64_t vocab = 0;
+  std::vector<int64_t> positions;
+  std::vector<float> rows;  // [positions.size(), vocab]
+
+  void add(int64_t position, std::span<const float> row) {
+    positions.push_back(position);
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+};
+
+// --logits-out FILE: a safetensors file of input_ids I32 [1, R] (the context fed: the prompt, then the
+// generated tokens fed back), logits F32 [1, R, vocab] (row i: the logits after input_ids[i]) and
+// generated_ids I32 [1, G]; metadata prompt_tokens = T. Written to FILE.tmp, then renamed.
+void write_logits(const std::string& path, std::span<const int32_t> prompt, const std::vector<int32_t>& generated,
+                  const LogitsRecord& rec) {
+  std::vector<int32_t> fed(prompt.begin(), prompt.end());
+  fed.insert(fed.end(), generated.begin(), generated.end());
+  const auto R = static_cast<int64_t>(rec.positions.size());
+  for (int64_t i = 0; i < R; ++i)
+    DT_CHECK(rec.positions[i] == i, "--logits-out: logits of position {} recorded at row {}", rec.positions[i], i);
+  DT_CHECK(R <= static_cast<int64_t>(fed.size()), "--logits-out: {} rows of logits for a context of {} tokens", R,
+           fed.size());
+  fed.resize(static_cast<size_t>(R));
+  const auto G = static_cast<int64_t>(generated.size());
+  const std::string tmp = path + ".tmp";
+  write_safetensors(tmp,
+                    {{"input_ids", DType::kI32, {1, R}, fed.data()},
+                     {"logits", DType::kF32, {1, R, rec.vocab}, rec.rows.data()},
+                     {"generated_ids", DType::kI32, {1, G}, generated.data()}},
+                    {{"prompt_tokens", std::to_string(prompt.size())}});
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  DT_CHECK(!ec, "--logits-out: cannot rename {} to {} ({})", tmp, path, ec.message());
+}
+
 void print_flush(std::string_view s) {
   if (s.empty()) return;
   DT_CHECK(std::fwrite(s.data(), 1, s.size(), stdout) == s.size(), "cannot write to standard output ({})",
@@ -103,6 +144,8 @@ void run_generate(const GenerateArgs& a) {
   DT_CHECK(a.max_new_tokens >= 1, "--max-new-tokens = {}: give a number of tokens >= 1", a.max_new_tokens);
   DT_CHECK(a.batch >= 1, "--batch = {}: give a number of continuations >= 1", a.batch);
   DT_CHECK(a.max_context >= 2, "--max-context = {}: give a number of tokens >= 2", a.max_context);
+  DT_CHECK(a.logits_out.empty() || a.batch == 1, "--logits-out records one sequence; drop --batch {} or --logits-out",
+           a.batch);
   DT_CHECK(a.threads >= 0, "--threads = {}: give a thread count >= 1 (0: all cores)", a.threads);
   const SamplerOptions sampling{a.temperature, a.top_k, a.top_p};
   check_sampler_options(sampling);
@@ -138,7 +181,10 @@ void run_generate(const GenerateArgs& a) {
   o.batch = a.batch;
   o.seed = a.seed;
   o.sampling = sampling;
-  o.stop_tokens = {Tokenizer::kEot};
+  if (!a.ignore_eos) o.stop_tokens = {Tokenizer::kEot};
+  LogitsRecord record{cfg.model.vocab_size, {}, {}};
+  if (!a.logits_out.empty())
+    o.on_logits = [&record](int64_t position, std::span<const float> row) { record.add(position, row); };
   o.vocab_limit = std::min(cfg.model.vocab_size, tok.vocab_size());  // ids the tokenizer can write
   std::vector<Continuation> out(static_cast<size_t>(a.batch));
   const bool stream = !a.json && a.batch == 1;
@@ -154,6 +200,7 @@ void run_generate(const GenerateArgs& a) {
   };
   if (!a.json) std::fprintf(stderr, "%s\n", describe_device(runtime.device(), a.device).c_str());
   const GenerateResult r = engine.generate(runtime.ctx(), prompt, o, on_token);
+  if (!a.logits_out.empty()) write_logits(a.logits_out, prompt, r.tokens[0], record);
   const double tokens_per_s = r.decode_ms > 0 ? r.decode_tokens / (r.decode_ms / 1000.0) : 0.0;
 
   if (a.json) {
@@ -214,6 +261,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--device", args->device, "cpu (the default; the decode step has CPU kernels only)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory of encoder.json and vocab.bpe (default: assets/gpt2)");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "Go on after <|endoftext|> (benchmarks, comparisons)");
+  cmd->add_option("--logits-out", args->logits_out,
+                  "Write the prompt's and each step's logits to this safetensors file (scripts/hf_check.py reads it)");
   cmd->add_flag("--json", args->json, "Print one JSON object (tokens, text, timing) instead of streaming text");
   cmd->callback([args, prompt] {
     args->have_prompt = prompt->count() > 0;

@@ -26,13 +26,13 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/gdn_cuda.h"  // the options struct, parsed in any build
 
 #ifdef DELTATRON_HAVE_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "bench/bench_cuda.h"
-#include "kernels/gdn_cuda.h"
 #endif
 
 #ifdef DELTATRON_HAVE_CUDA

@@ -64,7 +64,8 @@ void Engine::check_prompt(std::span<const int32_t> prompt) const {
              cfg_.vocab_size);
 }
 
-std::vector<float> Engine::prefill(Context& ctx, std::span<const int32_t> prompt, DecodeState& state) {
+std::vector<float> Engine::prefill(Context& ctx, std::span<const int32_t> prompt, DecodeState& state,
+                                   std::vector<float>* all_logits) {
   check_prompt(prompt);
   const auto T = static_cast<int64_t>(prompt.size());
   DT_CHECK(state.length() == 0, "prefill: the state already holds {} tokens; give a new state", state.length());
@@ -88,6 +89,7 @@ std::vector<float> Engine::prefill(Context& ctx, std::span<const int32_t> prompt
   state.broadcast_first();
   const Tensor logits = model.logits();  // [1, T, V]
   const int64_t V = cfg_.vocab_size;
+  if (all_logits) *all_logits = to_host_f32(logits.view({T, V}));
   return to_host_f32(logits.view({T, V}).narrow0(T - 1, 1));
 }
 
@@ -120,8 +122,12 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   std::unique_ptr<DecodeState> state = new_state(N, std::max<int64_t>(capacity, 1));
 
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> first = prefill(ctx, prompt, *state);
+  std::vector<float> prompt_logits;
+  std::vector<float> first = prefill(ctx, prompt, *state, o.on_logits ? &prompt_logits : nullptr);
   r.prefill_ms = ms_since(t0);
+  if (o.on_logits)
+    for (int64_t p = 0; p < r.prompt_tokens; ++p)
+      o.on_logits(p, {prompt_logits.data() + p * V, static_cast<size_t>(V)});
   if (o.max_new_tokens == 0) return r;
 
   t0 = std::chrono::steady_clock::now();
@@ -132,6 +138,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
     if (s > 0) {
       logits = step(ctx, next, *state);
       ++r.decode_steps;
+      if (o.on_logits && !done[0]) o.on_logits(r.prompt_tokens + s - 1, {logits.data(), static_cast<size_t>(V)});
     }
     bool any = false;
     for (int n = 0; n < N; ++n) {

@@ -28,6 +28,12 @@
 
 namespace dt {
 
+// Called with each row of logits computed for the first sequence: `position` is the index in the
+// context (prompt, then generated tokens fed back) of the token whose logits `row` (vocab floats) are,
+// i.e. the distribution of the token at position + 1. The prompt's rows come from the prefill, in
+// order, then one row per decode step. For checks against another implementation (scripts/hf_check.py).
+using LogitsCallback = std::function<void(int64_t position, std::span<const float> row)>;
+
 struct GenerateOptions {
   int max_new_tokens = 64;
   int batch = 1;  // sequences sampled from the same prompt
@@ -35,6 +41,7 @@ struct GenerateOptions {
   SamplerOptions sampling;
   std::vector<int32_t> stop_tokens;  // a sequence ends after producing one of them (not included)
   int32_t vocab_limit = 0;           // sample among ids [0, vocab_limit) only; 0: the whole vocabulary
+  LogitsCallback on_logits;          // optional: sequence 0's logits at every position
 };
 
 enum class StopReason { kLength, kStopToken, kCaller };
@@ -63,8 +70,10 @@ class Engine {
   // A zeroed state (empty context) of n_seqs sequences of up to `capacity` tokens.
   std::unique_ptr<DecodeState> new_state(int n_seqs, int64_t capacity) const;
   // The prompt through the chunked forward; leaves every sequence of `state` (which must be empty)
-  // as if the prompt had been decoded token by token. Returns the last prompt token's logits [vocab].
-  std::vector<float> prefill(Context& ctx, std::span<const int32_t> prompt, DecodeState& state);
+  // as if the prompt had been decoded token by token. Returns the last prompt token's logits [vocab];
+  // all_logits (optional) receives every prompt position's, [T * vocab].
+  std::vector<float> prefill(Context& ctx, std::span<const int32_t> prompt, DecodeState& state,
+                             std::vector<float>* all_logits = nullptr);
   // One token per sequence (ids [N]) at position state.length(); returns the logits [N * vocab].
   std::vector<float> step(Context& ctx, std::span<const int32_t> ids, DecodeState& state);
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Checks a `deltatron export --format hf` directory with Hugging Face transformers, on the CPU.
 
-    python3 scripts/hf_check.py DIR [--deltatron build/deltatron] [--checkpoint CKPT --data GLOB]
-                                [--deltatron-logits FILE.safetensors [--greedy-tokens]]
+    python3 scripts/hf_check.py DIR [--deltatron build/deltatron] [--checkpoint CKPT [--data GLOB]]
+                                [--device cpu|cuda] [--new-tokens 32]
 
-Needs torch, transformers (a version with Qwen3_5ForCausalLM, 5.x) and safetensors; not part of CI.
+Needs torch, transformers (a version with Qwen3_5ForCausalLM, 5.x) and safetensors; not part of CI
+(tests/hf/test_hf_transformers.sh runs it, labelled gpu). transformers runs on the CPU in float32.
 Exits 0 when every check passes, 1 with the failed checks listed otherwise. The checks:
 
 1. tokenizer: AutoTokenizer.from_pretrained(DIR) encodes a set of texts (ASCII, Unicode, runs of
@@ -13,18 +14,19 @@ Exits 0 when every check passes, 1 with the failed checks listed otherwise. The 
    `<|endoftext|>`, which Hugging Face's tokenizer reads as the special token.)
 2. model: AutoModelForCausalLM.from_pretrained(DIR) is a Qwen3_5ForCausalLM, every weight of the
    file is used and none is missing, and a forward pass gives finite logits of the vocabulary's width.
-3. with --checkpoint and --data: the mean cross-entropy transformers computes on the first batch
+3. with --checkpoint: for each of PROMPTS, `deltatron generate --temperature 0 --ignore-eos
+   --max-new-tokens G --logits-out F --device D` on the checkpoint, then
+   - logits: transformers' forward over the context deltatron fed (the prompt, then its generated
+     tokens) against deltatron's logits at every position, the prompt's from the chunked prefill and
+     the rest from the decode steps: max |hf - deltatron| / max |hf| at most 1e-3 for an fp32 export,
+     2e-2 for bf16 (the weights are rounded; the arithmetic stays float32);
+   - greedy: transformers' `generate` (greedy, its own recurrent and KV caches, EOS not stopping it)
+     from the prompt gives the same G tokens; a position where transformers' top two logits are
+     within 1e-3 relative (a near tie) is reported and ends that prompt's comparison.
+4. with --checkpoint and --data: the mean cross-entropy transformers computes on the first batch
    that `deltatron eval --checkpoint CKPT --data GLOB --batches 1` evaluates (B windows of T+1
    tokens, window w = tokens [w*T, w*T + T] of the first shard) against eval's val_loss, in float32.
-   Tolerance: relative 1e-4 for an fp32 export, 2e-2 for bf16 (the weights are rounded).
-4. with --deltatron-logits FILE: logits that deltatron computed (e.g. `deltatron generate`) against
-   transformers' on the same tokens. FILE is a safetensors file with
-       input_ids       I32 or I64 [N, T]   (or [T]) the tokens the logits were computed on
-       logits          F32 [N, T, V]       (or [T, V]) logits at every position, V = vocab_size
-       generated_ids   I32 or I64 [N, G]   optional: greedy continuations of input_ids
-   The error per prompt is max |hf - deltatron| / max |hf|, at most 1e-3 for fp32 exports and 2e-2
-   for bf16. --greedy-tokens also has transformers continue each prompt greedily for G tokens and
-   requires generated_ids to match (with only argmax-tied positions excused, reported).
+   Tolerance: relative 1e-4 for an fp32 export, 2e-2 for bf16.
 """
 import argparse
 import glob
@@ -32,8 +34,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
+
+PROMPTS = [
+    "The history of the city begins",
+    "def fibonacci(n):\n    ",
+    "In 1969, the first",
+]
 
 TEXTS = [
     "Hello world",
@@ -135,83 +144,89 @@ def tolerance_for(args, fp32, bf16):
     return bf16 if dtype == "bfloat16" else fp32
 
 
-def check_logits(args, model, failures):
-    import torch
-    from safetensors.numpy import load_file
+def deltatron_generate(args, prompt, out):
+    """deltatron's greedy continuation of `prompt` and its logits at every position (--logits-out)."""
+    from safetensors import safe_open
 
-    d = load_file(args.deltatron_logits)
-    for key in ("input_ids", "logits"):
-        if key not in d:
-            fail(failures, f"{args.deltatron_logits}: no tensor '{key}' (the format is in this script's help)")
-            return
-    ids, dt_logits = d["input_ids"].astype(np.int64), d["logits"].astype(np.float32)
-    if ids.ndim == 1:
-        ids, dt_logits = ids[None], dt_logits[None]
-    V = model.config.vocab_size
-    if dt_logits.shape != (*ids.shape, V):
-        fail(failures, f"{args.deltatron_logits}: logits {dt_logits.shape}, expected {(*ids.shape, V)}")
-        return
+    r = subprocess.run([args.deltatron, "generate", "--checkpoint", args.checkpoint, "--prompt", prompt,
+                        "--temperature", "0", "--ignore-eos", "--max-new-tokens", str(args.new_tokens),
+                        "--logits-out", out, "--device", args.device, "--json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"deltatron generate failed: {r.stderr.strip()}")
+    with safe_open(out, framework="numpy") as f:
+        t = {k: f.get_tensor(k) for k in f.keys()}
+        prompt_tokens = int(f.metadata()["prompt_tokens"])
+    return t["input_ids"][0].astype(np.int64), t["logits"][0], t["generated_ids"][0].astype(np.int64), \
+        prompt_tokens, json.loads(r.stdout)["timing"]
+
+
+def check_generate(args, model, failures, workdir):
+    import torch
+    from transformers import GenerationConfig
+
     tol = tolerance_for(args, 1e-3, 2e-2)
     model = model.float()  # bf16 weights, float32 arithmetic: the rounding under test is the weights'
-    with torch.no_grad():
-        for n in range(ids.shape[0]):
-            hf = model(input_ids=torch.from_numpy(ids[n:n + 1])).logits[0].numpy()
-            err = float(np.abs(hf - dt_logits[n]).max() / max(np.abs(hf).max(), 1e-30))
-            agree = float((hf.argmax(-1) == dt_logits[n].argmax(-1)).mean())
-            print(f"logits: prompt {n}: max relative error {err:.2e} (tolerance {tol:.0e}), "
-                  f"argmax agrees at {agree:.1%} of {ids.shape[1]} positions")
-            if not err <= tol:
-                fail(failures, f"logits: prompt {n}: max relative error {err:.2e} above {tol:.0e}")
-    if args.greedy_tokens:
-        check_greedy(args, model, d, ids, failures)
-
-
-def check_greedy(args, model, d, ids, failures):
-    import torch
-
-    if "generated_ids" not in d:
-        fail(failures, f"--greedy-tokens: {args.deltatron_logits} has no tensor 'generated_ids'")
-        return
-    gen = d["generated_ids"].astype(np.int64)
-    if gen.ndim == 1:
-        gen = gen[None]
-    with torch.no_grad():
-        for n in range(ids.shape[0]):
-            seq = torch.from_numpy(ids[n:n + 1])
-            for g in range(gen.shape[1]):
-                logits = model(input_ids=seq).logits[0, -1]
-                top2 = torch.topk(logits, 2)
-                want = int(top2.indices[0])
-                if want != gen[n, g]:
-                    margin = float(top2.values[0] - top2.values[1])
-                    if int(top2.indices[1]) == gen[n, g] and margin <= 1e-3 * float(top2.values[0].abs()):
-                        print(f"greedy: prompt {n} token {g}: a near tie ({margin:.2e}) decided the other way")
-                    else:
-                        fail(failures, f"greedy: prompt {n}: token {g} is {gen[n, g]} in deltatron, {want} in "
-                                       f"transformers")
-                        break
-                seq = torch.cat([seq, torch.tensor([[int(gen[n, g])]])], dim=1)
-            print(f"greedy: prompt {n}: {gen.shape[1]} tokens compared")
+    for n, prompt in enumerate(PROMPTS):
+        try:
+            ids, dt_logits, gen, T, timing = deltatron_generate(args, prompt, os.path.join(workdir, f"p{n}.safetensors"))
+        except RuntimeError as e:
+            fail(failures, f"prompt {n}: {e}")
+            continue
+        with torch.no_grad():
+            hf = model(input_ids=torch.from_numpy(ids[None])).logits[0].numpy()
+        err = float(np.abs(hf - dt_logits).max() / max(np.abs(hf).max(), 1e-30))
+        err_prefill = float(np.abs(hf[:T] - dt_logits[:T]).max() / max(np.abs(hf[:T]).max(), 1e-30))
+        agree = float((hf.argmax(-1) == dt_logits.argmax(-1)).mean())
+        print(f"logits: prompt {n} ({T} prompt + {len(ids) - T} decoded positions): max relative error {err:.2e}"
+              f" (prefill {err_prefill:.2e}; tolerance {tol:.0e}), argmax agrees at {agree:.1%}; deltatron "
+              f"{args.device}: prefill {timing['prefill_ms']:.1f} ms, decode {timing['decode_tokens_per_s']:.0f} tokens/s")
+        if not err <= tol:
+            fail(failures, f"logits: prompt {n}: max relative error {err:.2e} above {tol:.0e}")
+        G = len(gen)
+        # No EOS in the config: like --ignore-eos, <|endoftext|> is a token like any other.
+        cfg = GenerationConfig(max_new_tokens=G, do_sample=False, eos_token_id=None, pad_token_id=50256,
+                               output_scores=True, return_dict_in_generate=True)
+        with torch.no_grad():
+            out = model.generate(torch.from_numpy(ids[None, :T]), generation_config=cfg)
+        hf_gen = out.sequences[0, T:].numpy()
+        same = 0
+        while same < min(G, len(hf_gen)) and hf_gen[same] == gen[same]:
+            same += 1
+        if same == G:
+            print(f"greedy: prompt {n}: transformers' generate gives the same {G} tokens")
+            continue
+        scores = out.scores[same][0] if same < len(out.scores) else None
+        if scores is not None:
+            top2 = torch.topk(scores, 2)
+            margin = float(top2.values[0] - top2.values[1])
+            if int(top2.indices[1]) == gen[same] and margin <= 1e-3 * float(top2.values[0].abs()):
+                print(f"greedy: prompt {n}: {same} tokens equal, then a near tie ({margin:.2e}) decided the other way")
+                continue
+        fail(failures, f"greedy: prompt {n}: token {same} is {gen[same]} in deltatron, "
+                       f"{hf_gen[same] if same < len(hf_gen) else 'none'} in transformers")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", help="the export directory")
     p.add_argument("--deltatron", default="build/deltatron", help="the deltatron binary")
-    p.add_argument("--checkpoint", help="the checkpoint the export came from (for the loss check)")
+    p.add_argument("--checkpoint", help="the checkpoint the export came from (logits, greedy and loss checks)")
     p.add_argument("--data", help="glob of token shards for the loss check, e.g. 'shards/x/*_val_*.bin'")
-    p.add_argument("--deltatron-logits", help="safetensors file of deltatron's logits (format above)")
-    p.add_argument("--greedy-tokens", action="store_true", help="also compare generated_ids greedily")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="deltatron generate's device")
+    p.add_argument("--new-tokens", type=int, default=32, help="greedy tokens compared per prompt (default 32)")
     args = p.parse_args()
-    if bool(args.checkpoint) != bool(args.data):
-        p.error("--checkpoint and --data go together")
+    if args.data and not args.checkpoint:
+        p.error("--data needs --checkpoint")
+    if args.new_tokens < 1:
+        p.error("--new-tokens must be >= 1")
     failures = []
     check_tokenizer(args, failures)
     model = load_model(args, failures)
     if args.checkpoint:
+        with tempfile.TemporaryDirectory() as workdir:
+            check_generate(args, model, failures, workdir)
+    if args.data:
         check_loss(args, model, failures)
-    if args.deltatron_logits:
-        check_logits(args, model, failures)
     if failures:
         print(f"hf_check: {len(failures)} check(s) failed")
         return 1

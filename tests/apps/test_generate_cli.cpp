@@ -9,6 +9,7 @@
 
 #include "data/tokenizer.h"
 #include "infer/engine.h"
+#include "io/safetensors.h"
 #include "layers/model.h"
 #include "tests/apps/bad_input_util.h"
 #include "tests/layers/gradcheck.h"
@@ -127,6 +128,56 @@ TEST_F(GenerateCli, StopTextEndsAContinuation) {
   CliResult r = run("generate --checkpoint " + quote(ckpt_) + " --prompt 'Hello' --max-new-tokens 8 --stop " + quote(stop));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, text.substr(0, text.find(stop)) + "\n");
+}
+
+// --logits-out: the context fed (prompt, then the generated tokens fed back) and the logits after each
+// of its tokens, equal to one forward of the whole context; greedy picks each row's argmax.
+TEST_F(GenerateCli, LogitsOutHoldsEveryPositionsLogits) {
+  const std::string file = path("logits.safetensors");
+  CliResult r = run("generate --checkpoint " + quote(ckpt_) + " --prompt 'The quick brown fox' --max-new-tokens 6 "
+                    "--ignore-eos --json --logits-out " + quote(file));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(file + ".tmp"));
+  const SafetensorsFile f = read_safetensors(file);
+  const int64_t V = cfg_.model.vocab_size;
+  const Tokenizer tok = Tokenizer::load(Tokenizer::default_dir());
+  const std::vector<int32_t> prompt = tok.encode("The quick brown fox");
+  const auto T = static_cast<int64_t>(prompt.size());
+  ASSERT_EQ(f.metadata.at("prompt_tokens"), std::to_string(T));
+  const SafetensorsTensor& ids = f.tensors.at("input_ids");
+  const SafetensorsTensor& logits = f.tensors.at("logits");
+  const SafetensorsTensor& gen = f.tensors.at("generated_ids");
+  // Six tokens without a stop: the last is never fed back, so the context is T + 5.
+  const int64_t R = T + 5;
+  ASSERT_EQ(ids.shape, (std::vector<int64_t>{1, R}));
+  ASSERT_EQ(logits.shape, (std::vector<int64_t>{1, R, V}));
+  ASSERT_EQ(gen.shape, (std::vector<int64_t>{1, 6}));
+  const auto* id = reinterpret_cast<const int32_t*>(ids.bytes.data());
+  const auto* lg = reinterpret_cast<const float*>(logits.bytes.data());
+  const auto* g = reinterpret_cast<const int32_t*>(gen.bytes.data());
+  EXPECT_EQ(std::vector<int32_t>(id, id + T), prompt);
+  EXPECT_EQ(std::vector<int32_t>(id + T, id + R), std::vector<int32_t>(g, g + 5));
+  EXPECT_EQ(nlohmann::json::parse(r.out)["continuations"][0]["tokens"].get<std::vector<int32_t>>(),
+            std::vector<int32_t>(g, g + 6));
+
+  Model model(cfg_.model, 1, static_cast<int>(R));
+  load_train_checkpoint(ckpt_, model.params(), nullptr);
+  Context ctx;
+  model.forward(ctx, id, id);
+  const Tensor full = model.logits();
+  const float* want = full.ptr<float>();
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < R * V; ++i) {
+    worst = std::max(worst, static_cast<double>(std::abs(want[i] - lg[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(want[i])));
+  }
+  EXPECT_LE(worst, 1e-4 * scale) << "logits: worst difference " << worst << " against " << scale;
+  for (int64_t k = 0; k < 6; ++k) {  // greedy among the ids the tokenizer can write
+    const float* row = lg + (T - 1 + k) * V;
+    EXPECT_EQ(g[k], std::max_element(row, row + tok.vocab_size()) - row) << "token " << k;
+  }
+  expect_error("generate --checkpoint " + quote(ckpt_) + " --prompt 'a' --batch 2 --logits-out " + quote(file),
+               {"--logits-out records one sequence", "--batch 2"});
 }
 
 TEST_F(GenerateCli, BadInputIsAClearError) {
