@@ -42,6 +42,7 @@ struct GenerateArgs {
   long long max_context = 8192;
   int threads = 0;
   bool json = false;
+  bool no_cuda_graph = false;
   std::string device = "cpu";
   std::string tokenizer_dir = Tokenizer::default_dir();
 };
@@ -106,9 +107,6 @@ void run_generate(const GenerateArgs& a) {
   DT_CHECK(a.threads >= 0, "--threads = {}: give a thread count >= 1 (0: all cores)", a.threads);
   const SamplerOptions sampling{a.temperature, a.top_k, a.top_p};
   check_sampler_options(sampling);
-  DT_CHECK(a.device == "cpu",
-           "--device {}: generation runs on the CPU (the decode step has CPU kernels only); use --device cpu",
-           a.device);
 
   const Tokenizer tok = Tokenizer::load(a.tokenizer_dir);
   const std::string prompt_text = read_prompt(a);
@@ -140,6 +138,7 @@ void run_generate(const GenerateArgs& a) {
   o.sampling = sampling;
   o.stop_tokens = {Tokenizer::kEot};
   o.vocab_limit = std::min(cfg.model.vocab_size, tok.vocab_size());  // ids the tokenizer can write
+  o.cuda_graph = !a.no_cuda_graph;
   std::vector<Continuation> out(static_cast<size_t>(a.batch));
   const bool stream = !a.json && a.batch == 1;
   auto on_token = [&](int seq, int32_t id) {
@@ -163,7 +162,9 @@ void run_generate(const GenerateArgs& a) {
     nlohmann::ordered_json j = {
         {"checkpoint", a.checkpoint},
         {"step", state.step},
-        {"device", "cpu"},
+        {"device", runtime.device() == Device::kCUDA ? "cuda" : "cpu"},
+        {"device_name", describe_device(runtime.device(), a.device)},
+        {"cuda_graph", r.graph_replays > 0},
         {"prompt", {{"text", prompt_text}, {"tokens", prompt}}},
         {"options",
          {{"max_new_tokens", a.max_new_tokens}, {"temperature", a.temperature}, {"top_k", a.top_k},
@@ -171,7 +172,8 @@ void run_generate(const GenerateArgs& a) {
         {"continuations", conts},
         {"timing",
          {{"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms}, {"decode_steps", r.decode_steps},
-          {"decode_tokens", r.decode_tokens}, {"decode_tokens_per_s", tokens_per_s}}}};
+          {"decode_tokens", r.decode_tokens}, {"decode_tokens_per_s", tokens_per_s},
+          {"graph_replays", r.graph_replays}}}};
     // Token bytes need not be valid UTF-8 (a character split across tokens): replaced, not an error.
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     return;
@@ -211,8 +213,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--stop", args->stop, "Stop a continuation when it produces this text (not printed)");
   cmd->add_option("--max-context", args->max_context, "Limit on prompt + new tokens (default 8192)");
   cmd->add_option("--threads", args->threads, "OpenBLAS threads (default: the config's run.threads; 0: all cores)");
-  cmd->add_option("--device", args->device, "cpu (the default; the decode step has CPU kernels only)")
+  cmd->add_option("--device", args->device, "cpu (the default, fp32) or cuda (bf16 with fp32 sums, a CUDA graph per step)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--no-cuda-graph", args->no_cuda_graph,
+                "GPU: run each decode step op by op instead of replaying a CUDA graph (for debugging)");
   cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory of encoder.json and vocab.bpe (default: assets/gpt2)");
   cmd->add_flag("--json", args->json, "Print one JSON object (tokens, text, timing) instead of streaming text");
   cmd->callback([args, prompt] {

@@ -16,6 +16,8 @@
 #include "trainer/checkpointing.h"
 #include "trainer/config.h"
 
+#include "core/device.h"
+
 namespace dt {
 namespace {
 
@@ -70,6 +72,8 @@ TEST_F(GenerateCli, GreedyJsonIsTheEnginesOwn) {
   ASSERT_EQ(j["continuations"].size(), 1u);
   const nlohmann::json& c = j["continuations"][0];
   for (const char* key : {"tokens", "text", "stop_reason"}) EXPECT_TRUE(c.contains(key)) << key;
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["cuda_graph"], false);
   for (const char* key : {"prefill_ms", "decode_ms", "decode_steps", "decode_tokens", "decode_tokens_per_s"})
     EXPECT_TRUE(j["timing"].contains(key)) << key;
 
@@ -147,7 +151,8 @@ TEST_F(GenerateCli, BadInputIsAClearError) {
   expect_error(g + "--prompt-file " + qpath("missing.txt"), {"cannot open --prompt-file", "missing.txt"});
   expect_error(g + "--prompt hi --prompt-file " + qpath("empty.txt"), {"--prompt TEXT or --prompt-file FILE, not both"});
   expect_error("generate --prompt hi", {"generate needs --checkpoint FILE"});
-  expect_error(g + "--prompt hi --device cuda", {"--device cuda", "CPU kernels only", "--device cpu"});
+  if (cuda_device_count() == 0)  // with a GPU, --device cuda generates (tests/gpu/test_infer_cuda.cpp)
+    expect_error(g + "--prompt hi --device cuda", {"device cuda", "--device cpu"});
   // Files that are not a model checkpoint.
   bad_input::write_file(path("notes.txt"), "just some text\n");
   expect_error("generate --prompt hi --checkpoint " + qpath("notes.txt"), {path("notes.txt"), "not a Deltatron checkpoint"});
