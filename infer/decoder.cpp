@@ -58,7 +58,8 @@ Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state) {
     decode_advance(ctx, state.counter());
   };
   const GraphKey key{state.base(), state.capacity()};
-  if (ctx.device != Device::kCUDA || !use_graph_) {
+  // A graph needs a stream of its own (capture refuses the legacy default stream).
+  if (ctx.device != Device::kCUDA || !use_graph_ || !ctx.stream) {
     run();
   } else if (graph_.ready() && graph_key_ == key) {
     graph_.replay(ctx);
