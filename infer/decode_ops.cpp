@@ -22,14 +22,8 @@ void require_cpu(const Context& ctx, const char* op) {
            op);
 }
 
-bool on_gpu(const Context& ctx) {
 #ifdef DELTATRON_HAVE_CUDA
-  return ctx.device == Device::kCUDA;
-#else
-  (void)ctx;
-  return false;
-#endif
-}
+bool on_gpu(const Context& ctx) { return ctx.device == Device::kCUDA; }
 
 // The GPU tensors of an op: on the GPU, of `dtype`, contiguous.
 void check_gpu(const char* op, DType dtype, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
@@ -56,6 +50,8 @@ void check_workspace(const char* op, const Tensor& ws, int64_t elems) {
 }
 
 uint16_t* bf16(const Tensor& t) { return static_cast<uint16_t*>(t.data); }
+#endif
+
 
 void check_tensors(const char* op, DType dtype, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
   for (auto [name, t] : ts) {
@@ -122,6 +118,7 @@ void decode_rope(Context& ctx, const Tensor& x, const DecodePosition& pos, int64
 void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const DecodePosition& pos, double scale, const Tensor& workspace) {
   const char* op = "decode_attention";
+  (void)workspace;  // GPU only
   const int64_t len = pos.host + 1;
   DT_CHECK(q.ndim() == 3 && k_cache.ndim() == 4 && v_cache.ndim() == 4,
            "{}: q {} must be [N, H, Dqk], the caches {} and {} [N, cap, Hkv, D]", op, q.shape.str(),
@@ -155,6 +152,7 @@ void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, c
                           const Tensor& c_cache, const Tensor& pe_cache, const DecodePosition& pos, double scale,
                           const Tensor& workspace) {
   const char* op = "mla_decode_attention";
+  (void)workspace;  // GPU only
   const int64_t len = pos.host + 1;
   DT_CHECK(q_nope.ndim() == 3 && q_pe.ndim() == 3 && o.ndim() == 3 && c_cache.ndim() == 3 && pe_cache.ndim() == 3 &&
                w_kvb.ndim() == 2,
@@ -214,6 +212,7 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
 }
 
 void decode_advance(Context& ctx, const Tensor& counter) {
+  (void)ctx;
   if (!counter.defined()) return;
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
