@@ -46,6 +46,7 @@ struct GenerateArgs {
   bool json = false;
   bool ignore_eos = false;
   std::string logits_out;
+  bool no_cuda_graph = false;
   std::string device = "cpu";
   std::string tokenizer_dir = Tokenizer::default_dir();
 };
@@ -149,9 +150,6 @@ void run_generate(const GenerateArgs& a) {
   DT_CHECK(a.threads >= 0, "--threads = {}: give a thread count >= 1 (0: all cores)", a.threads);
   const SamplerOptions sampling{a.temperature, a.top_k, a.top_p};
   check_sampler_options(sampling);
-  DT_CHECK(a.device == "cpu",
-           "--device {}: generation runs on the CPU (the decode step has CPU kernels only); use --device cpu",
-           a.device);
 
   const Tokenizer tok = Tokenizer::load(a.tokenizer_dir);
   const std::string prompt_text = read_prompt(a);
@@ -186,6 +184,7 @@ void run_generate(const GenerateArgs& a) {
   if (!a.logits_out.empty())
     o.on_logits = [&record](int64_t position, std::span<const float> row) { record.add(position, row); };
   o.vocab_limit = std::min(cfg.model.vocab_size, tok.vocab_size());  // ids the tokenizer can write
+  o.cuda_graph = !a.no_cuda_graph;
   std::vector<Continuation> out(static_cast<size_t>(a.batch));
   const bool stream = !a.json && a.batch == 1;
   auto on_token = [&](int seq, int32_t id) {
@@ -210,7 +209,9 @@ void run_generate(const GenerateArgs& a) {
     nlohmann::ordered_json j = {
         {"checkpoint", a.checkpoint},
         {"step", state.step},
-        {"device", "cpu"},
+        {"device", runtime.device() == Device::kCUDA ? "cuda" : "cpu"},
+        {"device_name", describe_device(runtime.device(), a.device)},
+        {"cuda_graph", r.graph_replays > 0},
         {"prompt", {{"text", prompt_text}, {"tokens", prompt}}},
         {"options",
          {{"max_new_tokens", a.max_new_tokens}, {"temperature", a.temperature}, {"top_k", a.top_k},
@@ -218,7 +219,8 @@ void run_generate(const GenerateArgs& a) {
         {"continuations", conts},
         {"timing",
          {{"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms}, {"decode_steps", r.decode_steps},
-          {"decode_tokens", r.decode_tokens}, {"decode_tokens_per_s", tokens_per_s}}}};
+          {"decode_tokens", r.decode_tokens}, {"decode_tokens_per_s", tokens_per_s},
+          {"graph_replays", r.graph_replays}}}};
     // Token bytes need not be valid UTF-8 (a character split across tokens): replaced, not an error.
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     return;
@@ -258,8 +260,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--stop", args->stop, "Stop a continuation when it produces this text (not printed)");
   cmd->add_option("--max-context", args->max_context, "Limit on prompt + new tokens (default 8192)");
   cmd->add_option("--threads", args->threads, "OpenBLAS threads (default: the config's run.threads; 0: all cores)");
-  cmd->add_option("--device", args->device, "cpu (the default; the decode step has CPU kernels only)")
+  cmd->add_option("--device", args->device, "cpu (the default, fp32) or cuda (bf16 with fp32 sums, a CUDA graph per step)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--no-cuda-graph", args->no_cuda_graph,
+                "GPU: run each decode step op by op instead of replaying a CUDA graph (for debugging)");
   cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory of encoder.json and vocab.bpe (default: assets/gpt2)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Go on after <|endoftext|> (benchmarks, comparisons)");
   cmd->add_option("--logits-out", args->logits_out,

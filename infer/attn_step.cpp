@@ -30,19 +30,21 @@ class AttnStep final : public MixerStep {
       w_kn_ = e.weights.param(p + ".k_norm.weight");
     }
     const int64_t N = N_, H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim;
-    const DType t = e.weights.dtype();
-    auto decl = [&](const char* name, Shape s) { return e.scratch.declare_shared(std::string("attn.") + name, t, s); };
-    qg_ = decl("qg", {N, 1, w_q_.size(0)});
-    q_ = decl("q", {N, 1, H, hd});
-    gate_ = decl("gate", {N, 1, H, hd});
-    k_ = decl("k", {N, 1, Hkv, hd});
-    v_ = decl("v", {N, 1, Hkv, hd});
-    qn_ = decl("q_normed", {N, 1, H, hd});
-    kn_ = decl("k_normed", {N, 1, Hkv, hd});
-    rstd_q_ = decl("rstd_q", {N * H});
-    rstd_k_ = decl("rstd_k", {N * Hkv});
-    o_ = decl("o", {N, 1, H, hd});
-    og_ = decl("o_gated", {N, 1, H, hd});
+    const DType t = e.weights.act_dtype(), st = e.weights.stat_dtype();
+    auto decl = [&](const char* name, Shape s, DType d) {
+      return e.scratch.declare_shared(std::string("attn.") + name, d, s);
+    };
+    qg_ = decl("qg", {N, 1, w_q_.size(0)}, t);
+    q_ = decl("q", {N, 1, H, hd}, t);
+    gate_ = decl("gate", {N, 1, H, hd}, t);
+    k_ = decl("k", {N, 1, Hkv, hd}, t);
+    v_ = decl("v", {N, 1, Hkv, hd}, t);
+    qn_ = decl("q_normed", {N, 1, H, hd}, t);
+    kn_ = decl("k_normed", {N, 1, Hkv, hd}, t);
+    rstd_q_ = decl("rstd_q", {N * H}, st);
+    rstd_k_ = decl("rstd_k", {N * Hkv}, st);
+    o_ = decl("o", {N, 1, H, hd}, t);
+    og_ = decl("o_gated", {N, 1, H, hd}, t);
   }
 
   void capture(Layer& mixer, LayerDecodeState& s, int64_t T) override {
@@ -56,7 +58,7 @@ class AttnStep final : public MixerStep {
     }
   }
 
-  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, int64_t pos) override {
+  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, const DecodePosition& pos) override {
     const int64_t N = N_, H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim;
     const Tensor x3 = x.view({N, 1, d_model_});
     const Tensor qg = buf(qg_);
@@ -82,8 +84,8 @@ class AttnStep final : public MixerStep {
     cache_write(ctx, s.keys, k, pos);
     cache_write(ctx, s.values, v, pos);
     Tensor o = buf(o_);
-    decode_attention(ctx, o.view({N, H, hd}), q.view({N, H, hd}), s.keys, s.values, pos + 1,
-                     1.0 / std::sqrt(static_cast<double>(hd)));
+    decode_attention(ctx, o.view({N, H, hd}), q.view({N, H, hd}), s.keys, s.values, pos,
+                     1.0 / std::sqrt(static_cast<double>(hd)), s.workspace);
     if (a_.output_gate) {
       sigmoid_gate_forward(ctx, buf(og_), o, buf(gate_));
       o = buf(og_);

@@ -1,4 +1,5 @@
-// Dispatch of infer/decode_ops.h: shape checks, then the CPU references (infer/cpu/decode_ref.h).
+// Dispatch of infer/decode_ops.h: shape checks, then the GPU kernels (infer/cuda/decode_cuda.h)
+// or the CPU references (infer/cpu/decode_ref.h).
 #include "infer/decode_ops.h"
 
 #include <initializer_list>
@@ -7,17 +8,50 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "infer/cpu/decode_ref.h"
+#ifdef DELTATRON_HAVE_CUDA
+#include "infer/cuda/decode_cuda.h"
+#endif
 
 namespace dt {
 
 namespace {
 
-// A CUDA decode op would dispatch here, before this check (a cuda:: call per op, as kernels/ops_dispatch.h does).
+// Past the GPU branch: a CUDA context here means this build has no CUDA backend.
 void require_cpu(const Context& ctx, const char* op) {
-  DT_CHECK(ctx.device == Device::kCPU,
-           "{}: the decode step has CPU kernels only; use --device cpu",
+  DT_CHECK(ctx.device == Device::kCPU, "{}: this build has no CUDA backend (nvcc was not found at configure time)",
            op);
 }
+
+#ifdef DELTATRON_HAVE_CUDA
+bool on_gpu(const Context& ctx) { return ctx.device == Device::kCUDA; }
+
+// The GPU tensors of an op: on the GPU, of `dtype`, contiguous.
+void check_gpu(const char* op, DType dtype, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
+  for (auto [name, t] : ts) {
+    DT_CHECK(t->defined(), "{}: {} is not given", op, name);
+    DT_CHECK(t->device == Device::kCUDA && t->dtype == dtype && t->is_contiguous(),
+             "{}: {} {} must be a contiguous {} tensor on the GPU", op, name, t->str(), dtype_name(dtype));
+  }
+}
+
+// The device counter's pointer (null when undefined), checked.
+const int32_t* counter_ptr(const char* op, const DecodePosition& pos) {
+  if (!pos.counter.defined()) return nullptr;
+  DT_CHECK(pos.counter.device == Device::kCUDA && pos.counter.dtype == DType::kI32 && pos.counter.numel() == 1,
+           "{}: the position counter {} must be int32 [1] on the GPU", op, pos.counter.str());
+  return pos.counter.ptr<int32_t>();
+}
+
+void check_workspace(const char* op, const Tensor& ws, int64_t elems) {
+  DT_CHECK(ws.defined() && ws.device == Device::kCUDA && ws.dtype == DType::kF32 && ws.is_contiguous() &&
+               ws.numel() >= elems,
+           "{}: the GPU needs a contiguous fp32 workspace of at least {} elements, got {}", op, elems,
+           ws.defined() ? ws.str() : std::string("none"));
+}
+
+uint16_t* bf16(const Tensor& t) { return static_cast<uint16_t*>(t.data); }
+#endif
+
 
 void check_tensors(const char* op, DType dtype, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
   for (auto [name, t] : ts) {
@@ -38,12 +72,20 @@ void dispatch_float(DType t, const char* op, F&& f) {
 
 void decode_conv_step(Context& ctx, const Tensor& y, const Tensor& tail, const Tensor& x, const Tensor& w) {
   const char* op = "decode_conv_step";
-  require_cpu(ctx, op);
   DT_CHECK(x.ndim() == 2 && w.ndim() == 3 && w.size(1) == 1 && w.size(0) == x.size(1),
            "{}: x {} must be [N, C] and w {} [C, 1, K]", op, x.shape.str(), w.shape.str());
   const int64_t N = x.size(0), C = x.size(1), K = w.size(2);
   check_shape(y, {N, C}, "decode_conv_step y");
   if (K > 1) check_shape(tail, {N, K - 1, C}, "decode_conv_step tail");
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16, {{"y", &y}, {"x", &x}});
+    if (K > 1) check_gpu(op, DType::kBF16, {{"tail", &tail}});
+    check_gpu(op, DType::kF32, {{"w", &w}});
+    return decode_cuda::conv_step(bf16(y), K > 1 ? bf16(tail) : nullptr, bf16(x), w.ptr<float>(), N, C, K, ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
   check_tensors(op, x.dtype, {{"y", &y}, {"x", &x}, {"w", &w}});
   if (K > 1) check_tensors(op, x.dtype, {{"tail", &tail}});
   dispatch_float(x.dtype, op, [&](auto t) {
@@ -52,23 +94,32 @@ void decode_conv_step(Context& ctx, const Tensor& y, const Tensor& tail, const T
   });
 }
 
-void decode_rope(Context& ctx, const Tensor& x, int64_t pos, int64_t rotary_dim, double theta, bool interleaved) {
+void decode_rope(Context& ctx, const Tensor& x, const DecodePosition& pos, int64_t rotary_dim, double theta,
+                 bool interleaved) {
   const char* op = "decode_rope";
-  require_cpu(ctx, op);
   DT_CHECK(x.ndim() == 3, "{}: x {} must be [N, H, D]", op, x.shape.str());
-  DT_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= x.size(2) && pos >= 0,
-           "{}: rotary_dim {} must be even and <= D of x {}, pos {} >= 0", op, rotary_dim, x.shape.str(), pos);
+  DT_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= x.size(2) && pos.host >= 0,
+           "{}: rotary_dim {} must be even and <= D of x {}, pos {} >= 0", op, rotary_dim, x.shape.str(), pos.host);
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16, {{"x", &x}});
+    return decode_cuda::rope(bf16(x), x.size(0) * x.size(1), x.size(2), rotary_dim, theta, interleaved, pos.host,
+                             counter_ptr(op, pos), ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
   check_tensors(op, x.dtype, {{"x", &x}});
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
-    decode_rope_ref<T>(x.ptr<T>(), x.size(0), x.size(1), x.size(2), pos, rotary_dim, theta, interleaved);
+    decode_rope_ref<T>(x.ptr<T>(), x.size(0), x.size(1), x.size(2), pos.host, rotary_dim, theta, interleaved);
   });
 }
 
 void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      int64_t len, double scale) {
+                      const DecodePosition& pos, double scale, const Tensor& workspace) {
   const char* op = "decode_attention";
-  require_cpu(ctx, op);
+  (void)workspace;  // GPU only
+  const int64_t len = pos.host + 1;
   DT_CHECK(q.ndim() == 3 && k_cache.ndim() == 4 && v_cache.ndim() == 4,
            "{}: q {} must be [N, H, Dqk], the caches {} and {} [N, cap, Hkv, D]", op, q.shape.str(),
            k_cache.shape.str(), v_cache.shape.str());
@@ -78,7 +129,17 @@ void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tens
   check_shape(v_cache, {N, cap, Hkv, Dv}, "decode_attention v_cache");
   check_shape(o, {N, H, Dv}, "decode_attention o");
   DT_CHECK(Hkv > 0 && H % Hkv == 0, "{}: KV heads {} must divide query heads {}", op, Hkv, H);
-  DT_CHECK(len >= 1 && len <= cap, "{}: len {} must be in [1, {}] (the cache capacity)", op, len, cap);
+  DT_CHECK(len >= 1 && len <= cap, "{}: position {} must be in [0, {}) (the cache capacity)", op, pos.host, cap);
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16, {{"o", &o}, {"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
+    check_workspace(op, workspace, decode_attention_workspace(Device::kCUDA, N, H, cap, Dv));
+    return decode_cuda::attention(bf16(o), bf16(q), bf16(k_cache), bf16(v_cache), workspace.ptr<float>(), N, cap, H,
+                                  Hkv, Dqk, Dv, pos.host, counter_ptr(op, pos), static_cast<float>(scale),
+                                  ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
   check_tensors(op, q.dtype, {{"o", &o}, {"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
@@ -88,9 +149,11 @@ void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tens
 }
 
 void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, const Tensor& q_pe, const Tensor& w_kvb,
-                          const Tensor& c_cache, const Tensor& pe_cache, int64_t len, double scale) {
+                          const Tensor& c_cache, const Tensor& pe_cache, const DecodePosition& pos, double scale,
+                          const Tensor& workspace) {
   const char* op = "mla_decode_attention";
-  require_cpu(ctx, op);
+  (void)workspace;  // GPU only
+  const int64_t len = pos.host + 1;
   DT_CHECK(q_nope.ndim() == 3 && q_pe.ndim() == 3 && o.ndim() == 3 && c_cache.ndim() == 3 && pe_cache.ndim() == 3 &&
                w_kvb.ndim() == 2,
            "{}: q_nope {}, q_pe {}, o {} must be [N, H, d], the caches {}, {} [N, cap, d], w_kvb {} 2-D", op,
@@ -102,7 +165,19 @@ void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, c
   check_shape(o, {N, H, dv}, "mla_decode_attention o");
   check_shape(w_kvb, {H * (dn + dv), kvr}, "mla_decode_attention w_kvb");
   check_shape(pe_cache, {N, cap, dr}, "mla_decode_attention pe_cache");
-  DT_CHECK(len >= 1 && len <= cap, "{}: len {} must be in [1, {}] (the cache capacity)", op, len, cap);
+  DT_CHECK(len >= 1 && len <= cap, "{}: position {} must be in [0, {}) (the cache capacity)", op, pos.host, cap);
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16,
+              {{"o", &o}, {"q_nope", &q_nope}, {"q_pe", &q_pe}, {"w_kvb", &w_kvb}, {"c_cache", &c_cache},
+               {"pe_cache", &pe_cache}});
+    check_workspace(op, workspace, mla_decode_workspace(Device::kCUDA, N, H, cap, kvr));
+    return decode_cuda::mla_attention(bf16(o), bf16(q_nope), bf16(q_pe), bf16(w_kvb), bf16(c_cache), bf16(pe_cache),
+                                      workspace.ptr<float>(), N, cap, H, dn, dr, dv, kvr, pos.host,
+                                      counter_ptr(op, pos), static_cast<float>(scale), ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
   check_tensors(op, q_nope.dtype,
                 {{"o", &o}, {"q_nope", &q_nope}, {"q_pe", &q_pe}, {"w_kvb", &w_kvb}, {"c_cache", &c_cache},
                  {"pe_cache", &pe_cache}});
@@ -113,20 +188,55 @@ void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, c
   });
 }
 
-void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, int64_t pos) {
-  (void)ctx;
+void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const DecodePosition& pos) {
   DT_CHECK(cache.defined() && src.defined() && cache.ndim() >= 2 && cache.is_contiguous() && src.is_contiguous() &&
                cache.dtype == src.dtype && cache.device == src.device,
            "cache_write: cache {} and src {} must be contiguous, of one dtype and device", cache.str(), src.str());
   const int64_t N = cache.size(0), cap = cache.size(1), row = cache.numel() / (N * cap);
   DT_CHECK(src.numel() == N * row, "cache_write: src {} must hold one row of {} elements per sequence of cache {}",
            src.shape.str(), row, cache.shape.str());
-  DT_CHECK(pos >= 0 && pos < cap, "cache_write: position {} outside the cache's capacity {}", pos, cap);
+  DT_CHECK(pos.host >= 0 && pos.host < cap, "cache_write: position {} outside the cache's capacity {}", pos.host, cap);
   const size_t bytes = static_cast<size_t>(row) * dtype_size(cache.dtype);
   auto* dst = static_cast<char*>(cache.data);
   const auto* s = static_cast<const char*>(src.data);
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    DT_CHECK(cache.device == Device::kCUDA, "cache_write: cache {} must be on the GPU", cache.str());
+    return decode_cuda::cache_write(cache.data, src.data, N, cap, static_cast<int64_t>(bytes), pos.host,
+                                    counter_ptr("cache_write", pos), ctx.stream);
+  }
+#endif
+  require_cpu(ctx, "cache_write");
   for (int64_t n = 0; n < N; ++n)
-    device_copy(dst + (n * cap + pos) * bytes, cache.device, s + n * bytes, src.device, bytes);
+    device_copy(dst + (n * cap + pos.host) * bytes, cache.device, s + n * bytes, src.device, bytes);
+}
+
+void decode_advance(Context& ctx, const Tensor& counter) {
+  (void)ctx;
+  if (!counter.defined()) return;
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    (void)counter_ptr("decode_advance", {0, counter});  // checked
+    return decode_cuda::advance(counter.ptr<int32_t>(), ctx.stream);
+  }
+#endif
+  DT_FAIL("decode_advance: the position counter {} needs a CUDA context", counter.str());
+}
+
+int64_t decode_attention_workspace(Device device, int64_t N, int64_t H, int64_t cap, int64_t Dv) {
+#ifdef DELTATRON_HAVE_CUDA
+  if (device == Device::kCUDA) return decode_cuda::attention_workspace_elems(N, H, cap, Dv);
+#endif
+  (void)device, (void)N, (void)H, (void)cap, (void)Dv;
+  return 0;
+}
+
+int64_t mla_decode_workspace(Device device, int64_t N, int64_t H, int64_t cap, int64_t kvr) {
+#ifdef DELTATRON_HAVE_CUDA
+  if (device == Device::kCUDA) return decode_cuda::mla_workspace_elems(N, H, cap, kvr);
+#endif
+  (void)device, (void)N, (void)H, (void)cap, (void)kvr;
+  return 0;
 }
 
 }  // namespace dt

@@ -1,11 +1,16 @@
 // The ops a decode step needs beyond kernels/ops.h: one new token per sequence against the state a
 // sequence keeps (infer/decode_state.h). They dispatch on ctx.device like kernels/ops.h: on the CPU
-// to the references in infer/cpu/decode_ref.h (f32 or f64, one dtype per call). A CUDA context is
-// a clear error: the GPU decode kernels belong in infer/decode_ops.cpp's dispatch, next to the CPU's.
+// to the references in infer/cpu/decode_ref.h (f32 or f64, one dtype per call), on the GPU to
+// infer/cuda/decode_cuda.h (bf16 activations and caches, fp32 arithmetic; the conv weight fp32).
 //
 // N is the number of sequences decoded together; every sequence is at the same position `pos`
 // (the continuations of one prompt advance in step). Caches are [N, capacity, ...] and hold the
-// first `len` positions of each sequence.
+// first `pos` positions of each sequence before the step writes position pos.
+//
+// The position is a DecodePosition: the host value, and on the GPU optionally a device counter
+// (int32 [1]) holding it. With the counter the GPU kernels read the position there when they run,
+// not at launch: a step captured once in a CUDA graph replays at the next position after
+// decode_advance (infer/decoder.h). Without it they take the host value.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,11 @@
 
 namespace dt {
 
+struct DecodePosition {
+  int64_t host = 0;  // the new token's position (= the tokens already in the context)
+  Tensor counter;    // GPU only, optional: int32 [1] on the device holding the same position
+};
+
 // One step of the GDN causal depthwise conv1d + SiLU (kernels/ops.h gdn_conv_forward, K = conv_kernel):
 //   y[n, c] = silu( sum_{i<K-1} w[c, 0, i] tail[n, i, c] + w[c, 0, K-1] x[n, c] )
 // then the tail shifts by one, tail[n] = [tail[n, 1:], x[n]] (the last K-1 inputs).
@@ -23,14 +33,18 @@ void decode_conv_step(Context& ctx, const Tensor& y, const Tensor& tail, const T
 
 // RoPE at position `pos` on x [N, H, D] in place: kernels/ops.h rope_forward's rotation of a token
 // at time pos (same tables, same float arithmetic).
-void decode_rope(Context& ctx, const Tensor& x, int64_t pos, int64_t rotary_dim, double theta, bool interleaved);
+void decode_rope(Context& ctx, const Tensor& x, const DecodePosition& pos, int64_t rotary_dim, double theta,
+                 bool interleaved);
 
-// Softmax attention of one query per sequence over the first `len` cached positions (GQA: query
-// head h reads KV head h / (H / Hkv)):
+// Softmax attention of one query per sequence over the cached positions 0..pos (len = pos + 1;
+// GQA: query head h reads KV head h / (H / Hkv)):
 //   o[n, h] = sum_{t<len} softmax_t(scale q[n, h] . k[n, t, hk]) v[n, t, hk]
 // q [N, H, Dqk], o [N, H, Dv], k_cache [N, cap, Hkv, Dqk], v_cache [N, cap, Hkv, Dv].
+// workspace: on the GPU an fp32 tensor of at least decode_attention_workspace(...) elements (the
+// partial softmax sums of the splits of the positions); unused on the CPU.
 void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      int64_t len, double scale);
+                      const DecodePosition& pos, double scale, const Tensor& workspace = {});
+int64_t decode_attention_workspace(Device device, int64_t N, int64_t H, int64_t cap, int64_t Dv);
 
 // MLA attention in the latent space (DeepSeek-V2/V3's weight absorption). With W = kv_b_proj.weight
 // [H (dn + dv), kvr], per head h: W_kb = rows [h (dn+dv), h (dn+dv) + dn), W_vb = the next dv rows.
@@ -39,11 +53,17 @@ void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tens
 //   o[n, h] = W_vb (sum_t p_t c[n, t])                                   [dv]
 // which equals attention over k = [W_kb c_t | pe_t], v = W_vb c_t without expanding them.
 // q_nope [N, H, dn], q_pe [N, H, dr] (rotated), o [N, H, dv], c_cache [N, cap, kvr] (normed c_kv),
-// pe_cache [N, cap, dr] (rotated shared key).
+// pe_cache [N, cap, dr] (rotated shared key); t runs over 0..pos. workspace: as decode_attention's,
+// of mla_decode_workspace(...) elements.
 void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, const Tensor& q_pe, const Tensor& w_kvb,
-                          const Tensor& c_cache, const Tensor& pe_cache, int64_t len, double scale);
+                          const Tensor& c_cache, const Tensor& pe_cache, const DecodePosition& pos, double scale,
+                          const Tensor& workspace = {});
+int64_t mla_decode_workspace(Device device, int64_t N, int64_t H, int64_t cap, int64_t kvr);
 
 // dst[n, pos] = src[n] for every sequence n: one position of a cache [N, cap, ...] from [N, ...].
-void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, int64_t pos);
+void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const DecodePosition& pos);
+
+// counter[0] += 1 on the device (GPU; nothing to do when the counter is undefined): a step's last op.
+void decode_advance(Context& ctx, const Tensor& counter);
 
 }  // namespace dt

@@ -2,12 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/device.h"
 #include "core/error.h"
+#include "infer/decode_ops.h"
 
 namespace dt {
 
-DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, DType dtype, Device device)
+DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, DType cache_dtype, DType state_dtype,
+                         Device device)
     : n_seqs_(n_seqs), capacity_(capacity), arena_("decode state", device) {
   DT_CHECK(n_seqs >= 1, "decode state: the number of sequences must be >= 1, got {}", n_seqs);
   DT_CHECK(capacity >= 1, "decode state: the capacity must be >= 1 token, got {}", capacity);
@@ -23,24 +27,35 @@ DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, D
       case MixerKind::kGdn: {
         const GdnConfig& g = cfg.gdn;
         const int64_t C = 2 * int64_t{g.n_k_heads} * g.head_k_dim + int64_t{g.n_v_heads} * g.head_v_dim;
-        s.a = arena_.declare(p + "recurrent", dtype, {N, g.n_v_heads, g.head_k_dim, g.head_v_dim});
-        if (g.conv_kernel > 1) s.b = arena_.declare(p + "conv_tail", dtype, {N, g.conv_kernel - 1, C});
+        s.a = arena_.declare(p + "recurrent", state_dtype, {N, g.n_v_heads, g.head_k_dim, g.head_v_dim});
+        if (g.conv_kernel > 1) s.b = arena_.declare(p + "conv_tail", cache_dtype, {N, g.conv_kernel - 1, C});
         break;
       }
       case MixerKind::kAttn: {
         const AttnConfig& a = cfg.attn;
-        s.a = arena_.declare(p + "keys", dtype, {N, cap, a.n_kv_heads, a.head_dim});
-        s.b = arena_.declare(p + "values", dtype, {N, cap, a.n_kv_heads, a.head_dim});
+        s.a = arena_.declare(p + "keys", cache_dtype, {N, cap, a.n_kv_heads, a.head_dim});
+        s.b = arena_.declare(p + "values", cache_dtype, {N, cap, a.n_kv_heads, a.head_dim});
         break;
       }
       case MixerKind::kMla: {
         const MlaConfig& m = cfg.mla;
-        s.a = arena_.declare(p + "latent", dtype, {N, cap, m.kv_lora_rank});
-        s.b = arena_.declare(p + "rope_key", dtype, {N, cap, m.qk_rope_head_dim});
+        s.a = arena_.declare(p + "latent", cache_dtype, {N, cap, m.kv_lora_rank});
+        s.b = arena_.declare(p + "rope_key", cache_dtype, {N, cap, m.qk_rope_head_dim});
         break;
       }
     }
     slots.push_back(s);
+  }
+  if (device == Device::kCUDA) {
+    int64_t ws = 1;
+    for (MixerKind k : cfg.layers) {
+      if (k == MixerKind::kAttn)
+        ws = std::max(ws, decode_attention_workspace(device, N, cfg.attn.n_heads, cap, cfg.attn.head_dim));
+      if (k == MixerKind::kMla)
+        ws = std::max(ws, mla_decode_workspace(device, N, cfg.mla.n_heads, cap, cfg.mla.kv_lora_rank));
+    }
+    counter_ = arena_.declare("position", DType::kI32, {1});
+    workspace_ = arena_.declare("attention.workspace", DType::kF32, {ws});
   }
   arena_.allocate();  // zeroed: the empty context
   for (int i = 0; i < cfg.n_layers(); ++i) {
@@ -53,6 +68,7 @@ DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, D
       case MixerKind::kAttn: l.keys = get(s.a), l.values = get(s.b); break;
       case MixerKind::kMla: l.latent = get(s.a), l.rope_key = get(s.b); break;
     }
+    if (l.kind != MixerKind::kGdn) l.workspace = get(workspace_);
     layers_.push_back(l);
   }
 }
@@ -60,6 +76,16 @@ DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, D
 void DecodeState::set_length(int64_t n) {
   DT_CHECK(n >= 0 && n <= capacity_, "decode state: length {} outside [0, {}] (the capacity)", n, capacity_);
   length_ = n;
+  if (counter_ >= 0) {
+    const auto v = static_cast<int32_t>(n);
+    const Tensor c = arena_.get(counter_);
+    device_copy(c.data, c.device, &v, Device::kCPU, sizeof v);
+  }
+}
+
+void DecodeState::advanced() {
+  DT_CHECK(length_ < capacity_, "decode state: a step past the capacity {}", capacity_);
+  ++length_;
 }
 
 void DecodeState::broadcast_first() {

@@ -6,8 +6,11 @@
 //   attn: the KV cache, keys after qk_norm and RoPE and values [N, capacity, Hkv, hd] each.
 //   mla:  the latent cache, kv_a_layernorm(c_kv) [N, capacity, kv_lora_rank] and the shared
 //         rotated key [N, capacity, qk_rope_head_dim]; per-head keys and values are never formed.
-// All in one arena of the decode's dtype (the parameters' dtype: fp32 on the CPU). N sequences
-// share one position: length() tokens are in every sequence's context.
+// All in one arena. On the CPU everything is the parameters' dtype (fp32); on the GPU the caches and
+// conv tails are bf16 (the activations' dtype) and the GDN states fp32 (the statistics' dtype), as
+// layers/decode_memory.h counts them. N sequences share one position: length() tokens are in every
+// sequence's context. On the GPU the state also holds that position as a device counter, which the
+// decode kernels read (infer/decode_ops.h), and the attention kernels' fp32 workspace.
 #pragma once
 
 #include <cstdint>
@@ -25,19 +28,31 @@ struct LayerDecodeState {
   Tensor keys, values;  // attn [N, capacity, Hkv, hd]
   Tensor latent;     // mla [N, capacity, kv_lora_rank]
   Tensor rope_key;   // mla [N, capacity, qk_rope_head_dim]
+  Tensor workspace;  // attn, mla on the GPU: the attention kernels' fp32 workspace (one, shared by the layers)
 };
 
 class DecodeState {
  public:
-  // Zeroed state (an empty context) for n_seqs sequences of up to `capacity` tokens each.
-  DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, DType dtype, Device device);
+  // Zeroed state (an empty context) for n_seqs sequences of up to `capacity` tokens each: the
+  // caches and conv tails of cache_dtype, the GDN recurrent states of state_dtype.
+  DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, DType cache_dtype, DType state_dtype,
+              Device device);
   DecodeState(const DecodeState&) = delete;
   DecodeState& operator=(const DecodeState&) = delete;
 
   int n_seqs() const { return n_seqs_; }
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }  // tokens in the context so far (the next position)
-  void set_length(int64_t n);                 // after a prefill or a step
+  void set_length(int64_t n);                 // after a prefill (GPU: also writes the device counter)
+  // After a step that advanced the device counter itself (decode_advance): the host's length + 1.
+  void advanced();
+  Device device() const { return arena_.device(); }
+  // GPU: int32 [1], the device copy of length(); undefined on the CPU.
+  Tensor counter() const { return counter_ >= 0 ? arena_.get(counter_) : Tensor{}; }
+  // GPU: the fp32 workspace of decode_attention / mla_decode_attention for this capacity; undefined on the CPU.
+  Tensor attention_workspace() const { return workspace_ >= 0 ? arena_.get(workspace_) : Tensor{}; }
+  // Where the state's memory starts: with the sizes, what a captured decode step depends on.
+  const void* base() const { return arena_.base(); }
   int n_layers() const { return static_cast<int>(layers_.size()); }
   LayerDecodeState& layer(int i) { return layers_.at(static_cast<size_t>(i)); }
 
@@ -56,6 +71,7 @@ class DecodeState {
   int64_t capacity_;
   int64_t length_ = 0;
   Arena arena_;
+  int counter_ = -1, workspace_ = -1;
   std::vector<LayerDecodeState> layers_;
 };
 

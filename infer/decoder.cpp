@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/device.h"
+#include "infer/decode_ops.h"
 #include "kernels/ops.h"
 #include "layers/embedding.h"
 #include "layers/lm_head.h"
@@ -15,7 +16,7 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
   DT_CHECK(weights.tp().size == 1, "decode: the weights must be whole (tensor-parallel size 1), got tp = {}",
            weights.tp().size);
   const int64_t N = n_seqs, C = cfg.d_model, F = cfg.d_ff, V = cfg.vocab_size;
-  const DType t = weights.dtype();
+  const DType t = weights.act_dtype(), st = weights.stat_dtype();
   embed_ = weights.param(Embedding::kWeightName);
   final_norm_ = weights.param("model.norm.weight");
   lm_head_ = cfg.tie_embeddings ? embed_ : weights.param(LMHead::kWeightName);
@@ -38,23 +39,60 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
   gate_ = scratch_.declare("mlp.gate", t, {N, 1, F});
   up_ = scratch_.declare("mlp.up", t, {N, 1, F});
   act_ = scratch_.declare("mlp.h", t, {N, 1, F});
-  rstd_ = scratch_.declare("rstd", t, {N});
-  logits_ = scratch_.declare("logits", t, {N, V});
+  rstd_ = scratch_.declare("rstd", st, {N});
+  logits_ = scratch_.declare("logits", st, {N, V});
   scratch_.allocate();
 }
 
 Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state) {
   DT_CHECK(state.n_seqs() == n_seqs_, "decode: the state holds {} sequences, the decoder {}", state.n_seqs(), n_seqs_);
+  DT_CHECK(state.device() == ctx.device && scratch_.device() == ctx.device,
+           "decode: the context's device differs from the state's or the weights'");
   const int64_t pos = state.length();
   DT_CHECK(pos < state.capacity(), "decode: the context is full ({} tokens, the state's capacity)", state.capacity());
   const Tensor id = buf(ids_);
   device_copy(id.data, id.device, ids, Device::kCPU, id.bytes());
+  const DecodePosition at{pos, state.counter()};
+  auto run = [&] {
+    body(ctx, state, at);
+    decode_advance(ctx, state.counter());
+  };
+  const GraphKey key{state.base(), state.capacity()};
+  // A graph needs a stream of its own (capture refuses the legacy default stream).
+  if (ctx.device != Device::kCUDA || !use_graph_ || !ctx.stream) {
+    run();
+  } else if (graph_.ready() && graph_key_ == key) {
+    graph_.replay(ctx);
+    ++replays_;
+  } else if (warm_key_ == key) {  // the GEMM plans exist: record, then run the recording
+    graph_.capture(ctx, run);
+    graph_key_ = key;
+    graph_.replay(ctx);
+    ++replays_;
+  } else {
+    graph_.reset();
+    run();
+    warm_key_ = key;
+  }
+  state.advanced();
+  return buf(logits_);
+}
+
+Tensor Decoder::head(Context& ctx, const Tensor& hn) {
+  DT_CHECK(hn.ndim() == 2 && hn.size(0) >= 1 && hn.size(0) <= n_seqs_ && hn.size(1) == cfg_.d_model,
+           "decode: the LM head takes [rows <= {}, {}] hidden rows, got {}", n_seqs_, cfg_.d_model, hn.shape.str());
+  const Tensor logits = buf(logits_).narrow0(0, hn.size(0));
+  linear_forward(ctx, logits, hn, lm_head_);
+  return logits;
+}
+
+void Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos) {
   const Tensor h = buf(h_), h2 = buf(h2_), n = buf(n_), m = buf(m_), rstd = buf(rstd_);
   const int64_t N = n_seqs_, C = cfg_.d_model;
   const Tensor n2 = n.view({N, C}), m2 = m.view({N, C});
   const double eps = cfg_.norm_eps;
   const bool zc = cfg_.zero_centered_norm;
-  embedding_forward(ctx, h, id, embed_);
+  embedding_forward(ctx, h, buf(ids_), embed_);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     BlockWeights& b = blocks_[i];
     rmsnorm_forward(ctx, n2, rstd, h.view({N, C}), b.input_norm, eps, zc);
@@ -68,10 +106,7 @@ Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state) {
     residual_add(ctx, h, h2, m);
   }
   rmsnorm_forward(ctx, n2, rstd, h.view({N, C}), final_norm_, eps, zc);
-  const Tensor logits = buf(logits_);
-  linear_forward(ctx, logits, n2, lm_head_);
-  state.set_length(pos + 1);
-  return logits;
+  linear_forward(ctx, buf(logits_), n2, lm_head_);
 }
 
 }  // namespace dt

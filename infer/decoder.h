@@ -1,7 +1,15 @@
 // The whole model for one token per sequence (layers/model.h's forward with T = 1, continuing the
 // DecodeState): embedding, each block (norm, mixer step, residual, norm, SwiGLU MLP, residual), the
 // final norm and the LM head. The weights are read in place from the ParamStore it is given
-// (Hugging Face names, whole tensors: no tensor parallelism).
+// (Hugging Face names, whole tensors: no tensor parallelism; on the GPU the bf16 copies of the
+// matrices, fp32 norm weights and GDN parameters). Activations are the weights' act_dtype() (bf16 on
+// the GPU), statistics and the logits stat_dtype() (fp32 on the GPU).
+//
+// On the GPU the step is captured in a CUDA graph (infer/decode_graph.h) and replayed: the first
+// step for a state runs op by op (it also builds the GEMM plans, which capture must not), the
+// second records the step and replays it, every later one replays. Each step ends by advancing
+// the state's device position counter, which the position-dependent kernels read. A new state
+// (another address or size) is recorded again. set_graph(false) runs every step op by op.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +18,7 @@
 
 #include "core/arena.h"
 #include "core/context.h"
+#include "infer/decode_graph.h"
 #include "infer/decode_state.h"
 #include "infer/mixer_step.h"
 #include "layers/params.h"
@@ -26,8 +35,16 @@ class Decoder {
   MixerStep& mixer(int layer) { return *blocks_.at(static_cast<size_t>(layer)).mixer; }
 
   // ids: host int32 [N], each sequence's token at position state.length(). Returns the logits of the
-  // next token [N, vocab] (on the weights' device; valid until the next step) and advances the state.
+  // next token [N, vocab] (on the weights' device, stat_dtype(); valid until the next step) and
+  // advances the state.
   Tensor step(Context& ctx, const int32_t* ids, DecodeState& state);
+  // The LM head on final-normed hidden rows hn [r, d_model] (r <= n_seqs; the prefill's last
+  // position): logits [r, vocab] as step() computes them, in the same buffer.
+  Tensor head(Context& ctx, const Tensor& hn);
+
+  void set_graph(bool on) { use_graph_ = on; }
+  bool graph_on() const { return use_graph_; }
+  int64_t graph_replays() const { return replays_; }  // steps run by replaying the graph so far
 
  private:
   struct BlockWeights {
@@ -35,12 +52,22 @@ class Decoder {
     std::unique_ptr<MixerStep> mixer;
   };
   Tensor buf(int slot) const { return scratch_.get(slot); }
+  void body(Context& ctx, DecodeState& state, const DecodePosition& pos);  // the step's ops
+  struct GraphKey {
+    const void* base = nullptr;
+    int64_t capacity = 0;
+    bool operator==(const GraphKey&) const = default;
+  };
 
   ModelConfig cfg_;
   int n_seqs_;
   Arena scratch_;
   std::vector<BlockWeights> blocks_;
   Tensor embed_, final_norm_, lm_head_;
+  bool use_graph_ = true;
+  DecodeGraph graph_;
+  GraphKey graph_key_, warm_key_;  // the state the graph was recorded for; the last state run op by op
+  int64_t replays_ = 0;
   int ids_ = -1, h_ = -1, h2_ = -1, n_ = -1, m_ = -1, gate_ = -1, up_ = -1, act_ = -1, rstd_ = -1, logits_ = -1;
 };
 

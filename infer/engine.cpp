@@ -45,7 +45,8 @@ Engine::Engine(const ModelConfig& cfg, ParamStore& weights) : cfg_(cfg), weights
 }
 
 std::unique_ptr<DecodeState> Engine::new_state(int n_seqs, int64_t capacity) const {
-  return std::make_unique<DecodeState>(cfg_, n_seqs, capacity, weights_.dtype(), weights_.device());
+  return std::make_unique<DecodeState>(cfg_, n_seqs, capacity, weights_.act_dtype(), weights_.stat_dtype(),
+                                       weights_.device());
 }
 
 Decoder& Engine::decoder(int n_seqs) {
@@ -53,6 +54,7 @@ Decoder& Engine::decoder(int n_seqs) {
     decoder_.reset();
     decoder_ = std::make_unique<Decoder>(cfg_, weights_, n_seqs);
   }
+  decoder_->set_graph(cuda_graph_);
   return *decoder_;
 }
 
@@ -67,6 +69,8 @@ void Engine::check_prompt(std::span<const int32_t> prompt) const {
 std::vector<float> Engine::prefill(Context& ctx, std::span<const int32_t> prompt, DecodeState& state,
                                    std::vector<float>* all_logits) {
   check_prompt(prompt);
+  DT_CHECK(ctx.device == weights_.device() && state.device() == weights_.device(),
+           "prefill: the context, the state and the weights must be on one device");
   const auto T = static_cast<int64_t>(prompt.size());
   DT_CHECK(state.length() == 0, "prefill: the state already holds {} tokens; give a new state", state.length());
   DT_CHECK(T <= state.capacity(), "prefill: the prompt's {} tokens exceed the state's capacity {}", T,
@@ -82,15 +86,21 @@ std::vector<float> Engine::prefill(Context& ctx, std::span<const int32_t> prompt
   model.params().sync_compute();
   Decoder& dec = decoder(state.n_seqs());
   for (int i = 0; i < cfg_.n_layers(); ++i) dec.mixer(i).before_prefill(model.block(i).mixer(), state.layer(i));
-  // The targets only feed the loss, which is not used: the prompt itself keeps them in range.
-  model.forward(ctx, prompt.data(), prompt.data());
+  const Tensor hn = model.forward_hidden(ctx, prompt.data());  // [1, T, C], final-normed
   for (int i = 0; i < cfg_.n_layers(); ++i) dec.mixer(i).capture(model.block(i).mixer(), state.layer(i), T);
   state.set_length(T);
   state.broadcast_first();
-  const Tensor logits = model.logits();  // [1, T, V]
-  const int64_t V = cfg_.vocab_size;
-  if (all_logits) *all_logits = to_host_f32(logits.view({T, V}));
-  return to_host_f32(logits.view({T, V}).narrow0(T - 1, 1));
+  // The logits through the decoder's LM head: the dtype and arithmetic of a step's. all_logits: every
+  // prompt position's, a row at a time (the head's scratch holds n_seqs rows).
+  const Tensor rows = hn.view({T, cfg_.d_model});
+  if (all_logits) {
+    all_logits->clear();
+    for (int64_t p = 0; p < T; ++p) {
+      const std::vector<float> row = to_host_f32(dec.head(ctx, rows.narrow0(p, 1)));
+      all_logits->insert(all_logits->end(), row.begin(), row.end());
+    }
+  }
+  return to_host_f32(dec.head(ctx, rows.narrow0(T - 1, 1)));
 }
 
 std::vector<float> Engine::step(Context& ctx, std::span<const int32_t> ids, DecodeState& state) {
@@ -107,9 +117,9 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   check_sampler_options(o.sampling);
   DT_CHECK(o.batch >= 1, "--batch = {}: give a number of sequences >= 1", o.batch);
   DT_CHECK(o.max_new_tokens >= 0, "--max-new-tokens = {}: give a number of tokens >= 0", o.max_new_tokens);
-  DT_CHECK(ctx.device == Device::kCPU,
-           "generate: the decode step has CPU kernels only; use --device cpu");
+  DT_CHECK(ctx.device == weights_.device(), "generate: the context's device differs from the weights'");
   check_prompt(prompt);
+  set_cuda_graph(o.cuda_graph);
   const int N = o.batch;
   const int64_t V = cfg_.vocab_size;
   const int64_t vocab = o.vocab_limit > 0 ? std::min<int64_t>(o.vocab_limit, V) : V;
@@ -131,6 +141,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   if (o.max_new_tokens == 0) return r;
 
   t0 = std::chrono::steady_clock::now();
+  const int64_t replays0 = graph_replays();  // the decoder is the prefill's
   std::vector<float> logits;  // [N, V]
   std::vector<bool> done(static_cast<size_t>(N), false);
   std::vector<int32_t> next(static_cast<size_t>(N), 0);
@@ -162,6 +173,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
     if (!any) break;
   }
   r.decode_ms = ms_since(t0);
+  r.graph_replays = graph_replays() - replays0;
   return r;
 }
 

@@ -8,9 +8,13 @@
 // would leave (infer/decode_state.h); every sequence of a batch starts from that one prefill. The
 // decode then runs infer/decoder.h one token per sequence, the N sequences together.
 //
-// Devices: the prefill is the model's own forward (any device); the decode step's own ops
-// (infer/decode_ops.h) have CPU kernels, and generate() refuses a CUDA context with a clear error.
-// The decoder's other ops come from kernels/ops.h, so a CUDA decode needs only those of decode_ops.h.
+// Devices: the CPU (fp32 throughout) and the GPU (bf16 activations and caches, fp32 GDN states and
+// logits; fp32 sums everywhere). The prefill is the model's own forward up to the final norm
+// (Model::forward_hidden) with the decoder's LM head on the last position, so the first token's
+// logits come out as every later step's do. On the GPU each decode step after the first is a CUDA
+// graph replay (infer/decoder.h); set_cuda_graph(false) / GenerateOptions::cuda_graph = false runs
+// it op by op (same kernels, same tokens). Sampling is on the host from the step's fp32 logits, the
+// same code on both devices.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +46,7 @@ struct GenerateOptions {
   std::vector<int32_t> stop_tokens;  // a sequence ends after producing one of them (not included)
   int32_t vocab_limit = 0;           // sample among ids [0, vocab_limit) only; 0: the whole vocabulary
   LogitsCallback on_logits;          // optional: sequence 0's logits at every position
+  bool cuda_graph = true;            // GPU: replay each decode step from a CUDA graph (false: op by op)
 };
 
 enum class StopReason { kLength, kStopToken, kCaller };
@@ -55,6 +60,7 @@ struct GenerateResult {
   double decode_ms = 0;   // the decode steps after it
   int64_t decode_steps = 0;   // decoder steps run (each advances every sequence)
   int64_t decode_tokens = 0;  // tokens those steps produced for sequences still going
+  int64_t graph_replays = 0;  // GPU: decode steps run as a CUDA graph replay
 };
 
 // Called as each token is produced: (sequence, token). Returning false ends that sequence there
@@ -77,6 +83,10 @@ class Engine {
   // One token per sequence (ids [N]) at position state.length(); returns the logits [N * vocab].
   std::vector<float> step(Context& ctx, std::span<const int32_t> ids, DecodeState& state);
 
+  // GPU: record each decode step in a CUDA graph and replay it (the default), or run it op by op.
+  void set_cuda_graph(bool on) { cuda_graph_ = on; }
+  int64_t graph_replays() const { return decoder_ ? decoder_->graph_replays() : 0; }
+
   GenerateResult generate(Context& ctx, std::span<const int32_t> prompt, const GenerateOptions& options,
                           const TokenCallback& on_token = {});
 
@@ -87,6 +97,7 @@ class Engine {
   ModelConfig cfg_;
   ParamStore& weights_;
   std::unique_ptr<Decoder> decoder_;  // for the last number of sequences
+  bool cuda_graph_ = true;
 };
 
 }  // namespace dt

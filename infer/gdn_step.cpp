@@ -24,19 +24,22 @@ class GdnStep final : public MixerStep {
     w_a_ = w(".in_proj_a.weight"), w_conv_ = w(".conv1d.weight"), a_log_ = w(".A_log"), dt_bias_ = w(".dt_bias");
     w_norm_ = w(".norm.weight"), w_out_ = w(".out_proj.weight");
     const int64_t N = N_, Hk = g_.n_k_heads, Hv = g_.n_v_heads, dk = g_.head_k_dim, dv = g_.head_v_dim;
-    const DType t = e.weights.dtype();
-    auto decl = [&](const char* name, Shape s) { return e.scratch.declare_shared(std::string("gdn.") + name, t, s); };
-    qkv_pre_ = decl("qkv_pre", {N, 1, conv_dim()});
-    qkv_ = decl("qkv", {N, 1, conv_dim()});
-    z_ = decl("z", {N, 1, Hv * dv});
-    a_ = decl("a", {N, 1, Hv});
-    b_ = decl("b", {N, 1, Hv});
-    g_slot_ = decl("g", {N, 1, Hv});
-    beta_ = decl("beta", {N, 1, Hv});
-    q_ = decl("q", {N, 1, Hk, dk});
-    k_ = decl("k", {N, 1, Hk, dk});
-    o_ = decl("o", {N, 1, Hv, dv});
-    hidden_ = decl("hidden", {N, 1, Hv * dv});
+    // The gate inputs and gates are statistics (fp32 on the GPU), the rest activations (bf16 there).
+    const DType t = e.weights.act_dtype(), st = e.weights.stat_dtype();
+    auto decl = [&](const char* name, Shape s, DType d) {
+      return e.scratch.declare_shared(std::string("gdn.") + name, d, s);
+    };
+    qkv_pre_ = decl("qkv_pre", {N, 1, conv_dim()}, t);
+    qkv_ = decl("qkv", {N, 1, conv_dim()}, t);
+    z_ = decl("z", {N, 1, Hv * dv}, t);
+    a_ = decl("a", {N, 1, Hv}, st);
+    b_ = decl("b", {N, 1, Hv}, st);
+    g_slot_ = decl("g", {N, 1, Hv}, st);
+    beta_ = decl("beta", {N, 1, Hv}, st);
+    q_ = decl("q", {N, 1, Hk, dk}, t);
+    k_ = decl("k", {N, 1, Hk, dk}, t);
+    o_ = decl("o", {N, 1, Hv, dv}, t);
+    hidden_ = decl("hidden", {N, 1, Hv * dv}, t);
   }
 
   void before_prefill(Layer& mixer, LayerDecodeState& s) override {
@@ -61,7 +64,7 @@ class GdnStep final : public MixerStep {
     }
   }
 
-  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, int64_t pos) override {
+  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, const DecodePosition& pos) override {
     (void)pos;  // the state is the whole past
     const int64_t N = N_, Hk = g_.n_k_heads, Hv = g_.n_v_heads, dk = g_.head_k_dim, dv = g_.head_v_dim;
     const Tensor x3 = x.view({N, 1, d_model_});

@@ -10,6 +10,7 @@
 
 #include "core/arena.h"
 #include "core/context.h"
+#include "infer/decode_ops.h"
 #include "infer/decode_state.h"
 #include "layers/layer.h"
 #include "layers/params.h"
@@ -28,7 +29,10 @@ class MixerStep {
   // After that forward over T tokens: sequence 0 of s as decoding the T tokens one by one leaves it.
   virtual void capture(Layer& mixer, LayerDecodeState& s, int64_t T) = 0;
   // x: the block's normed input [N, d_model] at position pos (= the tokens already in s) -> y [N, d_model].
-  virtual void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, int64_t pos) = 0;
+  // On the GPU the step may be recorded in a CUDA graph: it launches kernels only (no host copies or
+  // synchronisation), and what depends on the position reads pos.counter (infer/decode_ops.h).
+  virtual void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y,
+                    const DecodePosition& pos) = 0;
 };
 
 // What a step is built from. The scratch arena is allocated by the caller after every step is built;

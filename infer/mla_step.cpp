@@ -30,22 +30,24 @@ class MlaStep final : public MixerStep {
     w_kvb_ = w(".kv_b_proj.weight"), w_o_ = w(".o_proj.weight");
     const int64_t N = N_, H = m_.n_heads, dn = m_.qk_nope_head_dim, dr = m_.qk_rope_head_dim, dv = m_.v_head_dim,
                   r = m_.q_lora_rank, kvr = m_.kv_lora_rank;
-    const DType t = e.weights.dtype();
-    auto decl = [&](const char* name, Shape s) { return e.scratch.declare_shared(std::string("mla.") + name, t, s); };
+    const DType t = e.weights.act_dtype(), st = e.weights.stat_dtype();
+    auto decl = [&](const char* name, Shape s, DType d) {
+      return e.scratch.declare_shared(std::string("mla.") + name, d, s);
+    };
     if (r > 0) {
-      qa_ = decl("q_a", {N, r});
-      qa_n_ = decl("q_a_normed", {N, r});
-      rstd_qa_ = decl("rstd_q_a", {N});
+      qa_ = decl("q_a", {N, r}, t);
+      qa_n_ = decl("q_a_normed", {N, r}, t);
+      rstd_qa_ = decl("rstd_q_a", {N}, st);
     }
-    qf_ = decl("q_full", {N, 1, H, dn + dr});
-    q_nope_ = decl("q_nope", {N, 1, H, dn});
-    q_pe_ = decl("q_pe", {N, 1, H, dr});
-    kva_ = decl("kv_a", {N, 1, 1, kvr + dr});
-    c_kv_ = decl("c_kv", {N, 1, 1, kvr});
-    k_pe_ = decl("k_pe", {N, 1, 1, dr});
-    c_kv_n_ = decl("c_kv_normed", {N, kvr});
-    rstd_kv_ = decl("rstd_c_kv", {N});
-    o_ = decl("o", {N, 1, H, dv});
+    qf_ = decl("q_full", {N, 1, H, dn + dr}, t);
+    q_nope_ = decl("q_nope", {N, 1, H, dn}, t);
+    q_pe_ = decl("q_pe", {N, 1, H, dr}, t);
+    kva_ = decl("kv_a", {N, 1, 1, kvr + dr}, t);
+    c_kv_ = decl("c_kv", {N, 1, 1, kvr}, t);
+    k_pe_ = decl("k_pe", {N, 1, 1, dr}, t);
+    c_kv_n_ = decl("c_kv_normed", {N, kvr}, t);
+    rstd_kv_ = decl("rstd_c_kv", {N}, st);
+    o_ = decl("o", {N, 1, H, dv}, t);
   }
 
   void capture(Layer& mixer, LayerDecodeState& s, int64_t T) override {
@@ -58,7 +60,7 @@ class MlaStep final : public MixerStep {
     }
   }
 
-  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, int64_t pos) override {
+  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, const DecodePosition& pos) override {
     const int64_t N = N_, H = m_.n_heads, dn = m_.qk_nope_head_dim, dr = m_.qk_rope_head_dim, dv = m_.v_head_dim,
                   kvr = m_.kv_lora_rank;
     const Tensor qf = buf(qf_), qf_flat = qf.view({N, H * (dn + dr)});
@@ -82,7 +84,7 @@ class MlaStep final : public MixerStep {
     cache_write(ctx, s.rope_key, k_pe, pos);
     const Tensor o = buf(o_);
     mla_decode_attention(ctx, o.view({N, H, dv}), q_nope.view({N, H, dn}), q_pe.view({N, H, dr}), w_kvb_, s.latent,
-                         s.rope_key, pos + 1, 1.0 / std::sqrt(static_cast<double>(dn + dr)));
+                         s.rope_key, pos, 1.0 / std::sqrt(static_cast<double>(dn + dr)), s.workspace);
     linear_forward(ctx, y.view({N, d_model_}), o.view({N, H * dv}), w_o_);
   }
 

@@ -84,6 +84,18 @@ double Model::forward(Context& ctx, const int32_t* inputs, const int32_t* target
   return loss;
 }
 
+Tensor Model::forward_hidden(Context& ctx, const int32_t* inputs) {
+  DT_CHECK(ctx.device == params_.device(), "model: the context's device differs from the model's");
+  Tensor ids = acts_.get(ids_);
+  device_copy(ids.data, ids.device, inputs, Device::kCPU, ids.bytes());
+  embed_.forward(ctx, ids, acts_.get(hs_[0]));
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i]->forward(ctx, acts_.get(hs_[i]), acts_.get(hs_[i + 1]));
+  Tensor hn = acts_.get(hn_);
+  norm_.forward(ctx, acts_.get(hs_.back()), hn);
+  have_forward_ = false;  // the LM head has not run: nothing to differentiate
+  return hn;
+}
+
 void Model::backward(Context& ctx, double loss_scale, const GradsReady& grads_ready) {
   DT_CHECK(have_forward_, "model: backward() needs a forward() first");
   auto ready = [&](std::pair<int, int> slots) {

@@ -47,6 +47,11 @@ class Model {
 
   // inputs, targets: host int32 [B*T]. Returns the mean cross-entropy over the B*T targets.
   double forward(Context& ctx, const int32_t* inputs, const int32_t* targets);
+  // inference: the forward up to the final norm only (no LM head, no loss; inputs host int32
+  // [B*T]). Returns the normed hidden states [B, T, d_model] (valid until the next forward); the
+  // caller applies the LM head to the rows it needs (infer/engine.h: the prompt's last). No
+  // backward() may follow it.
+  Tensor forward_hidden(Context& ctx, const int32_t* inputs);
   // Backward of (loss_scale * mean loss) from the last forward; ACCUMULATES into params() grads.
   // grads_ready (optional): told which slots are final as the backward goes; pass it on the last
   // micro-batch of an accumulation only.

@@ -17,6 +17,8 @@
 #include "trainer/checkpointing.h"
 #include "trainer/config.h"
 
+#include "core/device.h"
+
 namespace dt {
 namespace {
 
@@ -71,6 +73,8 @@ TEST_F(GenerateCli, GreedyJsonIsTheEnginesOwn) {
   ASSERT_EQ(j["continuations"].size(), 1u);
   const nlohmann::json& c = j["continuations"][0];
   for (const char* key : {"tokens", "text", "stop_reason"}) EXPECT_TRUE(c.contains(key)) << key;
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["cuda_graph"], false);
   for (const char* key : {"prefill_ms", "decode_ms", "decode_steps", "decode_tokens", "decode_tokens_per_s"})
     EXPECT_TRUE(j["timing"].contains(key)) << key;
 
@@ -180,6 +184,40 @@ TEST_F(GenerateCli, LogitsOutHoldsEveryPositionsLogits) {
                {"--logits-out records one sequence", "--batch 2"});
 }
 
+// --device cuda end to end (skipped without a GPU): a checkpoint of sizes the GPU kernels take, the
+// JSON names the device, steps after the first replay the CUDA graph, and --no-cuda-graph gives the
+// same tokens op by op.
+TEST_F(GenerateCli, CudaDeviceJson) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present";
+  Config c = tiny_generate_config();
+  c.model.d_model = 64;
+  c.model.d_ff = 96;
+  c.model.attn.head_dim = 32, c.model.attn.rotary_dim = 16;
+  c.model.mla = {.n_heads = 2, .q_lora_rank = 16, .kv_lora_rank = 32, .qk_nope_head_dim = 16, .qk_rope_head_dim = 16,
+                 .v_head_dim = 32, .rope_theta = 10000.0, .rope_interleave = true};
+  c.model.gdn = {.n_k_heads = 1, .n_v_heads = 2, .head_k_dim = 32, .head_v_dim = 32, .conv_kernel = 4, .chunk_size = 16};
+  Model model(c.model, 1, 1);
+  testing::randomize_params(model.params(), 19);
+  AdamW opt(model.params(), {});
+  const std::string ckpt = path("gpu.h5");
+  save_train_checkpoint(ckpt, c, model.params(), opt, CheckpointState{});
+  auto json = [&](const std::string& extra) {
+    CliResult r = run("generate --checkpoint " + quote(ckpt) + " --prompt 'The quick brown fox' --max-new-tokens 12 "
+                      "--device cuda --json" + extra);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out, nullptr, false);
+  };
+  const nlohmann::json g = json(""), e = json(" --no-cuda-graph");
+  ASSERT_TRUE(g.is_object() && e.is_object());
+  EXPECT_EQ(g["device"], "cuda");
+  EXPECT_EQ(g["continuations"][0]["tokens"], e["continuations"][0]["tokens"]);
+  const int64_t steps = g["timing"]["decode_steps"];
+  EXPECT_EQ(g["timing"]["graph_replays"], std::max<int64_t>(steps - 1, 0));
+  EXPECT_EQ(g["cuda_graph"], steps > 1);
+  EXPECT_EQ(e["timing"]["graph_replays"], 0);
+  EXPECT_EQ(e["cuda_graph"], false);
+}
+
 TEST_F(GenerateCli, BadInputIsAClearError) {
   const std::string g = "generate --checkpoint " + quote(ckpt_) + " ";
   expect_error(g + "--prompt 'a b c d e f' --max-new-tokens 10 --max-context 12",
@@ -198,7 +236,8 @@ TEST_F(GenerateCli, BadInputIsAClearError) {
   expect_error(g + "--prompt-file " + qpath("missing.txt"), {"cannot open --prompt-file", "missing.txt"});
   expect_error(g + "--prompt hi --prompt-file " + qpath("empty.txt"), {"--prompt TEXT or --prompt-file FILE, not both"});
   expect_error("generate --prompt hi", {"generate needs --checkpoint FILE"});
-  expect_error(g + "--prompt hi --device cuda", {"--device cuda", "CPU kernels only", "--device cpu"});
+  if (cuda_device_count() == 0)  // with a GPU it generates (GenerateCli.CudaDeviceJson)
+    expect_error(g + "--prompt hi --device cuda", {"device cuda", "--device cpu"});
   // Files that are not a model checkpoint.
   bad_input::write_file(path("notes.txt"), "just some text\n");
   expect_error("generate --prompt hi --checkpoint " + qpath("notes.txt"), {path("notes.txt"), "not a Deltatron checkpoint"});

@@ -1,0 +1,261 @@
+// Attention of one query per (sequence, head) over a cache on the GPU, flash-decoding style
+// (CPU references: infer/cpu/decode_ref.h decode_attention_ref, mla_decode_attention_ref).
+//
+// The len = pos + 1 positions are cut in S = attention_splits(cap) equal ranges (S fixed by the
+// capacity, so a captured launch fits every length; the range size follows the length read on
+// the device). Kernel 1, one CTA per (split, head, sequence), 4 warps: warp w takes positions
+// t0 + w, t0 + w + 4, ... of its range; per position the warp forms the score (lanes over the
+// key dims, a butterfly sum), then an online softmax (running max m, sum l, and Dv accumulators,
+// VPL per lane). The CTA merges its warps and writes (m, l, acc[Dv]) to the fp32 workspace.
+// Kernel 2, one CTA per (head, sequence), merges the S partials: o = sum_s acc_s e^{m_s - M} /
+// sum_s l_s e^{m_s - M}. Nothing holds a whole score row, so any length up to the capacity runs.
+//
+// A key is up to two segments, [k1 | k2], read against [q1 | q2]: GQA has k1 = the key (q1 bf16),
+// MLA has k1 = the latent c_t against q_lat = W_kb^T q_nope (fp32, formed by mla_q_kernel) and
+// k2 = the rotated shared key against q_pe; the value is v (GQA) or c_t (MLA), whose output
+// o_lat goes through W_vb (mla_out_kernel).
+#include <cmath>
+
+#include "infer/cuda/decode_cuda.h"
+#include "kernels/cuda/dense_elem.cuh"
+
+namespace dt::decode_cuda {
+
+using dense_cuda::bf16_bits_to_f32;
+using dense_cuda::f32_to_bf16_bits;
+using dense_cuda::warp_sum;
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int64_t kMaxSplits = 64;
+constexpr int64_t kPositionsPerSplit = 64;  // below kMaxSplits splits: about this many positions each
+
+struct SplitParams {
+  const void* q1;           // [N, H, D1]: fp32 (MLA's q_lat) or bf16 (GQA's q)
+  const uint16_t* q2;       // [N, H, D2] bf16, or null (D2 = 0)
+  const uint16_t *k1, *k2, *v;
+  // Element strides of the caches: per sequence, per position, per KV head (0: shared by all heads).
+  int64_t k1_seq, k1_pos, k1_head, k2_seq, k2_pos, v_seq, v_pos, v_head;
+  int64_t N, H, Hkv, D1, D2, Dv, cap, S, pos;
+  const int32_t* pos_dev;
+  float scale;
+  float* partial;  // [N, H, S, Dv + 2]
+};
+
+__device__ __forceinline__ int64_t decode_len(const int32_t* pos_dev, int64_t pos, int64_t cap) {
+  const int64_t p = pos_dev ? static_cast<int64_t>(*pos_dev) : pos;
+  return p + 1 < 1 ? 1 : (p + 1 > cap ? cap : p + 1);
+}
+
+template <int VPL, bool kQ1F32>
+__global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__ SplitParams p) {
+  __shared__ float sq[kMaxKeyDim];
+  __shared__ float wm[kWarps], wl[kWarps];
+  __shared__ float wacc[kWarps][kMaxValueDim];
+  const int64_t s = blockIdx.x, h = blockIdx.y, n = blockIdx.z, row = n * p.H + h;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t len = decode_len(p.pos_dev, p.pos, p.cap);
+  const int64_t per = (len + p.S - 1) / p.S, t0 = s * per, t1 = t0 + per < len ? t0 + per : len;
+
+  for (int64_t d = threadIdx.x; d < p.D1; d += kThreads)
+    sq[d] = kQ1F32 ? static_cast<const float*>(p.q1)[row * p.D1 + d]
+                   : bf16_bits_to_f32(static_cast<const uint16_t*>(p.q1)[row * p.D1 + d]);
+  for (int64_t d = threadIdx.x; d < p.D2; d += kThreads) sq[p.D1 + d] = bf16_bits_to_f32(p.q2[row * p.D2 + d]);
+  __syncthreads();
+
+  const int64_t hk = h / (p.H / p.Hkv);
+  const uint16_t* k1 = p.k1 + n * p.k1_seq + hk * p.k1_head;
+  const uint16_t* k2 = p.k2 ? p.k2 + n * p.k2_seq : nullptr;
+  const uint16_t* v = p.v + n * p.v_seq + hk * p.v_head;
+  float m = -INFINITY, l = 0.f, acc[VPL];
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) acc[j] = 0.f;
+  for (int64_t t = t0 + warp; t < t1; t += kWarps) {
+    const uint16_t* kr = k1 + t * p.k1_pos;
+    float dot = 0.f;
+    for (int64_t d = lane; d < p.D1; d += 32) dot += sq[d] * bf16_bits_to_f32(kr[d]);
+    if (k2) {
+      const uint16_t* kr2 = k2 + t * p.k2_pos;
+      for (int64_t d = lane; d < p.D2; d += 32) dot += sq[p.D1 + d] * bf16_bits_to_f32(kr2[d]);
+    }
+    const float sc = __shfl_sync(0xffffffffu, warp_sum(dot), 0) * p.scale;
+    const float mn = fmaxf(m, sc);
+    const float corr = expf(m - mn);  // 0 at the first position (m = -inf)
+    const float pr = expf(sc - mn);
+    l = l * corr + pr;
+    const uint16_t* vr = v + t * p.v_pos;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      const int64_t d = lane + 32 * j;
+      if (d < p.Dv) acc[j] = acc[j] * corr + pr * bf16_bits_to_f32(vr[d]);
+    }
+    m = mn;
+  }
+  if (lane == 0) wm[warp] = m, wl[warp] = l;
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) {
+    const int64_t d = lane + 32 * j;
+    if (d < p.Dv) wacc[warp][d] = acc[j];
+  }
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w]);
+  float* out = p.partial + (row * p.S + s) * (p.Dv + 2);
+  const bool empty = M == -INFINITY;  // no position in this range
+  for (int64_t d = threadIdx.x; d < p.Dv; d += kThreads) {
+    float a = 0.f;
+    if (!empty)
+      for (int w = 0; w < kWarps; ++w) a += wacc[w][d] * expf(wm[w] - M);
+    out[2 + d] = a;
+  }
+  if (threadIdx.x == 0) {
+    float L = 0.f;
+    if (!empty)
+      for (int w = 0; w < kWarps; ++w) L += wl[w] * expf(wm[w] - M);
+    out[0] = M, out[1] = L;
+  }
+}
+
+// o[row] = the merge of the S partials of row; bf16 (GQA) or fp32 (MLA's o_lat).
+template <bool kOutF32>
+__global__ void __launch_bounds__(kThreads) merge_kernel(void* o, const float* partial, int64_t H, int64_t S,
+                                                         int64_t Dv) {
+  const int64_t row = blockIdx.y * H + blockIdx.x;
+  const float* pr = partial + row * S * (Dv + 2);
+  float M = -INFINITY;
+  for (int64_t s = 0; s < S; ++s) M = fmaxf(M, pr[s * (Dv + 2)]);
+  float L = 0.f;
+  for (int64_t s = 0; s < S; ++s) {
+    const float ms = pr[s * (Dv + 2)];
+    if (ms != -INFINITY) L += pr[s * (Dv + 2) + 1] * expf(ms - M);
+  }
+  for (int64_t d = threadIdx.x; d < Dv; d += kThreads) {
+    float a = 0.f;
+    for (int64_t s = 0; s < S; ++s) {
+      const float ms = pr[s * (Dv + 2)];
+      if (ms != -INFINITY) a += pr[s * (Dv + 2) + 2 + d] * expf(ms - M);
+    }
+    const float r = a / L;
+    if constexpr (kOutF32)
+      static_cast<float*>(o)[row * Dv + d] = r;
+    else
+      static_cast<uint16_t*>(o)[row * Dv + d] = f32_to_bf16_bits(r);
+  }
+}
+
+// q_lat[row, j] = sum_i q_nope[row, i] W_kb[h][i, j] (fp32), W_kb = w rows [h (dn + dv), + dn).
+__global__ void __launch_bounds__(kThreads) mla_q_kernel(float* q_lat, const uint16_t* q_nope, const uint16_t* w,
+                                                         int64_t H, int64_t dn, int64_t dv, int64_t kvr) {
+  const int64_t h = blockIdx.x, row = blockIdx.y * H + h;
+  const uint16_t* wk = w + h * (dn + dv) * kvr;
+  for (int64_t j = threadIdx.x; j < kvr; j += kThreads) {
+    float a = 0.f;
+    for (int64_t i = 0; i < dn; ++i) a += bf16_bits_to_f32(q_nope[row * dn + i]) * bf16_bits_to_f32(wk[i * kvr + j]);
+    q_lat[row * kvr + j] = a;
+  }
+}
+
+// o[row, i] = sum_j W_vb[h][i, j] o_lat[row, j] (bf16 out), W_vb = the dv rows after W_kb; a warp per i.
+__global__ void __launch_bounds__(kThreads) mla_out_kernel(uint16_t* o, const float* o_lat, const uint16_t* w,
+                                                           int64_t H, int64_t dn, int64_t dv, int64_t kvr) {
+  const int64_t h = blockIdx.x, row = blockIdx.y * H + h;
+  const uint16_t* wv = w + (h * (dn + dv) + dn) * kvr;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t i = warp; i < dv; i += kWarps) {
+    float a = 0.f;
+    for (int64_t j = lane; j < kvr; j += 32) a += bf16_bits_to_f32(wv[i * kvr + j]) * o_lat[row * kvr + j];
+    a = warp_sum(a);
+    if (lane == 0) o[row * dv + i] = f32_to_bf16_bits(a);
+  }
+}
+
+template <bool kQ1F32>
+void launch_split(const SplitParams& p, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(p.S), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N));
+  if (p.Dv <= 64)
+    split_kernel<2, kQ1F32><<<grid, kThreads, 0, s>>>(p);
+  else if (p.Dv <= 128)
+    split_kernel<4, kQ1F32><<<grid, kThreads, 0, s>>>(p);
+  else if (p.Dv <= 256)
+    split_kernel<8, kQ1F32><<<grid, kThreads, 0, s>>>(p);
+  else
+    split_kernel<16, kQ1F32><<<grid, kThreads, 0, s>>>(p);
+}
+
+void check_dims(const char* op, int64_t N, int64_t H, int64_t cap, int64_t Dk, int64_t Dv) {
+  DT_CHECK(N >= 1 && H >= 1 && cap >= 1 && N <= 65535 && H <= 65535, "{}: bad sizes N {}, H {}, capacity {}", op, N,
+           H, cap);
+  DT_CHECK(Dk >= 1 && Dk <= kMaxKeyDim && Dv >= 1 && Dv <= kMaxValueDim,
+           "{}: key dim {} (at most {}) or value dim {} (at most {}) outside what the GPU decode kernels take", op, Dk,
+           kMaxKeyDim, Dv, kMaxValueDim);
+}
+
+}  // namespace
+
+int64_t attention_splits(int64_t cap) {
+  const int64_t s = (cap + kPositionsPerSplit - 1) / kPositionsPerSplit;
+  return s < 1 ? 1 : (s > kMaxSplits ? kMaxSplits : s);
+}
+
+int64_t attention_workspace_elems(int64_t N, int64_t H, int64_t cap, int64_t Dv) {
+  return N * H * attention_splits(cap) * (Dv + 2);
+}
+
+int64_t mla_workspace_elems(int64_t N, int64_t H, int64_t cap, int64_t kvr) {
+  return 2 * N * H * kvr + attention_workspace_elems(N, H, cap, kvr);  // q_lat, o_lat, the partials
+}
+
+void attention(uint16_t* o, const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, float* ws,
+               int64_t N, int64_t cap, int64_t H, int64_t Hkv, int64_t Dqk, int64_t Dv, int64_t pos,
+               const int32_t* pos_dev, float scale, void* stream) {
+  const char* op = "decode_attention (GPU)";
+  DT_CHECK(o && q && k_cache && v_cache && ws, "{}: null tensor pointer", op);
+  check_dims(op, N, H, cap, Dqk, Dv);
+  DT_CHECK(Hkv >= 1 && H % Hkv == 0, "{}: KV heads {} must divide query heads {}", op, Hkv, H);
+  SplitParams p{};
+  p.q1 = q, p.q2 = nullptr, p.k1 = k_cache, p.k2 = nullptr, p.v = v_cache;
+  p.k1_seq = cap * Hkv * Dqk, p.k1_pos = Hkv * Dqk, p.k1_head = Dqk;
+  p.v_seq = cap * Hkv * Dv, p.v_pos = Hkv * Dv, p.v_head = Dv;
+  p.N = N, p.H = H, p.Hkv = Hkv, p.D1 = Dqk, p.D2 = 0, p.Dv = Dv, p.cap = cap, p.S = attention_splits(cap);
+  p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = ws;
+  auto s = static_cast<cudaStream_t>(stream);
+  launch_split<false>(p, s);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  merge_kernel<false><<<dim3(static_cast<unsigned>(H), static_cast<unsigned>(N)), kThreads, 0, s>>>(o, ws, H, p.S,
+                                                                                                   Dv);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,
+                   const uint16_t* c_cache, const uint16_t* pe_cache, float* ws, int64_t N, int64_t cap, int64_t H,
+                   int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos, const int32_t* pos_dev,
+                   float scale, void* stream) {
+  const char* op = "mla_decode_attention (GPU)";
+  DT_CHECK(o && q_nope && q_pe && w_kvb && c_cache && pe_cache && ws, "{}: null tensor pointer", op);
+  check_dims(op, N, H, cap, kvr + dr, kvr);
+  DT_CHECK(dn >= 1 && dv >= 1 && dr >= 0, "{}: bad head dims nope {}, rope {}, v {}", op, dn, dr, dv);
+  float* q_lat = ws;
+  float* o_lat = ws + N * H * kvr;
+  float* partial = o_lat + N * H * kvr;
+  auto s = static_cast<cudaStream_t>(stream);
+  const dim3 rows(static_cast<unsigned>(H), static_cast<unsigned>(N));
+  mla_q_kernel<<<rows, kThreads, 0, s>>>(q_lat, q_nope, w_kvb, H, dn, dv, kvr);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  SplitParams p{};
+  p.q1 = q_lat, p.q2 = dr > 0 ? q_pe : nullptr, p.k1 = c_cache, p.k2 = dr > 0 ? pe_cache : nullptr, p.v = c_cache;
+  p.k1_seq = cap * kvr, p.k1_pos = kvr, p.k1_head = 0;
+  p.k2_seq = cap * dr, p.k2_pos = dr;
+  p.v_seq = cap * kvr, p.v_pos = kvr, p.v_head = 0;
+  p.N = N, p.H = H, p.Hkv = 1, p.D1 = kvr, p.D2 = dr, p.Dv = kvr, p.cap = cap, p.S = attention_splits(cap);
+  p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = partial;
+  launch_split<true>(p, s);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  merge_kernel<true><<<rows, kThreads, 0, s>>>(o_lat, partial, H, p.S, kvr);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  mla_out_kernel<<<rows, kThreads, 0, s>>>(o, o_lat, w_kvb, H, dn, dv, kvr);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+}  // namespace dt::decode_cuda

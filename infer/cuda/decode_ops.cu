@@ -1,0 +1,138 @@
+// The small GPU decode kernels of infer/cuda/decode_cuda.h: the conv step, RoPE at the decode
+// position, the cache write and the position counter's advance. CPU references:
+// infer/cpu/decode_ref.h (the cache write is a copy). bf16 as raw bits, fp32 math.
+#include <cmath>
+
+#include "infer/cuda/decode_cuda.h"
+#include "kernels/cuda/dense_elem.cuh"
+
+namespace dt::decode_cuda {
+
+using dense_cuda::bf16_bits_to_f32;
+using dense_cuda::f32_to_bf16_bits;
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// ---- conv step: one thread per (sequence, channel); it owns that channel's tail column ----
+
+__global__ void conv_step_kernel(uint16_t* __restrict__ y, uint16_t* __restrict__ tail,
+                                 const uint16_t* __restrict__ x, const float* __restrict__ w, int64_t N, int64_t C,
+                                 int64_t K) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= N * C) return;
+  const int64_t n = i / C, c = i % C;
+  const float xv = bf16_bits_to_f32(x[i]);
+  uint16_t* tl = tail ? tail + n * (K - 1) * C + c : nullptr;
+  // Oldest input first, as gdn_conv_forward (the same order of terms).
+  float u = 0.f;
+  for (int64_t j = 0; j + 1 < K; ++j) u += w[c * K + j] * bf16_bits_to_f32(tl[j * C]);
+  u += w[c * K + K - 1] * xv;
+  y[i] = f32_to_bf16_bits(u / (1.f + __expf(-u)));
+  if (tl) {
+    for (int64_t j = 0; j + 2 < K; ++j) tl[j * C] = tl[(j + 1) * C];
+    tl[(K - 2) * C] = x[i];
+  }
+}
+
+// ---- RoPE: one CTA per (sequence, head) row; the rotary part is read whole before any write ----
+
+struct RopeParams {
+  uint16_t* x;
+  int64_t rows, D, pos;
+  const int32_t* pos_dev;
+  int rot, half;
+  bool interleaved;
+  double inv_freq[kMaxRotaryDim / 2];
+};
+
+// kernels/cuda/rope.cu's angle: t inv_freq in double, reduced mod 2 pi, then fp32 sincos.
+__device__ __forceinline__ void rope_sincos(double t, double inv_freq, float* s, float* c) {
+  const double a = t * inv_freq;
+  const double turns = rint(a * 0.15915494309189535);
+  const float r = static_cast<float>(fma(-turns, 6.283185307179586, a));
+  sincosf(r, s, c);
+}
+
+__global__ void rope_kernel(const __grid_constant__ RopeParams p) {
+  __shared__ float in[kMaxRotaryDim];
+  uint16_t* xr = p.x + blockIdx.x * p.D;
+  for (int d = threadIdx.x; d < p.rot; d += blockDim.x) in[d] = bf16_bits_to_f32(xr[d]);
+  __syncthreads();
+  const double t = static_cast<double>(p.pos_dev ? *p.pos_dev : p.pos);
+  for (int i = threadIdx.x; i < p.half; i += blockDim.x) {
+    const float x1 = p.interleaved ? in[2 * i] : in[i];
+    const float x2 = p.interleaved ? in[2 * i + 1] : in[p.half + i];
+    float s, c;
+    rope_sincos(t, p.inv_freq[i], &s, &c);
+    xr[i] = f32_to_bf16_bits(x1 * c - x2 * s);
+    xr[p.half + i] = f32_to_bf16_bits(x2 * c + x1 * s);
+  }
+}
+
+// ---- cache write: 2-byte units; a device position outside the cache writes nothing ----
+
+__global__ void cache_write_kernel(uint16_t* __restrict__ cache, const uint16_t* __restrict__ src, int64_t N,
+                                   int64_t cap, int64_t row, int64_t pos, const int32_t* pos_dev) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= N * row) return;
+  const int64_t at = pos_dev ? *pos_dev : pos;
+  if (at < 0 || at >= cap) return;
+  const int64_t n = i / row, e = i % row;
+  cache[(n * cap + at) * row + e] = src[i];
+}
+
+__global__ void advance_kernel(int32_t* counter) { *counter += 1; }
+
+}  // namespace
+
+void conv_step(uint16_t* y, uint16_t* tail, const uint16_t* x, const float* w, int64_t N, int64_t C, int64_t K,
+               void* stream) {
+  const char* op = "decode_conv_step (GPU)";
+  DT_CHECK(y && x && w && (K == 1 || tail), "{}: null tensor pointer", op);
+  DT_CHECK(N >= 1 && C >= 1 && K >= 1, "{}: bad sizes N {}, C {}, K {}", op, N, C, K);
+  conv_step_kernel<<<blocks_for(N * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(y, K > 1 ? tail : nullptr,
+                                                                                          x, w, N, C, K);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+void rope(uint16_t* x, int64_t rows, int64_t D, int64_t rot, double theta, bool interleaved, int64_t pos,
+          const int32_t* pos_dev, void* stream) {
+  const char* op = "decode_rope (GPU)";
+  DT_CHECK(x, "{}: null tensor pointer", op);
+  DT_CHECK(rot >= 0 && rot % 2 == 0 && rot <= D && rot <= kMaxRotaryDim,
+           "{}: rotary_dim {} must be even, at most the head dim {} and at most {}", op, rot, D, kMaxRotaryDim);
+  DT_CHECK(theta > 0, "{}: rope theta must be positive, got {}", op, theta);
+  if (rows == 0 || rot == 0) return;
+  RopeParams p{};
+  p.x = x, p.rows = rows, p.D = D, p.pos = pos, p.pos_dev = pos_dev;
+  p.rot = static_cast<int>(rot), p.half = p.rot / 2, p.interleaved = interleaved;
+  // The double inv_freq of kernels/cuda/rope.cu (the prefill's RoPE): the same cached keys.
+  for (int i = 0; i < p.half; ++i) p.inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / p.rot);
+  rope_kernel<<<static_cast<unsigned>(rows), 64, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+void cache_write(void* cache, const void* src, int64_t N, int64_t cap, int64_t row_bytes, int64_t pos,
+                 const int32_t* pos_dev, void* stream) {
+  const char* op = "cache_write (GPU)";
+  DT_CHECK(cache && src, "{}: null tensor pointer", op);
+  DT_CHECK(row_bytes % 2 == 0 && N >= 1 && cap >= 1, "{}: bad sizes N {}, cap {}, row bytes {}", op, N, cap,
+           row_bytes);
+  const int64_t row = row_bytes / 2;
+  if (row == 0) return;
+  cache_write_kernel<<<blocks_for(N * row), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<uint16_t*>(cache), static_cast<const uint16_t*>(src), N, cap, row, pos, pos_dev);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+void advance(int32_t* counter, void* stream) {
+  DT_CHECK(counter, "decode advance (GPU): null counter");
+  advance_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(counter);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), "decode advance (GPU)");
+}
+
+}  // namespace dt::decode_cuda

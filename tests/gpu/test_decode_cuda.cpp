@@ -1,0 +1,293 @@
+// The GPU decode engine (infer/engine.h on a CUDA context: bf16, a CUDA graph per step) against the
+// CPU fp32 model on the same weights: for every mixer and a hybrid, the logits of feeding a prompt
+// token by token, and of a prefill followed by decode steps, match the CPU's full forward within
+// bf16 error; the graph and op-by-op steps give the same tokens; a seed repeats; and on a briefly
+// trained model the CPU and the GPU agree on 32 greedy tokens (or the test names the near-tie that
+// split them). Each comparison prints its worst error. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/philox.h"
+#include "infer/engine.h"
+#include "layers/model.h"
+#include "tests/gpu/infer_cuda_util.h"
+#include "tests/infer/infer_test_util.h"
+#include "trainer/adamw.h"
+#include "trainer/runtime.h"
+
+namespace dt {
+namespace {
+
+using infer_cuda_testing::gpu_config;
+using infer_testing::random_tokens;
+
+// bf16 activations (8 significant bits) rounded at every op of every layer: the logits carry a few
+// 1e-3 of their scale; 3e-2 of max(max |logit|, 1) catches a wrong position, state or cache entry
+// (those move logits by O(1)) with room for the rounding.
+constexpr double kLogitRtol = 3e-2;
+
+// max |a - b| / max(max |b|, 1) of one row.
+double row_error(const float* a, const float* b, int64_t n) {
+  double diff = 0, scale = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return diff / scale;
+}
+
+// A CPU fp32 model with random weights, its full forward's logits [T, V] of `prompt`, and a GPU
+// model with the same master weights (the engine's weights on the GPU).
+struct Twin {
+  Model cpu, gpu;
+  std::vector<float> logits;
+  Twin(const ModelConfig& cfg, const std::vector<int32_t>& prompt, uint64_t seed)
+      : cpu(cfg, 1, static_cast<int>(prompt.size())), gpu(cfg, 1, 1, DType::kF32, Device::kCUDA) {
+    testing::randomize_params(cpu.params(), seed);
+    Context ctx;
+    cpu.forward(ctx, prompt.data(), prompt.data());
+    const Tensor l = cpu.logits();
+    logits.assign(l.ptr<float>(), l.ptr<float>() + l.numel());
+    copy_masters(cpu.params(), gpu.params());
+  }
+  static void copy_masters(ParamStore& from, ParamStore& to) {
+    Arena &src = from.params_arena(), &dst = to.params_arena();
+    ASSERT_EQ(src.bytes(), dst.bytes());
+    device_copy(dst.base(), dst.device(), src.base(), src.device(), src.bytes());
+    to.sync_compute();
+  }
+};
+
+struct Case {
+  std::string name;
+  ModelConfig cfg;
+  int64_t T = 37;
+};
+
+std::vector<Case> cases() {
+  using K = MixerKind;
+  std::vector<Case> c;
+  c.push_back({"gdn", gpu_config({K::kGdn, K::kGdn})});
+  Case tc{"gdn_tensor_core_chunk64", gpu_config({K::kGdn})};
+  tc.cfg.gdn.head_k_dim = tc.cfg.gdn.head_v_dim = 64, tc.cfg.gdn.chunk_size = 64, tc.T = 70;
+  c.push_back(tc);
+  Case rec{"gdn_recurrent_conv1", gpu_config({K::kGdn})};
+  rec.cfg.gdn.chunk_size = 0, rec.cfg.gdn.conv_kernel = 1;
+  c.push_back(rec);
+  c.push_back({"attn_gated", gpu_config({K::kAttn, K::kAttn})});
+  Case plain{"attn_ungated", gpu_config({K::kAttn})};
+  plain.cfg.attn.qk_norm = false, plain.cfg.attn.output_gate = false, plain.cfg.attn.n_kv_heads = 4;
+  plain.cfg.zero_centered_norm = false;
+  c.push_back(plain);
+  for (bool interleave : {true, false})
+    for (int q_lora : {0, 24}) {
+      Case m{std::string("mla_") + (interleave ? "interleaved" : "halves") + "_qlora" + std::to_string(q_lora),
+             gpu_config({K::kMla})};
+      m.cfg.mla.rope_interleave = interleave, m.cfg.mla.q_lora_rank = q_lora;
+      c.push_back(m);
+    }
+  c.push_back({"hybrid", gpu_config({K::kGdn, K::kAttn, K::kMla, K::kGdn})});
+  return c;
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class DecodeCuda : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecodeCuda, TokenByTokenMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  const int64_t T = c.T, V = c.cfg.vocab_size;
+  const std::vector<int32_t> prompt = random_tokens(T, c.cfg.vocab_size, 7);
+  Twin twin(c.cfg, prompt, 3);
+  Runtime rt(Device::kCUDA);
+  for (bool graph : {true, false}) {
+    SCOPED_TRACE(graph ? "CUDA graph" : "op by op");
+    Engine engine(c.cfg, twin.gpu.params());
+    engine.set_cuda_graph(graph);
+    auto state = engine.new_state(1, T);
+    double worst = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const std::vector<float> l = engine.step(rt.ctx(), std::span(&prompt[t], 1), *state);
+      const double e = row_error(l.data(), twin.logits.data() + t * V, V);
+      worst = std::max(worst, e);
+      EXPECT_LE(e, kLogitRtol) << "token " << t;
+    }
+    std::printf("%s, %s: token by token, worst logit error %.3e of the scale (limit %.0e)\n", c.name.c_str(),
+                graph ? "graph" : "op by op", worst, kLogitRtol);
+    EXPECT_EQ(state->length(), T);
+    // Step 1 runs op by op (it builds the GEMM plans), step 2 records the graph; it replays from then on.
+    EXPECT_EQ(engine.graph_replays(), graph ? T - 1 : 0);
+  }
+}
+
+TEST_P(DecodeCuda, PrefillThenDecodeMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  const int64_t T = c.T, V = c.cfg.vocab_size;
+  const std::vector<int32_t> prompt = random_tokens(T, c.cfg.vocab_size, 11);
+  Twin twin(c.cfg, prompt, 5);
+  Runtime rt(Device::kCUDA);
+  Engine engine(c.cfg, twin.gpu.params());
+  // Shorter and longer than the conv tail, inside, at the end of and past a chunk.
+  for (int64_t P : {int64_t{1}, int64_t{3}, int64_t{16}, int64_t{17}, T - 5}) {
+    SCOPED_TRACE("prefill of " + std::to_string(P));
+    auto state = engine.new_state(1, T);
+    std::vector<float> l = engine.prefill(rt.ctx(), std::span(prompt.data(), P), *state);
+    double worst = row_error(l.data(), twin.logits.data() + (P - 1) * V, V);
+    EXPECT_LE(worst, kLogitRtol) << "the prefill's last logits";
+    for (int64_t t = P; t < T; ++t) {
+      l = engine.step(rt.ctx(), std::span(&prompt[t], 1), *state);
+      const double e = row_error(l.data(), twin.logits.data() + t * V, V);
+      worst = std::max(worst, e);
+      EXPECT_LE(e, kLogitRtol) << "token " << t;
+    }
+    std::printf("%s: prefill %lld + decode, worst logit error %.3e\n", c.name.c_str(), static_cast<long long>(P),
+                worst);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, DecodeCuda, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// A prompt of 1200 tokens (19 splits of the cached positions) and decode steps past it: the
+// attention kernels at a long context, against the CPU's full forward.
+TEST(DecodeCudaLong, LongPromptThenDecodeMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  using K = MixerKind;
+  const ModelConfig cfg = gpu_config({K::kGdn, K::kAttn, K::kMla});
+  const int64_t P = 1200, T = 1206, V = cfg.vocab_size;
+  const std::vector<int32_t> prompt = random_tokens(T, cfg.vocab_size, 21);
+  Twin twin(cfg, prompt, 23);
+  Runtime rt(Device::kCUDA);
+  Engine engine(cfg, twin.gpu.params());
+  auto state = engine.new_state(1, T);
+  std::vector<float> l = engine.prefill(rt.ctx(), std::span(prompt.data(), P), *state);
+  EXPECT_LE(row_error(l.data(), twin.logits.data() + (P - 1) * V, V), kLogitRtol) << "prefill";
+  for (int64_t t = P; t < T; ++t) {
+    l = engine.step(rt.ctx(), std::span(&prompt[t], 1), *state);
+    EXPECT_LE(row_error(l.data(), twin.logits.data() + t * V, V), kLogitRtol) << "token " << t;
+  }
+}
+
+GenerateOptions sampled(int batch, uint64_t seed) {
+  GenerateOptions o;
+  o.max_new_tokens = 24;
+  o.batch = batch;
+  o.seed = seed;
+  o.sampling = SamplerOptions{1.0, 20, 0.95};
+  return o;
+}
+
+TEST(DecodeCudaGeneration, GraphAndOpByOpGiveTheSameTokens) {
+  SKIP_WITHOUT_GPU();
+  using K = MixerKind;
+  const ModelConfig cfg = gpu_config({K::kGdn, K::kAttn, K::kMla, K::kGdn});
+  const std::vector<int32_t> prompt = random_tokens(19, cfg.vocab_size, 31);
+  Twin twin(cfg, prompt, 33);
+  Runtime rt(Device::kCUDA);
+  Engine engine(cfg, twin.gpu.params());
+  for (int batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    GenerateOptions o = sampled(batch, 5);
+    for (double temperature : {0.0, 1.0}) {
+      o.sampling.temperature = temperature;
+      o.cuda_graph = true;
+      const GenerateResult with = engine.generate(rt.ctx(), prompt, o);
+      o.cuda_graph = false;
+      const GenerateResult without = engine.generate(rt.ctx(), prompt, o);
+      EXPECT_EQ(with.tokens, without.tokens) << "temperature " << temperature;
+      // Every step after the first replays the graph (the first too when this state landed where the
+      // last one was, with the same size: the recording is then still valid).
+      EXPECT_GE(with.graph_replays, with.decode_steps - 1);
+      EXPECT_LE(with.graph_replays, with.decode_steps);
+      EXPECT_EQ(without.graph_replays, 0);
+    }
+  }
+}
+
+TEST(DecodeCudaGeneration, ASeedRepeatsItsTokens) {
+  SKIP_WITHOUT_GPU();
+  using K = MixerKind;
+  const ModelConfig cfg = gpu_config({K::kGdn, K::kAttn, K::kMla});
+  const std::vector<int32_t> prompt = random_tokens(13, cfg.vocab_size, 41);
+  Twin twin(cfg, prompt, 43);
+  Runtime rt(Device::kCUDA);
+  Engine engine(cfg, twin.gpu.params());
+  const GenerateResult a = engine.generate(rt.ctx(), prompt, sampled(3, 9));
+  const GenerateResult b = engine.generate(rt.ctx(), prompt, sampled(3, 9));
+  EXPECT_EQ(a.tokens, b.tokens);
+  Engine again(cfg, twin.gpu.params());  // a fresh engine (a new decoder and graph)
+  EXPECT_EQ(again.generate(rt.ctx(), prompt, sampled(3, 9)).tokens, a.tokens);
+}
+
+// A model trained for a few seconds on counting sequences ((start + 3 t) mod V): its next tokens are
+// confident, as a trained checkpoint's are. The CPU (fp32) and the GPU (bf16) pick the same 32 greedy
+// tokens, or the first that differs is a near-tie of the CPU's logits (printed with its margin).
+TEST(DecodeCudaGeneration, CpuAndGpuGreedyAgreeOnATrainedModel) {
+  SKIP_WITHOUT_GPU();
+  using K = MixerKind;
+  const ModelConfig cfg = gpu_config({K::kGdn, K::kAttn, K::kMla, K::kGdn});
+  const int V = cfg.vocab_size, B = 8, T = 64, steps = 60;
+  Runtime rt(Device::kCUDA);
+  Model trained(cfg, B, T, DType::kF32, Device::kCUDA);
+  trained.init(7);
+  AdamW opt(trained.params(), {0.9, 0.95, 1e-8, 0.1});
+  std::vector<int32_t> in(static_cast<size_t>(B) * T), tgt(in.size());
+  double first = 0, last = 0;
+  for (int step = 0; step < steps; ++step) {
+    for (int b = 0; b < B; ++b) {
+      const int start = static_cast<int>(philox_uniform(99, step, b) * V);
+      for (int t = 0; t < T; ++t) {
+        in[b * T + t] = (start + 3 * t) % V;
+        tgt[b * T + t] = (start + 3 * (t + 1)) % V;
+      }
+    }
+    trained.params().zero_grads();
+    last = trained.forward(rt.ctx(), in.data(), tgt.data());
+    if (step == 0) first = last;
+    trained.backward(rt.ctx(), 1.0);
+    clip_grad_norm(rt.ctx(), trained.params(), 1.0);
+    opt.step(rt.ctx(), 3e-3);
+  }
+  std::printf("training: loss %.4f -> %.4f in %d steps\n", first, last, steps);
+  Model cpu_w(cfg, 1, 1), gpu_w(cfg, 1, 1, DType::kF32, Device::kCUDA);
+  Twin::copy_masters(trained.params(), cpu_w.params());
+  Twin::copy_masters(trained.params(), gpu_w.params());
+  Engine cpu(cfg, cpu_w.params()), gpu(cfg, gpu_w.params());
+  std::vector<int32_t> prompt;
+  for (int t = 0; t < 20; ++t) prompt.push_back((17 + 3 * t) % V);
+  GenerateOptions o;
+  o.max_new_tokens = 32;
+  Context cpu_ctx;
+  const std::vector<int32_t> a = cpu.generate(cpu_ctx, prompt, o).tokens[0];
+  const std::vector<int32_t> b = gpu.generate(rt.ctx(), prompt, o).tokens[0];
+  ASSERT_EQ(a.size(), 32u);
+  ASSERT_EQ(b.size(), 32u);
+  const auto split = std::mismatch(a.begin(), a.end(), b.begin());
+  if (split.first == a.end()) {
+    std::printf("CPU and GPU agree on all 32 greedy tokens\n");
+    return;
+  }
+  // The CPU's logits where they part: a bf16 near-tie is the only acceptable reason.
+  const int64_t i = split.first - a.begin();
+  auto state = cpu.new_state(1, static_cast<int64_t>(prompt.size()) + i + 1);
+  std::vector<float> l = cpu.prefill(cpu_ctx, prompt, *state);
+  for (int64_t j = 0; j < i; ++j) l = cpu.step(cpu_ctx, std::span(&a[j], 1), *state);
+  double scale = 1;
+  for (float x : l) scale = std::max(scale, std::fabs(double(x)));
+  const double margin = double(l[*split.first]) - double(l[*split.second]);
+  std::printf("CPU and GPU part at greedy token %lld: CPU %d, GPU %d, CPU logit margin %.4e (%.2e of the scale)\n",
+              static_cast<long long>(i), *split.first, *split.second, margin, margin / scale);
+  EXPECT_LE(margin / scale, kLogitRtol) << "the CPU and the GPU part at token " << i
+                                        << " where the CPU's choice is not a near-tie";
+}
+
+}  // namespace
+}  // namespace dt
