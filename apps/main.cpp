@@ -1,4 +1,4 @@
-// deltatron: one program, subcommands per DESIGN section 7.
+// deltatron: one program with subcommands (docs/architecture.md, "The command line").
 #include <cstdio>
 #include <exception>
 #include <string>

@@ -1,4 +1,4 @@
-// Context: everything an op or layer needs besides its tensors (STYLE section 10).
+// Context: everything an op or layer needs besides its tensors (docs/architecture.md, "Conventions").
 // Nothing global: the device, the stream and library handles, the process grid and
 // a workspace are passed in.
 #pragma once

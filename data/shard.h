@@ -1,4 +1,5 @@
-// Token shards in llm.c's format (DESIGN section 4), so existing FineWeb / FineWeb-Edu shards work:
+// Token shards in llm.c's format (docs/inputs.md, "Token shards"), so existing FineWeb /
+// FineWeb-Edu shards work:
 //   a header of 256 little-endian int32: [0] = 20240520 (magic), [1] = 1 (version), [2] = n_tokens,
 //   then n_tokens little-endian uint16 token ids. Every document starts with <|endoftext|> (50256).
 // By convention the validation shard's name contains `_val_` and train shards `_train_`.

@@ -1,11 +1,11 @@
 // Host-side declarations of the Gated DeltaNet CUDA launchers (kernels/cuda/gdn_*.cu).
-// Compiled by g++ and nvcc alike: plain structs of pointers, sizes and strides (STYLE 6),
-// no CUDA types. kernels/ops_gdn.cpp checks the Tensors and fills these; the launchers
-// check sizes again (they may be called directly by benchmarks) and every launch is
+// Compiled by g++ and nvcc alike: plain structs of pointers, sizes and strides, no CUDA types
+// (docs/architecture.md, "Conventions"). kernels/ops_gdn.cpp checks the Tensors and fills these;
+// the launchers check sizes again (they may be called directly by benchmarks) and every launch is
 // followed by an error check.
 //
-// Dtypes on the GPU (DESIGN 5): q, k, v, o, d_o, dq, dk, dv are bf16 (passed as the raw
-// uint16_t bits); the gates g, beta, their gradients and every state are fp32.
+// Dtypes on the GPU (docs/architecture.md, "Precision"): q, k, v, o, d_o, dq, dk, dv are bf16
+// (passed as the raw uint16_t bits); the gates g, beta, their gradients and every state are fp32.
 // Layout as on the CPU (kernels/ops.h, gdn section): row r = b*T + t of q starts at
 // q + r*ld_q and holds Hk packed heads of dk features; v, o, d_o hold Hv heads of dv;
 // g, beta are [B, T, Hv] contiguous; states are [B, Hv, dk, dv] contiguous.
@@ -136,12 +136,12 @@ struct GdnCudaBackwardParams {
   float q_scale = 1.f, k_scale = 1.f;
 };
 
-// The chunked gated delta rule (GDN_MATH.md). Stream-ordered on `stream` (a cudaStream_t;
-// null = the legacy default stream). The workspace comes from cudaMallocAsync on the same
-// stream (the device's default memory pool, whose release threshold the first call raises so
-// that freed blocks stay cached: after the first call of a size no cudaMalloc happens) and is
-// freed before return (stream-ordered). Deterministic: no atomics, every sum is taken in a fixed
-// order, so the same inputs give the same bits.
+// The chunked gated delta rule (docs/model.md, "The chunked form"; docs/gdn_kernels.md).
+// Stream-ordered on `stream` (a cudaStream_t; null = the legacy default stream). The workspace
+// comes from cudaMallocAsync on the same stream (the device's default memory pool, whose release
+// threshold the first call raises so that freed blocks stay cached: after the first call of a
+// size no cudaMalloc happens) and is freed before return (stream-ordered). Deterministic: no
+// atomics, every sum is taken in a fixed order, so the same inputs give the same bits.
 void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream);
 void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream);
 

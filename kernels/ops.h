@@ -1,8 +1,8 @@
-// kernels/ops.h: the one dispatch API for every op (DESIGN section 1).
+// kernels/ops.h: the one dispatch API for every op (docs/architecture.md, "The op pattern").
 //
 // Each op takes a Context and Tensor views and dispatches on ctx.device and the
 // tensors' dtype: on the CPU to the readable references in kernels/cpu/ (`*_ref`,
-// templated on float and double), on the GPU (later) to kernels/cuda/.
+// templated on float and double), on the GPU to kernels/cuda/.
 //
 // Conventions for every op here:
 //   - Shapes are checked before any work; a mismatch is a dt::Error naming the op,
@@ -28,8 +28,8 @@ namespace dt {
 // ============================================================================
 // (dense section begins)
 //
-// On the GPU (ctx.device == kCUDA; kernels/cuda_ops.h; DESIGN section 5) activations and matmul
-// operands are bf16 and every sum is taken in fp32:
+// On the GPU (ctx.device == kCUDA; kernels/cuda_ops.h; docs/architecture.md, "Precision")
+// activations and matmul operands are bf16 and every sum is taken in fp32:
 //   - linear: x, w, y, dy, dx bf16; dw fp32 (accumulated by the GEMM, beta = 1). y may also be
 //     fp32 (the GDN gate projections feed fp32 gates).
 //   - embedding: ids int32, w and y bf16; dw fp32. Deterministic backward (no float atomics).
@@ -168,12 +168,12 @@ void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
 // Value head h reads key head h / (Hv / Hk) (HF: repeat_interleave of q and k).
 // All tensors of one call share one dtype (f32 or f64 on the CPU); the state, gates and
 // decays are computed in that precision.
-// On the GPU (ctx.device == kCUDA; kernels/gdn_cuda.h), so far gdn_chunk_*, gdn_recurrent_forward,
-// gdn_l2norm_*, gdn_gates_*, gdn_conv_* and gdn_norm_*: q, k, v, o, d_o, dq, dk, dv (and
-// l2norm's, the conv's and the gated norm's activations) are bf16; g, beta, a, b, A_log, dt_bias,
-// the conv weight, the norm weight, their gradients and the states are fp32; chunk <= 64; head
-// dims any multiple of 8 up to 128, dk != dv allowed (chunk 64 with dk = dv in {64, 128} runs the
-// tensor-core kernels, everything else the fp32 SIMT ones).
+// On the GPU (ctx.device == kCUDA; kernels/gdn_cuda.h), for gdn_chunk_*, gdn_recurrent_forward,
+// gdn_l2norm_*, gdn_gates_*, gdn_conv_* and gdn_norm_* (gdn_recurrent_backward is CPU only):
+// q, k, v, o, d_o, dq, dk, dv (and l2norm's, the conv's and the gated norm's activations) are
+// bf16; g, beta, a, b, A_log, dt_bias, the conv weight, the norm weight, their gradients and the
+// states are fp32; chunk <= 64; head dims any multiple of 8 up to 128, dk != dv allowed (chunk 64
+// with dk = dv in {64, 128} runs the tensor-core kernels, everything else the fp32 SIMT ones).
 
 // The [B, T, heads, dim] view of columns [col, col + heads*dim) of a contiguous [B, T, C] buffer.
 Tensor gdn_head_view(const Tensor& buf, int64_t col, int64_t heads, int64_t dim);

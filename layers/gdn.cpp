@@ -72,7 +72,7 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   w_out_ = params.declare({p + ".out_proj.weight", {D, value_full}, Init::kNormal, out_std, TpSplit::kRow});
 
   // Saved activations per layer, backward temporaries ("grad.*") shared by every GDN layer. The gate
-  // inputs and the gates are statistics: fp32 on the GPU (DESIGN section 5).
+  // inputs and the gates are statistics: fp32 on the GPU (docs/architecture.md, "Precision").
   auto decl = [&](const std::string& name, Shape s) {
     static const char* const kFp32[] = {"a", "b", "g", "beta", "grad.g", "grad.beta", "grad.a", "grad.b"};
     DType t = params.act_dtype();

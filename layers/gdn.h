@@ -1,4 +1,5 @@
-// GatedDeltaNet: the Qwen3.5 `linear_attn` mixer (HF Qwen3_5GatedDeltaNet, DESIGN section 2).
+// GatedDeltaNet: the Qwen3.5 `linear_attn` mixer (HF Qwen3_5GatedDeltaNet; docs/model.md, "Gated
+// DeltaNet").
 //   qkv  = silu(causal_depthwise_conv1d(in_proj_qkv(x)))     channels [q (Hk*dk) | k (Hk*dk) | v (Hv*dv)]
 //   q    = l2norm(q) / sqrt(dk);  k = l2norm(k)                per key head, eps 1e-6
 //   beta = sigmoid(in_proj_b(x));  g = -exp(A_log) softplus(in_proj_a(x) + dt_bias)

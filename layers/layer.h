@@ -1,4 +1,4 @@
-// Layer: a module with explicit forward and backward (DESIGN section 1).
+// Layer: a module with explicit forward and backward (docs/architecture.md, "The Layer contract").
 //
 // Life cycle:
 //   1. declare(params, acts, B, T): declare parameters (full Hugging Face names)

@@ -16,7 +16,8 @@ double residual_init_std(const ModelConfig& cfg);
 
 class Linear : public Layer {
  public:
-  // prefix "model.layers.0.mlp.up_proj"; init N(0, init_std^2); split per DESIGN section 3.
+  // prefix "model.layers.0.mlp.up_proj"; init N(0, init_std^2); split as docs/parallel.md, "Tensor
+  // parallelism in the layers", says.
   // in, out: full sizes. Under TP (tp.size > 1) the layer holds this rank's part: out / tp rows
   // (column-parallel) or in / tp columns (row-parallel), so x, y are the local features; the
   // caller adds the mappings around it (layers/tp.h).

@@ -1,4 +1,4 @@
-// The whole language model (DESIGN section 2):
+// The whole language model (docs/model.md, "The whole model"):
 //   h = embed_tokens(inputs); h = block_i(h) for each layer; logits = lm_head(norm(h))
 //   loss = mean over the B*T tokens of cross_entropy(logits, targets)
 // Parameter names are Hugging Face's (model.embed_tokens.weight, model.layers.{i}...., model.norm.weight,

@@ -1,5 +1,5 @@
 // The model's shape: what the YAML `model:` section resolves to (trainer/config.h).
-// The layer pattern is data (STYLE section 11): one mixer kind per layer.
+// The layer pattern is data (docs/architecture.md, "Conventions"): one mixer kind per layer.
 #pragma once
 
 #include <string>
@@ -42,7 +42,7 @@ struct MlaConfig {
   bool rope_interleave = true;  // RoPE on adjacent pairs of the rope dims (DeepSeek-V3's HF default)
 };
 
-// Gated DeltaNet, `linear_attn` (the Qwen3.5 form, DESIGN section 2).
+// Gated DeltaNet, `linear_attn` (the Qwen3.5 form, docs/model.md, "Gated DeltaNet").
 struct GdnConfig {
   int n_k_heads = 12;   // Hk
   int n_v_heads = 12;   // Hv, a multiple of Hk

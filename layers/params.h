@@ -1,7 +1,7 @@
 // ParamStore: every parameter of the model in one arena, its gradient in a twin
-// arena, and a named table of what each parameter is (STYLE section 8).
+// arena, and a named table of what each parameter is (docs/architecture.md, "Conventions").
 //
-// Mixed precision on the GPU (DESIGN section 5): the parameters and gradients are fp32 (the
+// Mixed precision on the GPU (docs/architecture.md, "Precision"): the parameters and gradients are fp32 (the
 // master weights); every matrix (2-D parameter: the linear weights and the embedding) also has
 // a bf16 copy in a third arena, which the matmuls read. param() returns what the ops take (the
 // bf16 copy for matrices on the GPU, else the master), master() the fp32 master. After writing
@@ -32,7 +32,7 @@ enum class Init : uint8_t {
   kDtBias,  // GDN dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.1]
 };
 
-// How tensor parallelism splits a parameter (DESIGN section 3).
+// How tensor parallelism splits a parameter (docs/parallel.md, "Tensor parallelism in the layers").
 enum class TpSplit : uint8_t {
   kReplicated,
   kColumn,  // split along dim 0 (output features / heads)

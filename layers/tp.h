@@ -1,7 +1,7 @@
-// Tensor parallelism inside the layers (DESIGN section 3, STYLE section 9): each layer is built for
-// a TpLayout (its local head counts size its buffers) and reaches its TP group through Context::tp.
-// The two mappings every sharded layer uses, as no-ops at tp = 1 (so a single process runs exactly
-// the code it ran before TP):
+// Tensor parallelism inside the layers (docs/parallel.md, "TP mappings" and "Tensor parallelism in
+// the layers"): each layer is built for a TpLayout (its local head counts size its buffers) and
+// reaches its TP group through Context::tp. The two mappings every sharded layer uses, no-ops at
+// tp = 1 (a single process runs no collective):
 //   entering column-parallel projections   copy_to_tp_region:     identity / dx summed over TP
 //   leaving a row-parallel projection      reduce_from_tp_region: y summed over TP / identity
 #pragma once

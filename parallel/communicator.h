@@ -1,4 +1,5 @@
-// Communicator: collectives over a group of ranks (DESIGN section 3). One interface, three backends:
+// Communicator: collectives over a group of ranks (docs/parallel.md, "The Communicator").
+// One interface, three backends:
 //   single  one process (every collective is a copy or nothing);          parallel/comm_single.cpp
 //   mpi     CPU tensors, the path CI runs under `mpirun`;                  parallel/comm_mpi.cpp
 //   nccl    GPU tensors, bootstrapped by broadcasting its id over MPI;     parallel/comm_nccl.cpp

@@ -1,4 +1,4 @@
-// ProcessGrid: world = tp x dp, TP ranks adjacent (DESIGN section 3), so that a
+// ProcessGrid: world = tp x dp, TP ranks adjacent (docs/parallel.md, "Groups"), so that a
 // TP group sits inside one node. rank = dp_rank * tp + tp_rank.
 #pragma once
 

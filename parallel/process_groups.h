@@ -1,6 +1,6 @@
-// The TP and DP communicators of one rank (DESIGN section 3, STYLE "no global process-group
-// state"): made from the world communicator and a ProcessGrid, held by whoever runs the model and
-// passed down, never looked up.
+// The TP and DP communicators of one rank (docs/parallel.md, "Groups"): made from the world
+// communicator and a ProcessGrid, held by whoever runs the model and passed down, never looked up
+// (no global process-group state: docs/architecture.md, "Conventions").
 //
 //   world 8 = tp 2 x dp 4:  TP groups {0,1} {2,3} {4,5} {6,7};  DP groups {0,2,4,6} {1,3,5,7}
 #pragma once

@@ -1,7 +1,7 @@
-// Tensor-parallel region mappings, in forward/backward pairs (STYLE section 9; Megatron
+// Tensor-parallel region mappings, in forward/backward pairs (docs/parallel.md, "TP mappings"; Megatron
 // tensor_parallel/mappings.py). `tp` is the rank's TP communicator (parallel/process_groups.h).
 //
-// Megatron's rule (DESIGN section 3): a column-parallel linear, Y = X A with A split along its
+// Megatron's rule: a column-parallel linear, Y = X A with A split along its
 // second dimension (Y_local = X A_local), is entered through copy_to_tp_region; a row-parallel
 // linear, Z = Y B with B split along its first dimension (Z = sum over ranks of Y_local B_local),
 // is left through reduce_from_tp_region. The pair costs one all-reduce forward, one backward.

@@ -22,7 +22,7 @@
 #   scripts/launch.sh -n 4 --dry-run -- build/deltatron train --config c.yaml --set parallel.tp=2
 #
 # How the ranks find each other: mpirun starts them; rank 0 creates NCCL's unique id and broadcasts
-# it over MPI (DESIGN section 3), so no MASTER_ADDR / MASTER_PORT / rendezvous file is needed.
+# it over MPI (docs/parallel.md, "Launching"), so no MASTER_ADDR / MASTER_PORT / rendezvous file is needed.
 # World = tp x dp with TP ranks adjacent: with `--map-by ppr:K:node` (what this script asks for) and
 # tp <= K, a TP group never leaves a node, and only DP traffic crosses the network.
 #

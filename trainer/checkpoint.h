@@ -1,4 +1,5 @@
-// Checkpoints (DESIGN section 4): one HDF5 file per save.
+// Checkpoints (docs/config.md, "Checkpoints and --resume"; docs/inputs.md, "Checkpoints"): one HDF5
+// file per save, whose 512-byte user block holds a magic line and the SHA-256 of the rest.
 //
 //   /params/<hf name>          fp32 master weights, whole (unsharded)
 //   /optimizer/m/<hf name>     AdamW first moment

@@ -116,7 +116,8 @@ void validate_config(const Config& c) {
                    "before the job is ended (the default 600 s suits most runs; raise it for slow first steps)",
                    c.parallel.timeout_s));
 
-  // Tensor parallelism splits heads (and the vocabulary) across the TP ranks (DESIGN section 3).
+  // Tensor parallelism splits heads (and the vocabulary) across the TP ranks (docs/parallel.md, "Tensor
+  // parallelism in the layers").
   int tp = c.parallel.tp;
   positive("parallel.tp", tp);
   if (tp > 1) {

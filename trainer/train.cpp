@@ -179,8 +179,8 @@ TrainSummary train(const Config& cfg, const TrainOptions& options) {
            "--resume and --overwrite contradict each other: --resume continues the run in the run directory, "
            "--overwrite replaces it; pass one");
 
-  // The ranks: world = tp x dp (DESIGN section 3). One process without mpirun; train.batch_size is
-  // per DP rank, so a step takes dp x grad_accum x batch_size sequences.
+  // The ranks: world = tp x dp (docs/parallel.md, "The trainer under mpirun"). One process without
+  // mpirun; train.batch_size is per DP rank, so a step takes dp x grad_accum x batch_size sequences.
   Runtime runtime(resolve_device(cfg.run.device));
   Context& ctx = runtime.ctx();
   std::unique_ptr<Communicator> own_world;

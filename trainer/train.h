@@ -1,4 +1,5 @@
-// The CPU training loop (DESIGN section 7). Each step:
+// The training loop, on the CPU or the GPU (run.device; docs/architecture.md, "From a YAML config to
+// a kernel launch"). Each step:
 //   zero grads; train.grad_accum times: forward and backward of a micro-batch of batch_size
 //   sequences (the gradient of the mean loss over all of them accumulates); global grad norm and
 //   clipping; AdamW at the scheduled lr — unless the loss or the gradient norm is not finite, in
@@ -38,7 +39,7 @@ struct TrainOptions {
   // step's summed gradients in `params` (params.grad(...)): a place to inspect gradients or to
   // inject faults (tests/trainer/test_nan.cpp poisons a gradient here). Empty: not called.
   std::function<void(int step, ParamStore& params)> after_backward;
-  // The ranks to train on, split into TP x DP groups by parallel.tp (DESIGN section 3). nullptr: the
+  // The ranks to train on, split into TP x DP groups by parallel.tp (docs/parallel.md, "Groups"). nullptr: the
   // world of this process (all the ranks mpirun started; one process without mpirun). Only world
   // rank 0 writes the run directory (config, metrics, log, checkpoints).
   Communicator* world = nullptr;

@@ -13,7 +13,7 @@
 //   D_i  = exp(G_n - G_i)
 //   S'   = e^{G_n} S + (K o D)^T V'            the state leaving the chunk
 // The backward visits the chunks in reverse with dS (the gradient of the state leaving the
-// chunk) and follows GDN_MATH.md "Backward, one chunk" line by line; the entering states are
+// chunk) and follows docs/model.md, "Backward of one chunk", line by line; the entering states are
 // recomputed by a forward state pass first.
 #pragma once
 

@@ -1,5 +1,5 @@
-// The chunk states of the gated delta rule by a scan over segments (GDN_MATH.md, "When batch x
-// heads cannot fill the GPU"): the reference for a state pass that runs a long sequence's segments
+// The chunk states of the gated delta rule by a scan over segments (docs/model.md, "Segments: the
+// chunk map is affine"): the reference for a state pass that runs a long sequence's segments
 // in parallel. One chunk maps its entering state affinely,
 //   S' = Phi S + Psi,   Phi = e^{G_n} I - (K o D)^T W  (dk x dk),   Psi = (K o D)^T U  (dk x dv),
 // and maps compose: (Phi2, Psi2) o (Phi1, Psi1) = (Phi2 Phi1, Phi2 Psi1 + Psi2). With the chunks of

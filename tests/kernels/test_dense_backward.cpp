@@ -1,4 +1,5 @@
-// Every dense op's backward against central finite differences in double (STYLE section 4):
+// Every dense op's backward against central finite differences in double (docs/architecture.md,
+// "Tests"):
 // loss = sum(R * op(inputs)) for a random R; each input's gradient is checked along a random
 // unit direction and on a few single entries. Outputs are NaN-poisoned before each call, and
 // accumulated gradients (dw) start non-zero.

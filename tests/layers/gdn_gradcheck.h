@@ -1,5 +1,5 @@
 // Test helpers for the Gated DeltaNet tests: owned CPU buffers, random fills, NaN poisoning
-// and central finite differences in double (STYLE section 4).
+// and central finite differences in double (docs/architecture.md, "Tests").
 //
 //   Buf<double> x({B, T, C});  fill_normal(x, rng);
 //   auto loss = [&] { run_forward(); return dot(y, dy); };

@@ -1,4 +1,4 @@
-// Finite-difference gradient checks for layers, in double (STYLE section 4).
+// Finite-difference gradient checks for layers, in double (docs/architecture.md, "Tests").
 //
 //   expect_gradient(what, loss, p, g, n, seed): g = d loss / d p is checked by central differences
 //     (step h) along a random unit direction u, sum(g * u) vs (loss(p + h u) - loss(p - h u)) / 2h,

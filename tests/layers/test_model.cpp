@@ -145,7 +145,7 @@ TEST(Model, ParameterTable) {
   EXPECT_EQ(info("model.layers.1.self_attn.kv_a_layernorm.weight").init, Init::kOnes);
   for (double w : load(ps.param("model.layers.0.self_attn.q_norm.weight"))) EXPECT_EQ(w, 0.0);
   for (double w : load(ps.param("model.layers.1.self_attn.q_a_layernorm.weight"))) EXPECT_EQ(w, 1.0);
-  // TP split (DESIGN section 3) and weight decay.
+  // TP split (docs/parallel.md, "Tensor parallelism in the layers") and weight decay.
   EXPECT_EQ(info("model.embed_tokens.weight").split, TpSplit::kColumn);
   EXPECT_EQ(info("lm_head.weight").split, TpSplit::kColumn);
   EXPECT_EQ(info("model.layers.0.self_attn.v_proj.weight").split, TpSplit::kColumn);

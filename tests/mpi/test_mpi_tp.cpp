@@ -1,5 +1,5 @@
 // Tensor parallelism inside the layers and data parallelism in the trainer against one process
-// (DESIGN section 6): the same step of a hybrid GDN + GQA + MLA model under TP = world size gives
+// (docs/architecture.md, "Tests"): the same step of a hybrid GDN + GQA + MLA model under TP = world size gives
 // the loss and every gradient of TP = 1 within 1e-5 relative (fp32); whole training runs under
 // every TP x DP layout of the world repeat the single-process curve, and a checkpoint saved under
 // one layout resumes under another.
