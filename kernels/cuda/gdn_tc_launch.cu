@@ -325,8 +325,8 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   // prep beside the mma.sync state pass (GdnCudaDims::chase_prep; docs/gdn_kernels.md, "Running
   // beside the chains"): by the sizes at head dim 128 where the output kernel chases a state pass of
   // 16 or 32 columns a CTA, that is few heads (16 or fewer on 132 SMs) beside a long chain, where
-  // prep's CTAs find room beside it. 1 is refused where those kernels are not the ones taken. (The emulator, DT_GDN_EMULATED, runs kernels
-  // one after another: prep first there.)
+  // prep's CTAs find room beside it. 1 is refused where those kernels are not the ones taken. (The
+  // emulator, DT_GDN_EMULATED, runs kernels one after another: prep first there.)
   const bool mma_sync = !(a.wgmma & 3) && !(a.colwarp & 1), beside = tc_chase_beside(a, D, cols);
   DT_CHECK(d.chase_prep != 1 || (mma_sync && beside && a.ready),
            "{}: chase_prep 1 takes the mma.sync output kernel and forward state pass, chasing (overlap -1 or 1), on "
