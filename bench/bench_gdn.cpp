@@ -1,7 +1,7 @@
 // The Gated DeltaNet chunk kernels on the GPU: forward and forward+backward, bf16 activations,
 // fp32 gates and state, against ceilings measured in the same run (a large device-to-device
 // cudaMemcpy for bandwidth, a large bf16 cuBLAS matmul for tensor-core throughput), and against
-// fla's chunk_gated_delta_rule when its JSON (bench/bench_gdn_peers.sh, same device call) is given.
+// fla's chunk_gated_delta_rule when its JSON (bench/bench_gdn_peers.py, same device call) is given.
 //   bench_gdn [--shapes B,T,H,D;...] [--iters N] [--warmup N] [--json OUT] [--fla-json FLA.json]
 //             [--impl tc|simt] [--no-ceilings] [--profile] [--digest]
 // Times are medians, three ways: replays of a CUDA graph of 20 calls (GPU time only, L2 warm; the
@@ -9,9 +9,10 @@
 // CUDA events, and N runs with L2 flushed before each (against fla under triton.testing.do_bench,
 // which flushes L2 and includes Python's kernel launches: at 124M and mid, fla's host time).
 // fwd and fwd+bwd include, as training runs them (layers/gdn.cpp): the q/k l2norms, taken inside the
-// chunk kernels since v5 (GdnCudaForwardParams::q_hat, GdnCudaBackwardParams::q_rnorm; fla's timing
+// chunk kernels (GdnCudaForwardParams::q_hat, GdnCudaBackwardParams::q_rnorm; fla's timing
 // includes its own l2norm), and the gates g, beta from a, b as separate kernels (fla takes g and beta
-// precomputed). "chunk kernels alone" times the delta rule on normalised q, k. See bench/NOTES.md.
+// precomputed). "chunk kernels alone" times the delta rule on normalised q, k. The options below
+// sweep the kernels' choices; what they are and today's numbers: docs/gdn_kernels.md.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -1,10 +1,11 @@
 // Host-side declarations of the Gated DeltaNet CUDA launchers (kernels/cuda/gdn_*.cu).
 // Compiled by g++ and nvcc alike: plain structs of pointers, sizes and strides, no CUDA types
-// (docs/architecture.md, "Conventions"). kernels/ops_gdn.cpp checks the Tensors and fills these;
-// the launchers check sizes again (they may be called directly by benchmarks) and every launch is
-// followed by an error check.
+// (docs/architecture.md). kernels/ops_gdn.cpp checks the Tensors and fills these; the launchers
+// check sizes again (they may be called directly by benchmarks) and every launch is
+// followed by an error check. What each kernel does and which run for which sizes:
+// docs/gdn_kernels.md.
 //
-// Dtypes on the GPU (docs/architecture.md, "Precision"): q, k, v, o, d_o, dq, dk, dv are bf16
+// Dtypes on the GPU (docs/gdn_kernels.md, "Precision"): q, k, v, o, d_o, dq, dk, dv are bf16
 // (passed as the raw uint16_t bits); the gates g, beta, their gradients and every state are fp32.
 // Layout as on the CPU (kernels/ops.h, gdn section): row r = b*T + t of q starts at
 // q + r*ld_q and holds Hk packed heads of dk features; v, o, d_o hold Hv heads of dv;
@@ -32,46 +33,46 @@ struct GdnCudaDims {
   // 2). Benchmarks sweep both.
   int state_cols = 0;
   int state_stages = 0;
-  // wgmma kernels (sm_90a; v7): -1 picked by the sizes (the forward state pass where 64-column
-  // tiles fill the GPU at head dim 128: bench/NOTES.md v7), else bits: 1 the forward's output
-  // kernel (slower than mma.sync so far; kept for the record and its tests), 2 the forward state
-  // pass (also the backward's recomputation of it), 4 the reverse state pass; 0 none.
+  // wgmma kernels (sm_90a): -1 by the sizes (none: slower than the other kernels at every size,
+  // docs/gdn_kernels.md "The plan"), else bits: 1 the forward's output kernel (slower than
+  // mma.sync; an option with its tests), 2 the forward state pass (also the backward's
+  // recomputation of it), 4 the reverse state pass; 0 none.
   int wgmma = -1;
-  // Kernels chasing the state passes (bench/NOTES.md v11): the forward's output kernel and the
-  // backward's grad_qk are launched while the state pass before them runs (programmatic dependent
+  // Kernels chasing the state passes (docs/gdn_kernels.md, "Running beside the chains"): the
+  // forward's output kernel and the backward's grad_qk are launched while the state pass before them runs (programmatic dependent
   // launch); each CTA waits for its chunk's states and works beside the state pass's CTAs. -1: by
   // the kernels (both at head dim 64 and where the state pass's CTAs leave half of the SMs free;
   // the output kernel also beside the wgmma and column-warp forward passes), 0: off, 1: on. Not the
   // wgmma output kernel (bit 1) or reverse pass (bit 4).
   int overlap = -1;
-  // The column-warp state passes (bench/NOTES.md v12; kernels/cuda/gdn_tc_state_cw.cu): one warp
-  // per 16 columns of the state, kept transposed in its registers, and one warp copying the tiles.
+  // The column-warp state passes (kernels/cuda/gdn_tc_state_cw.cu): one warp per 16 columns of
+  // the state, kept transposed in its registers, and one warp copying the tiles.
   // -1 picked by the sizes, else bits: 1 the forward state pass (also the backward's recomputation
   // of it), 2 the reverse one; 0 none. A pass taken here is not the wgmma one (GdnCudaDims::wgmma's
   // bit for it must be clear when both are given). colwarp_cols: columns per CTA, 16, 32 or 64;
   // 0 picked by the sizes.
   int colwarp = -1;
   int colwarp_cols = 0;
-  // dv_local's work inside the reverse state pass (bench/NOTES.md v16): the forward's output kernel
+  // dv_local's work inside the reverse state pass (the dvl producer): the forward's output kernel
   // saves M = lower(Q K^T o Gam) (bf16), and four more warps of the mma.sync reverse pass make
   // dvl = M^T dO and dO o e^G a chunk ahead of the state's warps, in place of the dv_local kernel
   // (the same bits). -1: by the sizes (head dim 128: at 16 or 32 columns where the state pass leaves
-  // half of the SMs to the chasing kernels, and at 64 columns: v21, v22), 0: off, 1: on (head dim
-  // 128, the mma.sync output kernel and reverse pass, at 16 or 32 columns with 3 stages or at 64
+  // half of the SMs to the chasing kernels, and at 64 columns), 0: off, 1: on (head dim 128,
+  // the mma.sync output kernel and reverse pass, at 16 or 32 columns with 3 stages or at 64
   // columns, which run 2).
   int dvl_fused = -1;
-  // prep beside the forward state pass (bench/NOTES.md v19, v20): the mma.sync state pass is launched
-  // first and waits for each chunk's G, W and U; prep runs beside it chunk by chunk (launched after
+  // prep beside the forward state pass: the mma.sync state pass is launched first and waits for each chunk's G, W and U; prep runs beside it chunk by chunk (launched after
   // it), then the output kernel chasing it. The same bits. -1: by the sizes (head dim 128 with few
   // heads: the state pass at 16 or 32 columns a CTA, on at most half of the SMs, its output kernel
   // chasing it), 0: off, 1: on (the mma.sync output kernel and forward state pass, chasing, on at
   // most half of the SMs). Under a profiler that runs kernels one at a time (ncu) set 0: the state
   // pass would wait for prep, launched after it, and stops with a message.
   int chase_prep = -1;
-  // grad_qk persistent where it chases the reverse state pass (bench/NOTES.md v20): one CTA a SM
-  // taking chunks in the chasing order (by an atomic ticket: the order only, each chunk's sums are
-  // its own, so the same bits) and copying the next chunk's Q, K and dO during this one's products. -1: by the sizes (head dim 128 with the reverse pass at 32 columns a CTA: 16 heads at
-  // 32K), 0: off, 1: on (head dim 128, grad_qk chasing).
+  // grad_qk persistent where it chases the reverse state pass: one CTA a SM taking chunks in the
+  // chasing order (by an atomic ticket: the order only, each chunk's sums are its own, so the same
+  // bits) and copying the next chunk's Q, K and dO during this one's products. -1: by the sizes
+  // (head dim 128 with the reverse pass at 32 columns a CTA: 9 to 16 heads on 132 SMs), 0: off,
+  // 1: on (head dim 128, grad_qk chasing).
   int qk_persist = -1;
 };
 
@@ -136,12 +137,12 @@ struct GdnCudaBackwardParams {
   float q_scale = 1.f, k_scale = 1.f;
 };
 
-// The chunked gated delta rule (docs/model.md, "The chunked form"; docs/gdn_kernels.md).
-// Stream-ordered on `stream` (a cudaStream_t; null = the legacy default stream). The workspace
-// comes from cudaMallocAsync on the same stream (the device's default memory pool, whose release
-// threshold the first call raises so that freed blocks stay cached: after the first call of a
-// size no cudaMalloc happens) and is freed before return (stream-ordered). Deterministic: no
-// atomics, every sum is taken in a fixed order, so the same inputs give the same bits.
+// The chunked gated delta rule (docs/model.md; the kernels: docs/gdn_kernels.md). Stream-ordered
+// on `stream` (a cudaStream_t; null = the legacy default stream). The workspace comes from
+// cudaMallocAsync on the same stream (the device's default memory pool, whose release threshold
+// the first call raises so that freed blocks stay cached: after the first call of a size no
+// cudaMalloc happens) and is freed before return (stream-ordered). Deterministic: no atomics, every sum is taken in a fixed
+// order, so the same inputs give the same bits.
 void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream);
 void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream);
 
@@ -154,7 +155,7 @@ int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved
 int64_t gdn_chunk_saved_bytes(const GdnCudaDims& d);
 
 // The per-CTA timeline of the tensor-core kernels (a measuring tool: bench_gdn --timeline,
-// scripts/gdn_timeline.py; bench/NOTES.md v21). Only in a build configured with
+// scripts/gdn_timeline.py; docs/gdn_kernels.md, "Measuring"). Only in a build configured with
 // -DDELTATRON_GDN_TIMELINE=ON (gdn_cuda_timeline_built); elsewhere setting stamps throws. While set,
 // thread 0 of each CTA of the calls launched (or captured) after it writes one stamp as it leaves:
 // its kernel (gdn_cuda_timeline_kernel names it), its SM, its start and end times (the GPU's
@@ -264,7 +265,7 @@ struct GdnCudaNormParams {
   int bwd_variant = -1;
 };
 constexpr int kGdnNormBwdVariants = 4;
-constexpr int kGdnNormBwdDefault = 3;  // H200, bench_gdn_norm: 124M shape v0 193, v1 123, v2 117, v3 111 us
+constexpr int kGdnNormBwdDefault = 3;  // the fastest: H200, bench_gdn_norm, 124M shape 193, 123, 117, 111 us for 0..3
 void gdn_norm_forward_cuda(const GdnCudaNormParams& p, void* stream);
 void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream);
 

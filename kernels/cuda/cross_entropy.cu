@@ -37,12 +37,11 @@
 // Registers (ptxas, sm_90a; no spills): stream 47 / 62 / 55 (forward / backward / fused), regs 56 / 56,
 // tma 56 / 60 (forward / fused).
 //
-// Measured on an H200 at [16384, 50304] before this design (bench_dense_ops, 2026-11-29): forward
-// 0.53 ms, backward 0.85 ms, fused 1.60 ms (a 98 KiB shared-memory row cache: two 512-thread CTAs per
-// SM with one 16-byte load in flight a thread, 16 KB per SM: by Little's law about the 2 TB/s seen).
-// This design, same place (bench_dense_ops, ms and GB/s of logits moved): forward stream 0.438 (3.77
-// TB/s), regs 0.497, tma 0.456; fused stream 1.207, regs 0.927, tma 0.900 (3.66 TB/s); backward 0.813
-// (4.05 TB/s). In the hybrid 124M step (bench_train) tma over stream: 39.74 against 40.25 ms (with
+// A shared-memory row cache (98 KiB: two 512-thread CTAs per SM with one 16-byte load in flight a
+// thread, 16 KB per SM) reaches about 2 TB/s by Little's law; these variants keep more loads in
+// flight. Measured on an H200 at [16384, 50304] (bench_dense_ops, ms and GB/s of logits moved):
+// forward stream 0.438 (3.77 TB/s), regs 0.497, tma 0.456; fused stream 1.207, regs 0.927, tma 0.900
+// (3.66 TB/s); backward 0.813 (4.05 TB/s). In the hybrid 124M step (bench_train) tma over stream: 39.74 against 40.25 ms (with
 // regs). Default: tma.
 #include <cuda_runtime.h>
 

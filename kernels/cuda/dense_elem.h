@@ -1,7 +1,7 @@
 // Host-side declarations of the dense elementwise CUDA launchers (kernels/cuda/embedding.cu,
 // rmsnorm.cu, rope.cu, elementwise.cu, optim.cu). Compiled by g++ (C++20) and nvcc (C++17) alike:
-// plain pointers, sizes and small structs (STYLE 6), no CUDA types. The Tensor-level functions of
-// kernels/cuda_ops.h (kernels/cuda/dense_elem_ops.cpp, dense_optim_ops.cpp) check devices, dtypes
+// plain pointers, sizes and small structs, no CUDA types (docs/architecture.md). The Tensor-level
+// functions of kernels/cuda_ops.h (kernels/cuda/dense_elem_ops.cpp, dense_optim_ops.cpp) check devices, dtypes
 // and shapes and call these. Each launcher picks a vectorised kernel when the pointers and sizes
 // allow it (16-byte bf16 accesses, 8 bytes for RoPE's and the dw reduction's) and a scalar one
 // otherwise, launches on `stream` (a cudaStream_t; null = the legacy default stream) and checks

@@ -1,5 +1,6 @@
 // Host-side declarations of the cross-entropy CUDA launchers (kernels/cuda/cross_entropy.cu).
-// Compiled by g++ (C++20) and nvcc (C++17) alike: plain pointers and sizes, no CUDA types (STYLE 6).
+// Compiled by g++ (C++20) and nvcc (C++17) alike: plain pointers and sizes, no CUDA types
+// (docs/architecture.md).
 // kernels/cuda/cross_entropy_ops.cpp checks the Tensors and fills these.
 #pragma once
 

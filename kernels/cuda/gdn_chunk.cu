@@ -6,11 +6,11 @@
 //   Tm = (I + A)^-1   W = Tm diag(beta) (K o e^G)   U = Tm diag(beta) V   M = lower(Q K^T o Gam)
 //   V' = U - W S      O = (Q o e^G) S + M V'      S' = e^{G_n} S + (K o D)^T V',  D_i = exp(G_n - G_i)
 //
-// This is the FIRST, plainly correct version (fp32 CUDA cores, global-memory scratch, no tensor
-// cores), kept as a second GPU reference and for everything the tensor-core kernels
+// This is the plainly correct version (fp32 CUDA cores, global-memory scratch, no tensor
+// cores), a second GPU reference and the kernels for everything the tensor-core kernels
 // (kernels/cuda/gdn_tc_*.cu, dk = dv in {64, 128}, chunk 64) do not take: chunks other than 64,
 // head dims that are any multiple of 8 up to 128, dk != dv (GdnCudaImpl::kSimt).
-// Its structure (bench/NOTES.md):
+// Its structure (the tensor-core kernels keep it; docs/gdn_kernels.md):
 //   prep        (b, h, chunk) in parallel: G, M, Tm, W, U                       -> workspace
 //   state pass  (b, h, 32, 16 or 8 columns of S) in parallel, sequential over chunks:
 //               V', O, S' (the columns of S are independent: V'[:, y] needs only S[:, y])
@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(kThreads) gdn_state_backward_kernel(Inputs in,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per-chunk gradients, GDN_MATH.md "Backward, one chunk", in the order of gdn_chunk_backward_ref.
+// Per-chunk gradients (docs/model.md), in the order of gdn_chunk_backward_ref.
 // grid (NC, Hv, B). dq, dk go to the per-value-head fp32 buffers; dv, dg, dbeta are final.
 struct ChunkGradArgs {
   const uint16_t* d_o;

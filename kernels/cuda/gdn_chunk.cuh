@@ -21,9 +21,10 @@
 namespace dt {
 namespace gdn_cuda {
 
-// Tile sizes (STYLE 7). The first version is simple on purpose: one CTA of kThreads per
-// (batch, head, chunk) for the per-chunk parts, one CTA per (batch, head, simt_state_cols(dv)
-// columns of S) for the sequential state passes. bench/NOTES.md has the plan for the fast version.
+// Tile sizes, at the top of the file (docs/architecture.md). These kernels are simple on purpose:
+// one CTA of kThreads per (batch, head, chunk) for the per-chunk parts, one CTA per (batch, head,
+// simt_state_cols(dv) columns of S) for the sequential state passes. The fast kernels for chunk 64
+// and head dims 64 and 128 are gdn_tc_*.cu (docs/gdn_kernels.md).
 // Head dims: any multiple of kDimStep up to kMaxDim, dk != dv allowed (HF's linear_key_head_dim
 // and linear_value_head_dim are independent; the golden Qwen3.5 files use 16).
 inline constexpr int kThreads = 256;

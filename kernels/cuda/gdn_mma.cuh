@@ -77,8 +77,8 @@ __device__ __forceinline__ void flag_add_fenced(int* p, int v) {
   asm volatile("red.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 // A wait that lasts seconds means the kernel counting is not running beside this one (a profiler
-// that serialises kernels, or, were the counting kernel launched later, its code not yet loaded:
-// bench/NOTES.md v13): it stops the kernel with a message rather than hang.
+// that serialises kernels, or, were the counting kernel launched later, its code not yet loaded):
+// it stops the kernel with a message rather than hang.
 __device__ __forceinline__ void flag_wait_at_least(const int* p, int n) {
   for (unsigned spins = 0;; ++spins) {
     int v;

@@ -13,9 +13,9 @@
 // rows in a fixed order (32 lanes per column, then the lanes in order). Same inputs, same bits.
 //
 // Backward variants (GdnCudaNormParams::bwd_variant, $DT_GDN_NORM_BWD), timed against each other by
-// bench/bench_gdn_norm.cpp (H200, 2026-11-29: 16384 rows x 12 heads x 64: v0 193, v1 123, v2 117,
-// v3 111 us; x 16 x 128: 376, 190, 179, 170 us; the forward 48 and 105). Default 3
-// (kGdnNormBwdDefault); the others stay for the comparison until the next change here:
+// bench/bench_gdn_norm.cpp (H200, 16384 rows x 12 heads x 64: variants 0 to 3 193, 123, 117,
+// 111 us; x 16 x 128: 376, 190, 179, 170 us; the forward 48 and 105). Default 3
+// (kGdnNormBwdDefault); the others stay for the comparison:
 //   0  the first kernel: silu(z) twice and silu'(z) once per element, each an accurate sigmoid
 //      with a branch on the sign of z (divergent: z has either sign within a warp).
 //   1  one branch-free accurate sigmoid per element, s = sigmoid(z), and the math rearranged so

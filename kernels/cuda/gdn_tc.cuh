@@ -25,7 +25,7 @@ inline constexpr int kC = 64;          // chunk rows
 inline constexpr int kTcWarps = 4;
 inline constexpr int kTcThreads = 32 * kTcWarps;
 // fp32 64 x 64 matrices (prep's A and T): 72 = 8 mod 32 banks, so that a warp's 8-byte accesses to
-// the mma fragment layout (rows g, columns 2t, 2t + 1) are free of bank conflicts (v14; 65 gave 2-3-way)
+// the mma fragment layout (rows g, columns 2t, 2t + 1) are free of bank conflicts (65 gives 2-3-way)
 inline constexpr int kLdF = kC + 8;
 inline constexpr int kLdC = kC + 8;    // bf16 64 x 64 matrices
 
@@ -75,8 +75,8 @@ __device__ __forceinline__ void load_b2(uint32_t (&b)[2][2], const uint16_t* p, 
   b[0][0] = t[0], b[0][1] = t[1], b[1][0] = t[2], b[1][1] = t[3];
 }
 
-// Triangular products (bench/NOTES.md v26): the parts of a product that a causal mask zeroes, or
-// whose operand is zero there, need not be formed. Whole 16-column n-tile pairs or 16-deep k-steps
+// Triangular products (docs/gdn_kernels.md, "Determinism and tests"): the parts of a product that a
+// causal mask zeroes, or whose operand is zero there, need not be formed. Whole 16-column n-tile pairs or 16-deep k-steps
 // are skipped where every one of the warp's rows lies on the zero side (warp-uniform branches): the
 // accumulators keep the bits they had, as a product with a zero operand would leave them.
 //   kNone    the whole product
@@ -364,7 +364,7 @@ __device__ __forceinline__ void causal_decay_fragments(uint32_t (&mh)[kC / 16][4
 
 // The copies below give each thread a fixed 16-byte column and a row step of NTHREADS / (COLS / V)
 // rows (V elements per 16 bytes) when that divides the tile: one pointer add per copy, unrolled,
-// where a flat index loop spent a division, a 64-bit multiply and a select on each (v4 step 1).
+// where a flat index loop spends a division, a 64-bit multiply and a select on each.
 template <int ROWS, int COLS, int V, int NTHREADS>
 inline constexpr bool kTileStriped =
     COLS % V == 0 && NTHREADS % (COLS / V) == 0 && ROWS % (NTHREADS / (COLS / V)) == 0;
@@ -477,8 +477,7 @@ __device__ __forceinline__ void store_tile(uint16_t* g, int64_t ldg, const uint1
 
 // The whole CTA (NTHREADS threads) storing ROWS x COLS bf16, striped as load_tile; rows >= valid
 // are not stored. Kernels stage their bf16 outputs this way: written from the accumulators as
-// 4-byte pieces, each 32-byte sector took two stores, and the L2 as many requests (bench/NOTES.md
-// v17: grad_qk 13% faster).
+// 4-byte pieces, each 32-byte sector would take two stores, and the L2 as many requests.
 template <int ROWS, int COLS, int NTHREADS = kTcThreads>
 __device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const uint16_t* s, int lds,
                                                int valid = ROWS) {
@@ -507,8 +506,8 @@ __device__ __forceinline__ void store_tile_cta(uint16_t* g, int64_t ldg, const u
 // - kLanes 4 (the core-matrix layouts, where one row's pieces are 128 bytes apart): a warp takes 8
 //   rows, lane 8 p + j having row j; a quarter-warp reads one piece of 8 consecutive rows, 128
 //   contiguous bytes.
-// At head dim 64 kLanes 8 was 3% faster for the 124M forward (bench/NOTES.md v8); the xor butterfly
-// over a row's lanes gives them the same sum. The caller syncs before and after.
+// On the padded tiles kLanes 8 is the faster at both head dims; the xor butterfly over a row's
+// lanes gives them the same sum. The caller syncs before and after.
 // at(i, c): the shared-memory address of row i's 8 features [c, c + 8) (16 bytes).
 template <int D, int NTHREADS, int kLanes, class At>
 __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, uint16_t* y_g, int64_t ldy,
@@ -764,8 +763,7 @@ __device__ __forceinline__ int tc_cta_rotation(const TcArgs& a) {
 // chunks_ready_signal counts chunks ch0 .. ch0 + n - 1 after one release fence. The mma.sync state
 // passes count theirs kSignalEvery at a time (the column-warp and wgmma ones, one at a time): the
 // fence holds the signalling warp for hundreds of cycles, and the chain's other warps wait for it at
-// the next barrier (bench/NOTES.md v15: 4 at a time took the long forward 1.254 -> 1.228 ms, 1 x 32K
-// x 8 heads forward + backward 2.235 -> 2.115; 2 at a time half of that).
+// the next barrier (docs/gdn_kernels.md, "Running beside the chains"; 8 at a time gains nothing more).
 inline constexpr int kSignalEvery = 4;
 // counts_signal: the same on any per-chunk counts (TcArgs::ready, TcArgs::fed).
 __device__ __forceinline__ void counts_signal(int* counts, int64_t ch0, int64_t n, bool leader) {
@@ -884,7 +882,7 @@ __device__ __forceinline__ void mma_split(float (&c)[4], const uint32_t (&ah)[4]
 // Steps 2 and 3 are mma with both factors split into high and low bf16 parts (about 16 bits, the
 // precision at which W and U use T anyway); each warp first forms Q = T_rr A_r. in registers, then
 // the product with T_cc, and writes over A once every warp has read it. T's blocks above the
-// diagonal are A's zeros. (v2 did steps 2-3 as fp32 multiply-adds, row block by row block: about
+// diagonal are A's zeros. (Steps 2-3 as fp32 multiply-adds, row block by row block, would be about
 // half of prep's instructions.) Ends synchronised.
 __device__ __forceinline__ void invert_unit_lower(float* AT) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1028,7 +1026,7 @@ void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);
 // prep feeding the mma.sync forward state pass launched before it (TcArgs::fed; GdnCudaDims::chase_prep):
 // a 1-D grid, chunk-major, by programmatic dependent launch; the output kernel after it. Their code
 // is loaded by tc_prep_fed_load before the state pass is launched (a kernel loaded on its first
-// launch waits for the kernels running: the state pass, waiting for it; bench/NOTES.md v13).
+// launch waits for the kernels running: the state pass, waiting for it).
 void tc_prep_fed(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_prep_fed_load(const TcArgs& a, int D, const char* op);
 void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op);       // dvl = M^T dO

@@ -1,4 +1,4 @@
-// The chunked gated delta rule on tensor cores, backward (GDN_MATH.md "Backward, one chunk"; the
+// The chunked gated delta rule on tensor cores, backward (docs/model.md; docs/gdn_kernels.md; the
 // plain fp32 version is kernels/cuda/gdn_chunk.cu). After the forward's prep and state pass have
 // been rerun (W, U, G, the entering states S and V' in the workspace):
 //   dv_local   (chunk, h, b):  dvl = M^T dO, M = lower(Q K^T o Gam), and dOg = dO o e^G (bf16 both);
@@ -137,10 +137,10 @@ struct StateBwdLayout {
 // producer's; the producer's warps (each kC / kDvlWarps rows of dvl).
 inline constexpr int kStateWarpsBarrier = 5, kDvlBarrier = 6, kDvlWarps = 4;
 
-// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; bench/NOTES.md v16), by warps
-// kWarps .. kWarps + kDvlWarps - 1: per chunk they copy G, dO's columns [y0, y0 + BV) and M (the
-// forward's, a.Mb), then leave dvl = M^T dO and dOg = dO o e^G in the chunk's stage, each rounded to bf16 as dv_local
-// rounds them. Visit j (chunk NC - 1 - j) is made while the state warps work on visit j - 1, from
+// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; docs/gdn_kernels.md, "Running
+// beside the chains"), by warps kWarps .. kWarps + kDvlWarps - 1: per chunk they copy G, dO's
+// columns [y0, y0 + BV) and M (the forward's, a.Mb), then leave dvl = M^T dO and dOg = dO o e^G in
+// the chunk's stage, each rounded to bf16 as dv_local rounds them. Visit j (chunk NC - 1 - j) is made while the state warps work on visit j - 1, from
 // copies issued kStages - 1 visits ahead into the stage that a visit's first barrier freed: during
 // visit j - 2 with 3 stages, during visit j - 1 itself with 2 (64 columns, where a third stage does
 // not fit). The producer meets the state warps only at that barrier, once a visit.
@@ -422,7 +422,7 @@ __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const u
   }
 }
 
-// kPersist (chasing only; GdnCudaDims::qk_persist, bench/NOTES.md v20): one CTA a SM, taking chunks
+// kPersist (chasing only; GdnCudaDims::qk_persist): one CTA a SM, taking chunks
 // by ticket (TcArgs::qk_ticket: the same order, set by arrival, not the sums) and copying the next
 // chunk's Q, K, dO into a second set of tiles while this one's products run.
 template <int D, bool kChase, bool kPersist>
@@ -549,11 +549,11 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
     cp_async_wait<kPersist ? 1 : 0>();  // (the next chunk's Q, K, dO may fly)
     __syncthreads();  // dS', dV' have landed
     // dk_part and dW stay in registers until the tiles are free, then leave through shared memory in
-    // whole rows (bench/NOTES.md v17)
+    // whole rows (16-byte stores: the accumulators' 4-byte ones write each 32-byte sector in halves)
     float R[1][NT2][4], Wd[1][NT2][4];
     {  // R = V' dS'^T and dW = -dV' S^T in one k-loop, whose B fragments (dS' and S at the same
        // places) also give <dS', S>: each row block's warps take a quarter of the k-steps, and the
-       // threads' partial sums are added in thread order below (bench/NOTES.md v25)
+       // threads' partial sums are added in thread order below (no separate pass over both tiles)
       float dot = 0.f;
       zero_acc(R);
       zero_acc(Wd);
@@ -624,7 +624,7 @@ template <int D>
 struct GradWyLayout {
   static constexpr int kLd = D + 8, kParts = kGradWarps<D> / 4;
   // CTAs per SM that the registers must allow: four at D = 64 (128 a thread; the shared memory below
-  // is 55.75 KB, so four fit there too: v14), at D = 128 no minimum (0; two CTAs by the shared memory).
+  // is 55.75 KB, so four fit there too), at D = 128 no minimum (0; two CTAs by the shared memory).
   static constexpr int kMinBlocks = D == 64 ? 4 : 0;
   // grad_qk's dk_part: at D = 128 a tile of its own, copied with the others (two CTAs a SM either way);
   // at D = 64 into dW's space once T^T dW is done (four CTAs a SM need its 8 KB).
@@ -659,7 +659,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   TcTimelineScope tl_scope(a.tl, kTlGradWy);
   constexpr GradWyLayout<D> L{};
   // the triangles' zero parts are left out at head dim 128 only: at 64 the skips' branches cost
-  // registers (spills 48 -> 88 bytes) for less than they save
+  // registers (they make it spill) for less than they save
   constexpr bool kWyTri = D == 128;
   constexpr auto wy_tri = [](Tri t) { return kWyTri ? t : Tri::kNone; };
   constexpr int kLd = L.kLd, kParts = L.kParts, kThreads = kGradWarps<D> * 32;

@@ -1,6 +1,6 @@
-// The chunked gated delta rule on tensor cores, forward (GDN_MATH.md; the plain fp32 version is
-// kernels/cuda/gdn_chunk.cu, the reference kernels/cpu/gdn_chunk.h). Per (batch b, value head h),
-// chunk of 64 rows, S the state entering the chunk:
+// The chunked gated delta rule on tensor cores, forward (docs/model.md; docs/gdn_kernels.md; the
+// plain fp32 version is kernels/cuda/gdn_chunk.cu, the reference kernels/cpu/gdn_chunk.h). Per
+// (batch b, value head h), chunk of 64 rows, S the state entering the chunk:
 //   G = cumsum(g)   Gam_ij = exp(G_i - G_j) (i >= j only)   A = strict_lower(diag(beta) K K^T o Gam)
 //   T = (I + A)^-1   W = T diag(beta) (K o e^G)   U = T diag(beta) V
 //   V' = U - W S     O = (Q o e^G) S + lower(Q K^T o Gam) V'     S' = e^{G_n} S + (K o D)^T V'
@@ -17,15 +17,14 @@
 //           by default it chases the state pass (TcArgs::ready, GdnCudaDims::overlap: started while
 //           the state pass runs, each CTA waiting for its chunk's S and V').
 // The sequential pass does only the state chain; everything it does not need runs in the
-// parallel kernels (v1 computed O inside the state pass: 142 KB of shared memory, one CTA per SM,
-// several waves of the sequential loop at the 124M shape). The saved S and V' also serve the
-// backward (gdn_tc_launch.cu), which then skips prep and the state pass.
+// parallel kernels (O inside the state pass would take its shared memory and lengthen the chain).
+// The saved S and V' also serve the backward (gdn_tc_launch.cu), which then skips prep and the
+// state pass.
 // All products are mma.sync m16n8k16 with bf16 operands and fp32 accumulation; G, the decays, T
 // and the state S stay fp32. T's factors in W and U, and the output's M, go in as high + low bf16
 // parts (bf16x2_split, two products). The state pass multiplies S and D o V' in plain bf16, as fla
-// does, and U is saved in bf16 (v10: the split doubled the products on the chain; with both, the
-// GPU tests' largest errors went S_out 7.9e-4 -> 3.1e-3, o 3.31e-3 -> 3.43e-3). The output kernel takes V' (v3) and S (v4)
-// as saved, in plain bf16 (bench/NOTES.md).
+// does (a split would double the products on the chain), and U is saved in bf16. The output kernel
+// takes V' and S as saved, in plain bf16 (docs/gdn_kernels.md, "Precision").
 // No atomics in the sums: same inputs, same bits (the chase's counts only say when a chunk is ready).
 #include "kernels/cuda/gdn_tc.cuh"
 
@@ -36,8 +35,8 @@ using namespace gdn_cuda;
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// prep: grid (NC, Hv, B). 37 KB of shared memory at D = 64 (v2: 58 KB, 3 CTAs per SM; now 6):
-// A is inverted in place, and the T products take their operand fragments straight from fp32 T.
+// prep: grid (NC, Hv, B). 37 KB of shared memory at D = 64 (6 CTAs per SM): A is inverted in
+// place, and the T products take their operand fragments straight from fp32 T.
 template <int D>
 struct PrepLayout {
   static constexpr int kLd = D + 8;
@@ -174,8 +173,8 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   prep_chunk<D>(a, tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z), dynamic_smem());
 }
 
-// prep feeding the forward state pass launched before it (TcArgs::fed; GdnCudaDims::chase_prep;
-// bench/NOTES.md v19): a 1-D grid, chunk-major (the order in which the state pass takes the chunks),
+// prep feeding the forward state pass launched before it (TcArgs::fed; GdnCudaDims::chase_prep):
+// a 1-D grid, chunk-major (the order in which the state pass takes the chunks),
 // each CTA counting its chunk once written. The output kernel after it (programmatic dependent
 // launch) starts once every CTA here has; its CTAs wait for the state pass, which waits only for
 // chunks of CTAs here, all begun by then.
@@ -343,8 +342,8 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
 // ---------------------------------------------------------------------------------------------
 // Output: a 1-D grid over the chunks, chunk-major; all columns of O (BO = D) for one chunk:
 //   M = lower(Q K^T o Gam)    O = (Q o e^G) S + M V'
-// M as high + low bf16 parts (M V' as two products); S and V' as saved, bf16 (v4: S's low part is
-// no longer saved, as fla saves its states in bf16: o's max GPU-test error 2.36e-3 -> 2.65e-3).
+// M as high + low bf16 parts (M V' as two products); S and V' as saved, in plain bf16 (as fla saves
+// its states; docs/gdn_kernels.md, "Precision").
 template <int D, int BO>
 struct OutputLayout {
   static constexpr int kLd = D + 8, kLdO = BO + 8;
@@ -362,14 +361,14 @@ struct OutputLayout {
   }
 };
 
-// The output kernel's CTA: 8 warps at D = 128 (v4; was two CTAs of 64 columns, 4 warps each).
+// The output kernel's CTA: 8 warps at D = 128 (one CTA a chunk: Q and K loaded once, not per half).
 template <int D>
 inline constexpr int kOutWarps = D == 128 ? 8 : 4;
 
 // kWarps 4, or 8 (D = 128, BO = 128): warp w takes the rows of row block tc_row_block(w) and half of
 // the BO columns (w / 4); both warps of a row block form the same rows of M (as two CTAs of 64 columns
 // did), and the chunk's Q and K tiles are loaded once. M's blocks above the diagonal are not formed, nor
-// multiplied by V' (Tri; v26). With 8 warps the two warps of a row block form alternate 16-column
+// multiplied by V' (Tri). With 8 warps the two warps of a row block form alternate 16-column
 // blocks of its M (k-steps of M V': part 0 the even ones) and trade them through shared memory.
 // kSaveM (TcArgs::dvl_fused): M's bf16 saved for the reverse state pass as well; o may be null then
 // (M alone).
@@ -507,8 +506,8 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Output with wgmma (sm_90a; v7 pilot, GdnCudaDims::wgmma bit 1; slower than gdn_tc_output_kernel so far): grid (NC, Hv, B), D / 64
-// warpgroups; warpgroup w forms columns [64 w, + 64) of O. The tiles sit in gdn_mma.cuh's
+// Output with wgmma (sm_90a; GdnCudaDims::wgmma bit 1; slower than gdn_tc_output_kernel, an option
+// with its test): grid (NC, Hv, B), D / 64 warpgroups; warpgroup w forms columns [64 w, + 64) of O. The tiles sit in gdn_mma.cuh's
 // core-matrix layouts: Q and K K-major (64 x D), S and V' MN-major (stored [k][n]: D x D, 64 x D).
 // Each warpgroup forms all of M = lower(Q K^T o Gam) (64 x 64) and keeps it as high + low bf16 A
 // fragments in registers; O = e^G o (Q S) + M V' in one set of accumulators. Same numerics as
@@ -629,7 +628,7 @@ auto output_kernel(const TcArgs& a) {
 }
 
 // 64 columns of O per CTA: 55 KB of shared memory at D = 64 (4 CTAs per SM), 91 KB at D = 128 (2);
-// M stays in registers (v2 kept its two bf16 parts in 18 KB of shared memory: 3 CTAs per SM).
+// M stays in registers (its two bf16 parts in shared memory would cost 18 KB and a CTA per SM).
 template <int D>
 void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
   if (a.wgmma & 1) {

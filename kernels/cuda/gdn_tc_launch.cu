@@ -94,11 +94,11 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
            "gdn_chunk: wgmma must be -1 (by the sizes) or 0..7 (bits: 1 the output kernel, 2 the forward state pass, 4 "
            "the reverse one), got {}",
            d.wgmma);
-  // By the sizes (H200, bench/NOTES.md v7 and v12): where the mma.sync state passes would take 64
+  // By the sizes (docs/gdn_kernels.md, "The plan"): where the mma.sync state passes would take 64
   // columns (head dim 128, enough heads to fill the GPU), the forward one is the column-warp pass
-  // at 64 columns (mid (4, 4096, 16): forward 0.545 -> 0.525 ms, forward + backward 1.528 ->
-  // 1.515), which replaced the wgmma one there (v7: 257 -> 180 us against the mma.sync pass). The
-  // column-warp reverse pass is slower there (1.553), and both are elsewhere (v12).
+  // at 64 columns, faster there than the mma.sync and wgmma passes. The column-warp reverse pass is
+  // slower there, and both are slower at 16 and 32 columns, where one warp per scheduler issues
+  // the chain.
   const bool by_sizes = d.dk == 128 && d.state_cols == 0 && d.state_stages == 0 && a.state_cols == 64;
   a.wgmma = d.wgmma >= 0 ? d.wgmma : 0;
   DT_CHECK(d.colwarp >= -1 && d.colwarp <= 3,
@@ -117,10 +117,10 @@ TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, con
   DT_CHECK(d.overlap >= -1 && d.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
            d.overlap);
   // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused): by the sizes at 16 or 32
-  // columns where that pass leaves half of the SMs to grad_qk (H200, bench/NOTES.md v16), and at 64
-  // columns, where it fills the GPU (mid, v21: forward + backward 1.339 -> 1.290 ms) or leaves half
-  // of the SMs to grad_qk (17 to 33 heads; v22: 2 x 16384 x 16 heads 2.747 / 2.757 / 2.713 -> 2.587 /
-  // 2.610 / 2.593 ms). Where the kernels it needs are not the ones taken, 1 is refused.
+  // columns where that pass leaves half of the SMs to grad_qk, and at 64 columns, where it fills
+  // the GPU or leaves half of the SMs to grad_qk (17 to 33 heads): it slows the chain less than
+  // dv_local's kernel takes on every SM (docs/gdn_kernels.md, "The plan"). Where the kernels it
+  // needs are not the ones taken, 1 is refused.
   DT_CHECK(d.dvl_fused >= -1 && d.dvl_fused <= 1,
            "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.dvl_fused);
   DT_CHECK(d.chase_prep >= -1 && d.chase_prep <= 1,
@@ -220,8 +220,8 @@ void check_l2norm_params(const GdnCudaForwardParams& p, const char* op) {
 namespace gdn_cuda {
 
 void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
-  // Measured on the H200 (bench/NOTES.md, v4 step 0): 3 stages at dv = 128, long (1, 32768, 16)
-  // 5.89 -> 5.70 ms forward + backward, mid (4, 4096, 16) 2.44 -> 2.43 with 64 columns.
+  // 3 stages at dv = 128, where one CTA a SM cannot hide the next chunk's loads behind another
+  // CTA's work; 2 at dv = 64, where a third costs a CTA a SM (docs/gdn_kernels.md, "The plan").
   a.state_stages = d.state_stages == 0 ? (d.dk == 128 ? 3 : 2) : d.state_stages;
   DT_CHECK(a.state_stages == 2 || (a.state_stages == 3 && d.dk == 128),
            "gdn_chunk: state_stages {} is not available for head dim {} (2 everywhere, 3 at head dim 128)",
@@ -238,16 +238,11 @@ void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
     a.state_cols = d.state_cols;
     return;
   }
-  // Measured on the H200 (bench/NOTES.md, v1, v4, v10 and v12): dv = 64 at B16 T1024 H12, 64 columns
-  // 0.593 ms forward + backward against 0.608 with 32 since the forward pass's S and D o V' are
-  // plain bf16 (v10; 1.50 against 1.43 in v1); dv = 128: mid (64 heads) 64 columns 2.43 ms against
-  // 2.62 with 32 (v4). Few heads: the narrowest tiles whose CTAs (8 a head at 16 columns, 4 at 32,
-  // 2 at 64) leave at least half of the SMs to the kernels chasing the state passes
-  // (tc_chase_beside; v12, both chasing): 1 x 32768 x 8 heads 2.64 -> 2.26 ms at 16 columns (2.59
-  // at 32); 1 x 32768 x 16 heads 3.81 -> 3.46 at 32, where alone 16 were faster (v10: 3.73 against
-  // 4.20 with 32; v4: 9.19 with 64); 2 x 16384 x 16 heads 3.78 -> 3.11 at 64 (3.35 at 32; v11 took
-  // 16 columns there, 256 CTAs, without chasing). More heads: 64 columns, the chasers beside only the
-  // wgmma or column-warp forward pass.
+  // By the sizes (docs/gdn_kernels.md, "The plan"): dv = 64, one 64-column CTA a head (faster than
+  // two of 32 since the forward pass multiplies S and D o V' in plain bf16). dv = 128: the narrowest
+  // tiles whose CTAs (8 a head at 16 columns, 4 at 32, 2 at 64) leave at least half of the SMs to
+  // the kernels chasing the state passes (tc_chase_beside), which then run beside the chains; with
+  // more heads 64 columns (one wave), the chasers beside only the column-warp forward pass.
   if (d.dk == 64) {
     a.state_cols = 64;
     return;
@@ -317,25 +312,21 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
     a.k = a.k_hat, a.ld_k = a.ld_hat, a.k_hat = nullptr;
   }
   // The output kernel chases the state pass (the mma.sync output kernel only): per chunk, a count of
-  // the state pass's CTAs of the head that have written its S and V', zeroed first. By default
-  // (H200, bench/NOTES.md v11, v12): at head dim 64 (forward 0.213 -> 0.205 ms at B16 T1024 H12);
-  // beside the wgmma and column-warp passes (head dim 128, many heads: 0.5%); and where the state
-  // pass leaves half of the SMs free (tc_chase_beside: long sequences at 32 columns, forward 1.52
-  // -> 1.31 ms). Not beside the mma.sync pass's one CTA per SM at 16 columns on every SM, which it
-  // slows more than it gains (forward 1.39 -> 1.49 ms).
+  // the state pass's CTAs of the head that have written its S and V', zeroed first. By default at
+  // head dim 64, beside the wgmma and column-warp passes, and where the state pass leaves half of
+  // the SMs free (tc_chase_beside). Not beside an mma.sync pass whose CTAs fill every SM (tiles
+  // narrower than the sizes pick), which it slows more than it gains.
   int* ready = a.ready;
   a.ready = nullptr;
   const int cols = (a.colwarp & 1) ? a.colwarp_cols : (a.wgmma & 2) ? 64 : a.state_cols;
   const bool chase = d.overlap == 1 || (d.overlap == -1 && (D == 64 || (a.wgmma & 2) || (a.colwarp & 1) ||
                                                             tc_chase_beside(a, D, cols)));
   if (chase && !(a.wgmma & 1)) start_counts(a, ready, D / cols, s, op);
-  // prep beside the mma.sync state pass (GdnCudaDims::chase_prep; bench/NOTES.md v19, v20): by the
-  // sizes at head dim 128 where the output kernel chases a state pass of 16 or 32 columns a CTA, that
-  // is few heads (16 or fewer on 132 SMs) beside a long chain: 1 x 32768 x 8 heads forward 0.946 ->
-  // 0.875 ms, forward + backward 2.123 -> 2.051 (v19); 16 heads 1.149 -> 1.087 and 2.891 -> 2.828
-  // with the persistent grad_qk (v20; with v19's grad_qk forward + backward did not gain there). 1 is
-  // refused where those kernels are not the ones taken. (The emulator, DT_GDN_EMULATED, runs kernels
-  // one after another: prep first there.)
+  // prep beside the mma.sync state pass (GdnCudaDims::chase_prep; docs/gdn_kernels.md, "Running
+  // beside the chains"): by the sizes at head dim 128 where the output kernel chases a state pass of
+  // 16 or 32 columns a CTA, that is few heads (16 or fewer on 132 SMs) beside a long chain, where
+  // prep's CTAs find room beside it. 1 is refused where those kernels are not the ones taken. (The
+  // emulator, DT_GDN_EMULATED, runs kernels one after another: prep first there.)
   const bool mma_sync = !(a.wgmma & 3) && !(a.colwarp & 1), beside = tc_chase_beside(a, D, cols);
   DT_CHECK(d.chase_prep != 1 || (mma_sync && beside && a.ready),
            "{}: chase_prep 1 takes the mma.sync output kernel and forward state pass, chasing (overlap -1 or 1), on "
@@ -349,7 +340,7 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   if (feed) {
     // The state pass first, then prep and the output kernel, each by programmatic dependent launch
     // (starting once every CTA of the kernel before it runs); their code loaded before: loaded on
-    // its first launch, prep waited for the state pass, which waits for it (bench/NOTES.md v13).
+    // its first launch, prep would wait for the state pass, which waits for it).
     ap.fed = a.fed, ap.ready = a.ready;
     DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.fed, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
     tc_prep_fed_load(a, D, op);
@@ -389,13 +380,13 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   if (p.saved) check_saved(p.saved, op);
   // grad_qk chases the reverse state pass (not the wgmma one): per chunk, a count of the state pass's
   // CTAs of the head that have written its dS' and dV', zeroed first. By default at head dim 64
-  // (H200, bench/NOTES.md v11) and where the state pass leaves half of the SMs free
-  // (tc_chase_beside; v12: long sequences at 32 columns).
+  // and where the state pass leaves half of the SMs free (tc_chase_beside); where its CTAs fill
+  // every SM, grad_qk has no room beside them.
   const int cols = (a.colwarp & 2) ? a.colwarp_cols : a.state_cols;
   const bool chase =
       (d.overlap == 1 || (d.overlap == -1 && (D == 64 || tc_chase_beside(a, D, cols)))) && !(a.wgmma & 4);
-  // grad_qk persistent (GdnCudaDims::qk_persist): by the sizes at 32 columns (H200, bench/NOTES.md
-  // v20: 16 heads at 32K -17 us; at 16 columns, 8 heads, +5 us)
+  // grad_qk persistent (GdnCudaDims::qk_persist): by the sizes at 32 columns, where grad_qk has more
+  // chunks than the free SMs finish during the chain (at 16 columns it is slower)
   DT_CHECK(d.qk_persist != 1 || (chase && D == 128),
            "{}: qk_persist 1 takes head dim 128 and grad_qk chasing the reverse state pass (overlap -1 where the "
            "state pass leaves SMs free, or 1; not its wgmma version); got head dim {}, overlap {}, wgmma {} (set "
@@ -423,7 +414,7 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   if (chase) {
     start_counts(a, ready, D / cols, s, op);
     // its ticket, zeroed before the state pass (a memset between the pass and grad_qk would wait for
-    // the whole pass, and grad_qk would not chase it: +0.6 ms at 32K)
+    // the whole pass, and grad_qk would not chase it)
     if (a.qk_persist) DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.qk_ticket, 0, 4, s), op);
   }
   tc_state_backward(a, D, s, op);

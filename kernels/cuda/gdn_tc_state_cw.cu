@@ -1,4 +1,4 @@
-// The state passes with one warp per 16 columns of the state (v12; GdnCudaDims::colwarp): forward
+// The state passes with one warp per 16 columns of the state (GdnCudaDims::colwarp): forward
 // (bit 1), then reverse (bit 2). Same results as the mma.sync tile passes (gdn_tc_forward.cu,
 // gdn_tc_backward.cu), other summation order. As the wgmma passes (gdn_tc_state_wg.cu), each
 // consumer warp keeps its columns of the state transposed, S^T (16 x D, fp32), as mma.sync
@@ -16,9 +16,9 @@
 // tiles). Each warp stages its saved outputs (S entering the chunk and V'; dS' and dV') transposed
 // by stmatrix in its own columns of a shared tile and stores them in 16-byte pieces.
 // Grid (D / (16 NW), Hv, B); 32 (NW + 1) threads: warp 0 produces, warps 1..NW consume.
-// Measured (H200, bench/NOTES.md v12): a chunk takes longer than in the mma.sync passes, as one warp
-// per scheduler issues its ~600 instructions; only the forward pass at 64 columns beats the others
-// (it replaced the wgmma one where the sizes take 64 columns at head dim 128).
+// A chunk takes longer than in the mma.sync passes, as one warp per scheduler issues its ~600
+// instructions; only the forward pass at 64 columns beats the others, and the sizes take it there
+// (head dim 128; docs/gdn_kernels.md, "The plan").
 #include "kernels/cuda/gdn_tc_state.cuh"
 
 namespace dt {

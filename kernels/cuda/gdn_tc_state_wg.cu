@@ -1,4 +1,5 @@
-// The state passes with wgmma (sm_90a; v7): forward (GdnCudaDims::wgmma bit 2), then reverse (bit 4).
+// The state passes with wgmma (sm_90a): forward (GdnCudaDims::wgmma bit 2), then reverse (bit 4);
+// options, slower than the mma.sync and column-warp passes (docs/gdn_kernels.md, "The kernels").
 // The forward state pass. Same results as
 // gdn_tc_forward.cu's gdn_tc_state_forward_kernel (V' and the entering S per chunk, bf16; S_out),
 // other summation order. Per (64 columns of S, value head, batch), two warpgroups: a producer
