@@ -1,7 +1,7 @@
 // The GPU decode engine (infer/engine.h on a CUDA context: bf16, a CUDA graph per step) against the
-// CPU fp32 model on the same weights: for every mixer and a hybrid, the logits of feeding a prompt
-// token by token, and of a prefill followed by decode steps, match the CPU's full forward within
-// bf16 error; the graph and op-by-op steps give the same tokens; a seed repeats; and on a briefly
+// GPU's own prefill and the CPU fp32 model on the same weights: for every mixer and a hybrid, the
+// logits of feeding a prompt token by token, and of a prefill followed by decode steps, match the
+// GPU prefill's and the CPU's full forward within bf16 error; the graph and op-by-op steps give the same tokens; a seed repeats; and on a briefly
 // trained model the CPU and the GPU agree on 32 greedy tokens (or the test names the near-tie that
 // split them). Each comparison prints its worst error. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -151,6 +151,34 @@ TEST_P(DecodeCuda, PrefillThenDecodeMatchesTheCpu) {
     std::printf("%s: prefill %lld + decode, worst logit error %.3e\n", c.name.c_str(), static_cast<long long>(P),
                 worst);
   }
+}
+
+// The consistency on one device: the GPU's own prefill of the whole prompt (the chunked
+// forward, every position's logits through the decoder's LM head) against feeding the prompt token by
+// token through the GPU decode path, both bf16; unlike the comparisons with the CPU's fp32 model
+// above, the weights and their rounding are the same on both sides.
+TEST_P(DecodeCuda, TokenByTokenMatchesTheGpuPrefill) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  const int64_t T = c.T, V = c.cfg.vocab_size;
+  const std::vector<int32_t> prompt = random_tokens(T, c.cfg.vocab_size, 13);
+  Twin twin(c.cfg, prompt, 9);
+  Runtime rt(Device::kCUDA);
+  Engine engine(c.cfg, twin.gpu.params());
+  std::vector<float> prefill;
+  auto full = engine.new_state(1, T);
+  engine.prefill(rt.ctx(), prompt, *full, &prefill);
+  ASSERT_EQ(static_cast<int64_t>(prefill.size()), T * V);
+  auto state = engine.new_state(1, T);
+  double worst = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<float> l = engine.step(rt.ctx(), std::span(&prompt[t], 1), *state);
+    const double e = row_error(l.data(), prefill.data() + t * V, V);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, kLogitRtol) << "token " << t;
+  }
+  std::printf("%s: token by token against the GPU prefill, worst logit error %.3e of the scale\n", c.name.c_str(),
+              worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, DecodeCuda, ::testing::ValuesIn(cases()),

@@ -780,7 +780,7 @@ TEST(GdnCuda, PersistentGradQkGivesTheSameBits) {
   expect_refused(c, make_inputs(c), {.impl = GdnCudaImpl::kTensorCore, .qk_persist = 1}, needs);
 }
 
-// The per-CTA timeline (gdn_cuda_timeline; bench/NOTES.md v21), in a build configured with
+// The per-CTA timeline (gdn_cuda_timeline; docs/gdn_kernels.md, "Measuring"), in a build configured with
 // -DDELTATRON_GDN_TIMELINE=ON: one stamp per CTA (prep, the output kernel and grad_wy run a CTA per
 // chunk), each with its kernel's name, an SM the device has, and times and cycles in order; the
 // outputs keep their bits. Other builds refuse the stamps with a message naming the option.
