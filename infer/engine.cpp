@@ -129,12 +129,16 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   r.stop.assign(static_cast<size_t>(N), StopReason::kLength);
   // The last generated token is never fed back, so the context holds at most prompt + max_new - 1.
   const int64_t capacity = r.prompt_tokens + std::max(o.max_new_tokens - 1, 0);
+  const bool gpu = weights_.device() == Device::kCUDA;
+  if (gpu) r.device_used_before = device_memory_used();
   std::unique_ptr<DecodeState> state = new_state(N, std::max<int64_t>(capacity, 1));
+  r.state_bytes = state->bytes();
 
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> prompt_logits;
   std::vector<float> first = prefill(ctx, prompt, *state, o.on_logits ? &prompt_logits : nullptr);
   r.prefill_ms = ms_since(t0);
+  if (gpu) r.device_used_after_prefill = device_memory_used();
   if (o.on_logits)
     for (int64_t p = 0; p < r.prompt_tokens; ++p)
       o.on_logits(p, {prompt_logits.data() + p * V, static_cast<size_t>(V)});
