@@ -10,6 +10,8 @@
 #include "parallel/mpi_runtime.h"
 #include "trainer/checkpointing.h"
 #include "trainer/config.h"
+#include "trainer/config_validate.h"
+#include "trainer/runtime.h"
 #include "trainer/train.h"
 
 namespace dt {
@@ -94,8 +96,12 @@ void add_train_command(CLI::App& app) {
       c = config_of_checkpoint(path, args->sets);
       options.resume_from = path;
     }
-    // Under mpirun an error on one rank ends every rank at once with its message (issue 6).
-    run_or_abort_job([&] { train(c, options); });
+    // Under mpirun an error on one rank ends every rank at once with its message (issue 6). The GPU
+    // kernels' limits are checked against the device the run resolves to, before any work.
+    run_or_abort_job([&] {
+      validate_config_for_device(c.model, resolve_device(c.run.device), /*training=*/true);
+      train(c, options);
+    });
   });
 }
 

@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_out, "write the results here");
   app.add_option("--timeline", timeline_csv,
                  "write one forward + backward's per-CTA stamps here (CSV: shape, kernel, sm, start and end in us, "
-                 "cycles; scripts/gdn_timeline.py plots them; needs a build with -DDELTATRON_GDN_TIMELINE=ON)");
+                 "cycles; tools/dev/gdn_timeline.py plots them; needs a build with -DDELTATRON_GDN_TIMELINE=ON)");
   app.add_option("--fla-json", fla_json, "fla_kernels.json from bench/bench_gdn_peers.py, same device");
   app.add_option("--impl", impl, "tc: tensor-core kernels (default), simt: the plain fp32 ones")
       ->check(CLI::IsMember({"tc", "simt"}));

@@ -11,7 +11,7 @@ beta; q/k l2norm inside fla's kernel). Each shape is timed three ways:
 Writes $OUT/fla_kernels.json keyed B{B}_T{T}_H{H}_D{D}. Run it in several processes (Triton
 autotunes anew in each): every process appends its numbers to the key's "samples" and the key's
 top-level fields become the fastest sample's, which `bench_gdn --fla-json` compares with.
-Needs torch, triton and the fla wheels (scripts/gpu_quick.sh, scripts/gpu_check.sh).
+Needs torch, triton and the fla wheels (tools/dev/gpu_quick.sh, scripts/gpu_check.sh).
 
 FLA_PROFILE=B,T,H,D: instead, for a profiler started with `ncu --profile-from-start off`: autotune at
 that shape, then one forward and one forward + backward between cudaProfilerStart and Stop.

@@ -155,7 +155,7 @@ int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved
 int64_t gdn_chunk_saved_bytes(const GdnCudaDims& d);
 
 // The per-CTA timeline of the tensor-core kernels (a measuring tool: bench_gdn --timeline,
-// scripts/gdn_timeline.py; docs/gdn_kernels.md, "Measuring"). Only in a build configured with
+// tools/dev/gdn_timeline.py; docs/gdn_kernels.md, "Measuring"). Only in a build configured with
 // -DDELTATRON_GDN_TIMELINE=ON (gdn_cuda_timeline_built); elsewhere setting stamps throws. While set,
 // thread 0 of each CTA of the calls launched (or captured) after it writes one stamp as it leaves:
 // its kernel (gdn_cuda_timeline_kernel names it), its SM, its start and end times (the GPU's

@@ -16,10 +16,16 @@
 
 namespace dt::ops_detail {
 
-// Past the GPU branch: a CUDA context here means this build has no CUDA backend.
+// Past the GPU branch: a CUDA context here means the op has no GPU implementation (a CUDA build)
+// or this build has no CUDA backend at all.
 inline void require_cpu(const Context& ctx, const char* op) {
+#ifdef DELTATRON_HAVE_CUDA
+  DT_CHECK(ctx.device == Device::kCPU, "{}: this op has no GPU implementation, only the CPU one (run with --device cpu)",
+           op);
+#else
   DT_CHECK(ctx.device == Device::kCPU, "{}: this build has no CUDA backend (nvcc was not found at configure time)",
            op);
+#endif
 }
 
 // Calls f(T{}) with T = float or double by the tensor's dtype.

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Downloads, HERE (where apt and PyPI are reachable), what the GPU machine lacks for
-# scripts/gpu_check.sh, into folders git ignores and the device `run` call carries:
-#   .debs/  libicu-dev, libicu72, zlib1g-dev, zlib1g (.deb files; the device image has no ICU
-#           headers and maybe no zlib headers; gpu_check.sh unpacks them into a prefix)
-#   .whl/   nvidia-cudnn-frontend (always: the C++ headers of cuDNN's graph API, which the device lacks;
-#           its cuDNN itself is torch's nvidia-cudnn-cu13), and flash-linear-attention and fla-core
-#           (--no-deps; the peer benchmark imports fla). Wheels for the device's python 3.12.
+# For a GPU host without network access (an air-gapped cluster): downloads, HERE (a connected machine
+# where apt and PyPI are reachable), what such a host typically lacks for scripts/gpu_check.sh, into
+# folders git ignores; copy them into the checkout on the host, where gpu_check.sh installs from them:
+#   .debs/  libicu-dev, libicu72, zlib1g-dev, zlib1g (.deb files for ICU's and zlib's headers;
+#           gpu_check.sh unpacks them into a prefix under /tmp, never into /)
+#   .whl/   nvidia-cudnn-frontend (always: the C++ headers of cuDNN's graph API; cuDNN itself comes
+#           from the host's python3, torch's nvidia-cudnn-cu13), and flash-linear-attention and fla-core
+#           (--no-deps; the peer benchmarks import fla). Wheels for python 3.12 on x86_64 Linux.
+# The .deb files are this machine's Debian release's: the host should run the same release.
 # Usage: scripts/fetch_device_debs.sh [--no-wheels]   (--no-wheels: without the fla wheels)
-# Then: run(carry=[".debs", ".whl"], command="bash scripts/gpu_check.sh").
+# Then, on the host: bash scripts/gpu_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .debs

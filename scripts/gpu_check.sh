@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# One call on the GPU machine does it all: configure (sm_90a) into build-gpu/, build, run the GPU
+# One run on a GPU machine does it all: configure (sm_90a) into build-gpu/, build, run the GPU
 # tests (`ctest -L gpu`), the training-step benchmark of the 124M models (bench_train) with the
-# peers' training steps in the same call (HF Llama eager / torch.compile, fla's GDN hybrid:
+# peers' training steps in the same run (HF Llama eager / torch.compile, fla's GDN hybrid:
 # bench/bench_train_peers.py), the GDN kernels against fla (bench_gdn, bench_gdn_peers.py; the gated
 # norm's variants, bench_gdn_norm), the
 # dense ops (bench_dense_ops), and a GPU training smoke run of `deltatron train`; logs and JSON go
-# to $OUT.
+# to $OUT (default out/).
 #
-# Before: scripts/fetch_device_debs.sh here (fills .debs/ and .whl/, both ignored by git).
-# Then:   run(carry=[".debs", ".whl"], command="bash scripts/gpu_check.sh", timeout_s=600)
-#         (add ".triton_cache.tar.gz" to carry when a previous call's $OUT/triton_cache.tar.gz was
-#         copied to the repository root: fla's kernels are then not compiled again)
-# Env:    PROFILE=1 (ncu kernel times: scripts/ncu_summary.py; PROFILE_GDN_SHAPES="B,T,H,D ..." the bench_gdn
+# Usage, from a checkout on a GPU machine (CUDA, python3 with torch for the peers):
+#   bash scripts/gpu_check.sh                    (OUT=DIR for the results elsewhere)
+# A host without network access (an air-gapped cluster): run scripts/fetch_device_debs.sh on a
+# connected machine and copy .debs/ and .whl/ (both ignored by git) into the checkout on the host;
+# this script installs from them what the host lacks (ICU and zlib headers, the cuDNN frontend
+# headers, the fla wheels for the peers). A .triton_cache.tar.gz at the repository root (an earlier
+# run's $OUT/triton_cache.tar.gz) spares fla's kernels their compilation.
+# Env:    PROFILE=1 (ncu kernel times summed by tools/dev/ncu_summary.py; PROFILE_GDN_SHAPES="B,T,H,D ..." the bench_gdn
 #         shapes profiled, 124M by default; PROFILE_SECTIONS=REGEX adds ncu sections
 #         for those GDN kernels), TARGETS="..." (build only these), SKIP_BENCH=1 (tests only; DENSE_BENCH=1 still runs bench_dense_ops), SKIP_PEERS=1 (no peers),
 #         SKIP_GDN_BENCH=1, SKIP_TRAIN_BENCH=1, SKIP_TESTS=1, JOBS (build parallelism, default nproc),
@@ -21,7 +24,8 @@
 #         SKIP_SMOKE=1 (no `deltatron train` run), SCALING=1 (bench/bench_scaling.py over every GPU
 #         here; SCALING_CONFIGS="configs/...yaml ..." to choose).
 # cuDNN comes from the machine's python3 (torch's nvidia-cudnn-cu13); the cuDNN frontend headers, which
-# the machine lacks, from the carried wheel .whl/nvidia_cudnn_frontend-*.whl.
+# the machine lacks, from python3's site-packages (scripts/install_deps.sh) or, on an offline host, from the wheel
+# .whl/nvidia_cudnn_frontend-*.whl.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -29,7 +33,7 @@ OUT=${OUT:-$ROOT/out}
 mkdir -p "$OUT"
 LOG=$OUT/gpu_check.log
 # Per-step logs and JSON go to $D; $OUT gets the whole log, results.json (every benchmark's JSON
-# merged) and detail.tar.gz ($D): few files, since the device tool returns only a handful.
+# merged) and detail.tar.gz ($D): a handful of files, easy to copy off the machine.
 D=/tmp/gpu_check_detail
 rm -rf "$D" && mkdir -p "$D"
 exec > >(tee -a "$LOG") 2>&1
@@ -40,13 +44,13 @@ step "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
 nvcc --version | tail -2 || true
 
-# --- Missing headers: unpack the carried Debian packages into a prefix (never into /).
+# --- Missing headers: unpack the Debian packages of .debs/ into a prefix (never into /).
 PREFIX=/tmp/dt-prefix
 EXTRA_CMAKE=()
 if ! pkg-config --exists icu-uc 2>/dev/null || [[ ! -f /usr/include/zlib.h ]]; then
   step "unpacking .debs into $PREFIX (ICU: $(pkg-config --exists icu-uc && echo found || echo missing), zlib.h: $([[ -f /usr/include/zlib.h ]] && echo found || echo missing))"
   if ! ls .debs/*.deb >/dev/null 2>&1; then
-    echo "no .debs/*.deb here: run scripts/fetch_device_debs.sh and carry .debs"; exit 2
+    echo "no .debs/*.deb here: install ICU and zlib headers, or run scripts/fetch_device_debs.sh on a connected machine and copy .debs here"; exit 2
   fi
   mkdir -p "$PREFIX"
   for f in .debs/*.deb; do dpkg-deb -x "$f" "$PREFIX"; done
@@ -64,14 +68,15 @@ if ! pkg-config --exists icu-uc 2>/dev/null || [[ ! -f /usr/include/zlib.h ]]; t
   pkg-config --modversion icu-uc
 fi
 
-# --- cuDNN frontend headers (header-only C++ API) from the carried wheel.
+# --- cuDNN frontend headers (header-only C++ API) from the wheel in .whl/ when there is one.
 if ls .whl/nvidia_cudnn_frontend-*.whl >/dev/null 2>&1; then
   step "cuDNN frontend headers from $(ls .whl/nvidia_cudnn_frontend-*.whl | head -1)"
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/nvidia_cudnn_frontend-*.whl \
     && EXTRA_CMAKE+=(-DCUDNN_FRONTEND_INCLUDE_DIR=/tmp/site/include)
 else
-  echo "no .whl/nvidia_cudnn_frontend-*.whl: attention on the GPU will say 'built without cuDNN'" \
-       "(run scripts/fetch_device_debs.sh and carry .whl)"
+  echo "no .whl/nvidia_cudnn_frontend-*.whl: the frontend headers must come from python3's site-packages" \
+       "(scripts/install_deps.sh), else attention on the GPU will say 'built without cuDNN'" \
+       "(offline: scripts/fetch_device_debs.sh on a connected machine, then copy .whl here)"
 fi
 
 step "configure"
@@ -87,18 +92,18 @@ cmake --build build-gpu -j"${JOBS:-$(nproc)}" --target $TARGETS 2>&1 | tail -40
 if [[ -n "${PROFILE:-}" ]]; then
   # Kernel times under Nsight Compute (one duration metric, clocks left alone): one training step
   # of the hybrid (after one warm-up step) and the GDN kernels at the 124M shape; summed per kernel
-  # name by scripts/ncu_summary.py.
+  # name by tools/dev/ncu_summary.py.
   step "profile: ncu over one hybrid training step and bench_gdn at 124M"
   NCU=(ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw)
   timeout 240 "${NCU[@]}" build-gpu/bench/bench_train --config configs/hybrid_124m.yaml --steps 1 --warmup 0 \
     > "$D/ncu_hybrid.csv" 2> "$D/ncu_hybrid.err"
-  python3 scripts/ncu_summary.py "$D/ncu_hybrid.csv" 2>&1 | tee "$D/ncu_hybrid_summary.txt" | head -60
+  python3 tools/dev/ncu_summary.py "$D/ncu_hybrid.csv" 2>&1 | tee "$D/ncu_hybrid_summary.txt" | head -60
   for shape in ${PROFILE_GDN_SHAPES:-16,1024,12,64}; do
     tag=${shape//,/x}
     echo "--- bench_gdn $shape"
     timeout 120 "${NCU[@]}" build-gpu/bench/bench_gdn --shapes "$shape" --iters 1 --warmup 0 --profile \
       > "$D/ncu_gdn_$tag.csv" 2> "$D/ncu_gdn_$tag.err"
-    python3 scripts/ncu_summary.py "$D/ncu_gdn_$tag.csv" 2>&1 | tee "$D/ncu_gdn_${tag}_summary.txt" | head -40
+    python3 tools/dev/ncu_summary.py "$D/ncu_gdn_$tag.csv" 2>&1 | tee "$D/ncu_gdn_${tag}_summary.txt" | head -40
   done
   if [[ -n "${PROFILE_SECTIONS:-}" ]]; then
     timeout 200 ncu --clock-control none -k "regex:${PROFILE_SECTIONS}" --launch-count 6 --section SpeedOfLight \
@@ -125,9 +130,9 @@ else
 fi
 
 # Triton's compiled kernels (fla, torch.compile) in one directory: restored from .triton_cache.tar.gz
-# when carried (git-ignored), saved to $OUT/triton_cache.tar.gz at the end, so that the next call
-# (carry it back as .triton_cache.tar.gz) skips most of fla's compilation, which took more than the
-# 240 s given to it at the long shape.
+# when present (git-ignored), saved to $OUT/triton_cache.tar.gz at the end, so that the next run
+# (with it copied back as .triton_cache.tar.gz) skips most of fla's compilation, which took more than
+# the 240 s given to it at the long shape.
 export TRITON_CACHE_DIR=/tmp/triton_cache
 mkdir -p "$TRITON_CACHE_DIR"
 if [[ -f .triton_cache.tar.gz ]]; then
@@ -210,7 +215,7 @@ PY
 tar -czf "$OUT/detail.tar.gz" -C "$D" . 2>/dev/null || true
 if [[ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]]; then
   tar -czf /tmp/triton_cache.tar.gz -C "$TRITON_CACHE_DIR" . 2>/dev/null
-  # Only when it can travel back (the carry limit is 64 MiB for everything).
+  # Only when small enough to copy along with the checkout to another host.
   if [[ $(stat -c %s /tmp/triton_cache.tar.gz) -lt $((40 * 1024 * 1024)) ]]; then
     cp /tmp/triton_cache.tar.gz "$OUT/triton_cache.tar.gz"
   else

@@ -1,5 +1,8 @@
 // validate_config: every rule between config values (ranges, divisibility, tensor-parallel
-// sizes), each broken rule one line of a single error.
+// sizes), each broken rule one line of a single error; validate_config_for_device: the GPU kernels'
+// limits on the model, once the device is known.
+#include "trainer/config_validate.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -170,6 +173,41 @@ void validate_config(const Config& c) {
   }
   if (errs.size() == 1) DT_FAIL("invalid config: {}", errs[0]);
   if (!errs.empty()) DT_FAIL("invalid config:\n  - {}", join(errs, "\n  - "));
+}
+
+std::vector<std::string> device_limit_errors(const ModelConfig& m, Device device, bool training) {
+  std::vector<std::string> errs;
+  const bool gdn = std::find(m.layers.begin(), m.layers.end(), MixerKind::kGdn) != m.layers.end();
+  if (device != Device::kCUDA || !gdn) return errs;
+  const GdnConfig& g = m.gdn;
+  if (g.chunk_size == 0 && training)
+    errs.push_back(fmt::format("model.gdn.chunk_size: 0 (the token-by-token recurrence) has no GPU backward; use "
+                               "chunk_size {} or --device cpu",
+                               kGpuGdnMaxChunk));
+  if (g.chunk_size > kGpuGdnMaxChunk)
+    errs.push_back(fmt::format("model.gdn.chunk_size = {}: the GPU kernels take chunks of 1 to {} tokens ({} runs "
+                               "the tensor-core kernels); use chunk_size {} or --device cpu",
+                               g.chunk_size, kGpuGdnMaxChunk, kGpuGdnMaxChunk, kGpuGdnMaxChunk));
+  auto head_dim = [&](const char* key, int d) {
+    if (d % kGpuGdnHeadDimStep != 0 || d < kGpuGdnHeadDimStep || d > kGpuGdnMaxHeadDim)
+      errs.push_back(fmt::format("{} = {}: the GPU kernels take head dims that are multiples of {} up to {} (the "
+                                 "fastest, the tensor-core kernels: head_k_dim = head_v_dim = 64 or 128, "
+                                 "chunk_size 64); use such a size or --device cpu",
+                                 key, d, kGpuGdnHeadDimStep, kGpuGdnMaxHeadDim));
+  };
+  head_dim("model.gdn.head_k_dim", g.head_k_dim);
+  head_dim("model.gdn.head_v_dim", g.head_v_dim);
+  if (g.conv_kernel > kGpuGdnMaxConvKernel)
+    errs.push_back(fmt::format("model.gdn.conv_kernel = {}: the GPU convolution takes widths of 1 to {}; use a "
+                               "width up to {} or --device cpu",
+                               g.conv_kernel, kGpuGdnMaxConvKernel, kGpuGdnMaxConvKernel));
+  return errs;
+}
+
+void validate_config_for_device(const ModelConfig& m, Device device, bool training) {
+  const std::vector<std::string> errs = device_limit_errors(m, device, training);
+  if (errs.size() == 1) DT_FAIL("config not supported on the GPU: {}", errs[0]);
+  if (!errs.empty()) DT_FAIL("config not supported on the GPU:\n  - {}", join(errs, "\n  - "));
 }
 
 }  // namespace dt

@@ -8,6 +8,7 @@
 #include "data/manifest.h"
 #include "trainer/checkpointing.h"
 #include "trainer/config.h"
+#include "trainer/config_validate.h"
 #include "trainer/runtime.h"
 
 namespace dt {
@@ -58,7 +59,9 @@ CheckpointEval evaluate_checkpoint(const std::string& path, const CheckpointEval
   int threads = options.threads > 0 ? options.threads : cfg.run.threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   openblas_set_num_threads(threads);
-  Runtime runtime(resolve_device(options.device));
+  const Device device = resolve_device(options.device);
+  validate_config_for_device(cfg.model, device, /*training=*/false);  // the GPU kernels' limits
+  Runtime runtime(device);
   r.device = describe_device(runtime.device(), options.device);
   Model model(cfg.model, r.batch_size, r.seq_len, DType::kF32, runtime.device());
   load_train_checkpoint(path, model.params(), nullptr);

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Builds a kernel variant for scripts/gpu_variants.sh: the working tree plus the changes of REF (a branch
-# or commit) against HEAD, built in BUILD_DIR (default build-gdncu, configured as scripts/gpu_quick.sh says),
+# Builds a kernel variant for tools/dev/gpu_variants.sh: the working tree plus the changes of REF (a branch
+# or commit) against HEAD, built in BUILD_DIR (default build-gdncu, configured as tools/dev/gpu_quick.sh says),
 # copied to .devbin/NAME/, then the working tree's files put back and rebuilt (so that BUILD_DIR and
 # .devbin/ hold HEAD's binaries again). Only the changed files recompile: seconds, not a full build.
-#   scripts/stage_variant.sh NAME REF [BUILD_DIR]     e.g. scripts/stage_variant.sh nolo v10-no-lo
+#   tools/dev/stage_variant.sh NAME REF [BUILD_DIR]     e.g. tools/dev/stage_variant.sh nolo v10-no-lo
 # REBUILD_HEAD=0: the files are put back but HEAD is not rebuilt (when staging several variants in a row,
 # each build then recompiles what the last one and this one changed; HEAD's binaries are in .devbin/).
 # The working tree must be clean (its files are overwritten and restored from HEAD).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 name=${1:?"usage: stage_variant.sh NAME REF [BUILD_DIR]"}
 ref=${2:?"usage: stage_variant.sh NAME REF [BUILD_DIR]"}
 build=${3:-build-gdncu}
 rebuild_head=${REBUILD_HEAD:-1}
 [[ $rebuild_head == 0 || $rebuild_head == 1 ]] ||
   { echo "stage_variant: REBUILD_HEAD must be 0 (leave HEAD unbuilt) or 1 (rebuild it), got '$rebuild_head'" >&2; exit 2; }
-[[ -d $build ]] || { echo "stage_variant: no build directory $build (see scripts/gpu_quick.sh)" >&2; exit 2; }
+[[ -d $build ]] || { echo "stage_variant: no build directory $build (see tools/dev/gpu_quick.sh)" >&2; exit 2; }
 git rev-parse --verify --quiet "$ref^{commit}" > /dev/null || { echo "stage_variant: unknown ref $ref" >&2; exit 2; }
 if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
   echo "stage_variant: the working tree has uncommitted changes; commit or stash them first" >&2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/ncu_summary.py, ncu_pipes.py, ncu_sass_summary.py: a small CSV of each kind gives its table;
+# tools/dev/ncu_summary.py, ncu_pipes.py, ncu_sass_summary.py: a small CSV of each kind gives its table;
 # a missing file, a file that is not ncu's and a wrong usage give a clear error.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -9,20 +9,20 @@ fail() { echo "$*"; exit 1; }
 expect_error() {  # expect_error "message part" script args...
   local want=$1
   shift
-  if python3 "$repo/scripts/$@" > /dev/null 2> "$tmp/err"; then fail "$*: expected failure"; fi
+  if python3 "$repo/tools/dev/$@" > /dev/null 2> "$tmp/err"; then fail "$*: expected failure"; fi
   grep -q -- "$want" "$tmp/err" || { echo "$*: wrong message (want '$want'):"; cat "$tmp/err"; exit 1; }
 }
 # --page raw: a header, a units row, one row per launch
-metrics=$(python3 "$repo/scripts/ncu_pipes.py" --metrics) || fail "ncu_pipes.py --metrics failed"
+metrics=$(python3 "$repo/tools/dev/ncu_pipes.py" --metrics) || fail "ncu_pipes.py --metrics failed"
 {
   echo "\"Kernel Name\",\"$(echo "$metrics" | sed 's/,/","/g')\""
   echo "\"\",\"nsecond\",\"%\",\"%\",\"%\",\"%\",\"\",\"\",\"%\",\"%\""
   echo "\"void dt::(anonymous namespace)::prep<64>(Args)\",\"82000\",\"34\",\"43\",\"20\",\"47\",\"100\",\"1000\",\"58\",\"31\""
   echo "\"void dt::(anonymous namespace)::prep<64>(Args)\",\"84000\",\"34\",\"43\",\"20\",\"47\",\"100\",\"1000\",\"58\",\"31\""
 } > "$tmp/pipes.csv"
-out=$(python3 "$repo/scripts/ncu_pipes.py" "$tmp/pipes.csv") || fail "ncu_pipes.py failed: $out"
+out=$(python3 "$repo/tools/dev/ncu_pipes.py" "$tmp/pipes.csv") || fail "ncu_pipes.py failed: $out"
 echo "$out" | grep -qE "dt::prep<64> +83\.0 +34\.0 +43\.0 +20\.0 +47\.0 +10\.0" || fail "ncu_pipes.py: unexpected table: $out"
-out=$(python3 "$repo/scripts/ncu_summary.py" "$tmp/pipes.csv") || fail "ncu_summary.py failed: $out"
+out=$(python3 "$repo/tools/dev/ncu_summary.py" "$tmp/pipes.csv") || fail "ncu_summary.py failed: $out"
 echo "$out" | grep -qE "dt::prep<64> +0\.166 +100\.0% +2 +83\.0" || fail "ncu_summary.py: unexpected table: $out"
 # --page source --print-source cuda,sass: per file, a header and a row per source line
 {
@@ -32,7 +32,7 @@ echo "$out" | grep -qE "dt::prep<64> +0\.166 +100\.0% +2 +83\.0" || fail "ncu_su
   echo '"127","  sAT[i] = v;","30","400","20","10","0","30"'
   echo '"644","  __syncthreads();","70","10","0","0","70","0"'
 } > "$tmp/sass.csv"
-out=$(python3 "$repo/scripts/ncu_sass_summary.py" "$tmp/sass.csv" 5) || fail "ncu_sass_summary.py failed: $out"
+out=$(python3 "$repo/tools/dev/ncu_sass_summary.py" "$tmp/sass.csv" 5) || fail "ncu_sass_summary.py failed: $out"
 echo "$out" | grep -q "100 samples, 410 warp instructions" || fail "ncu_sass_summary.py: unexpected totals: $out"
 echo "$out" | grep -qE "70\.0% +10 +gdn_tc_forward.cu:644 +barrier100" || fail "ncu_sass_summary.py: unexpected rows: $out"
 echo "$out" | grep -q "20 wavefronts, 10 of them excess (50%)" || fail "ncu_sass_summary.py: unexpected excess: $out"

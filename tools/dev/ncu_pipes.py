@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per kernel, how busy each unit was: the mean over its launches of ncu's percentages (scripts/gpu_quick.sh
+"""Per kernel, how busy each unit was: the mean over its launches of ncu's percentages (tools/dev/gpu_quick.sh
 PIPES=..., `ncu --metrics <METRICS below> --csv --page raw`). A kernel near 100% on one unit is bound by it;
 one low everywhere is bound by latency (dependencies, barriers, too few warps).
 usage: ncu_pipes.py ncu.csv"""

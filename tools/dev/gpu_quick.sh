@@ -7,8 +7,8 @@
 # Here, once per change:
 #   cmake -S . -B build-gdncu -DCMAKE_BUILD_TYPE=Release -DDELTATRON_CUDA=ON -DDELTATRON_BENCH=ON
 #   cmake --build build-gdncu --target test_gpu bench_gdn bench_train -j2
-#   bash scripts/gpu_quick.sh --stage build-gdncu   # binaries + libfmt, libyaml-cpp into .devbin/
-# Then: run(carry=[".devbin"], command="export OUT; bash scripts/gpu_quick.sh")
+#   bash tools/dev/gpu_quick.sh --stage build-gdncu   # binaries + libfmt, libyaml-cpp into .devbin/
+# Then: run(carry=[".devbin"], command="export OUT; bash tools/dev/gpu_quick.sh")
 #   (add ".whl" to carry and FLA=1 for fla's kernels timed in the same call: scripts/fetch_device_debs.sh;
 #    carry a .triton_cache.tar.gz from scripts/gpu_check.sh to skip most of fla's compilation)
 # Env: GTEST_FILTER (default: every GPU test), SHAPES (bench_gdn's), NCU="B,T,H,D ..." (ncu's
@@ -19,10 +19,10 @@
 #      SASS="B,T,H,D:regex ..." (stall samples per instruction, CSV under $OUT),
 #      PIPES="B,T,H,D ..." (per kernel: issue, tensor, shared memory, bank conflicts, L2, DRAM busy),
 #      TIMELINE="B,T,H,D ..." (each CTA's kernel, SM, start, end and cycles in one forward + backward,
-#      CSV under $OUT, summed by scripts/gdn_timeline.py; from .devbin/tl/bench_gdn, a build configured
-#      with -DDELTATRON_GDN_TIMELINE=ON: `bash scripts/gpu_quick.sh --stage-timeline build-tl` here).
+#      CSV under $OUT, summed by tools/dev/gdn_timeline.py; from .devbin/tl/bench_gdn, a build configured
+#      with -DDELTATRON_GDN_TIMELINE=ON: `bash tools/dev/gpu_quick.sh --stage-timeline build-tl` here).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [[ "${1:-}" == "--stage" ]]; then
   B=${2:?"usage: gpu_quick.sh --stage BUILD_DIR"}
   mkdir -p .devbin
@@ -52,7 +52,7 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   echo "test_gpu rc=$rc"
   [[ $rc -ne 0 ]] && status=1
   grep -E "^\[  PASSED|^\[  FAILED|Failure" -A3 /tmp/test_gpu.log | head -30
-  awk -f scripts/max_errors.awk /tmp/test_gpu.log
+  awk -f tools/dev/max_errors.awk /tmp/test_gpu.log
 fi
 FLA_JSON=()
 if [[ -n "${FLA:-}" ]]; then
@@ -74,7 +74,7 @@ if [[ -n "${FLA:-}" ]]; then
     FLA_PROFILE=$sh PYTHONPATH=/tmp/site timeout 200 ncu --clock-control none --profile-from-start off \
       --metrics gpu__time_duration.sum --csv --page raw python3 bench/bench_gdn_peers.py > /tmp/ncu_fla.csv 2> /tmp/ncu_fla.err
     echo "== ncu fla $sh (one fwd and one fwd+bwd)"
-    python3 scripts/ncu_summary.py /tmp/ncu_fla.csv | head -24
+    python3 tools/dev/ncu_summary.py /tmp/ncu_fla.csv | head -24
   done
   FLA_JSON=(--fla-json "$OUT/fla_kernels.json")
 fi
@@ -84,7 +84,7 @@ for sh in ${NCU:-}; do
   timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw .devbin/bench_gdn \
     --shapes "$sh" --iters 1 --warmup 0 --profile ${BENCH_ARGS:-} > /tmp/ncu.csv 2> /tmp/ncu.err
   echo "== ncu $sh (one fwd and one fwd+bwd per kernel row count)"
-  python3 scripts/ncu_summary.py /tmp/ncu.csv | head -14
+  python3 tools/dev/ncu_summary.py /tmp/ncu.csv | head -14
 done
 # PROFILE="B,T,H,D:regex ...": ncu's speed-of-light, warp-stall, memory and occupancy sections for
 # the first launch of the kernel matching regex at that shape
@@ -98,17 +98,17 @@ for spec in ${PROFILE:-}; do
     grep -vE "^==PROF==|^ *-+[ -]*$|^\s*$|^    (OPT|INF|WRN)|^          " | grep -vE " 0(\.0+)?$" | head -90
 done
 # PIPES="B,T,H,D ...": per kernel, how busy each unit was (issue, tensor, shared memory and its bank
-# conflicts, L2, DRAM; scripts/ncu_pipes.py), one forward and one forward + backward
+# conflicts, L2, DRAM; tools/dev/ncu_pipes.py), one forward and one forward + backward
 for sh in ${PIPES:-}; do
-  timeout 200 ncu --clock-control none --metrics "$(python3 scripts/ncu_pipes.py --metrics)" --csv --page raw \
+  timeout 200 ncu --clock-control none --metrics "$(python3 tools/dev/ncu_pipes.py --metrics)" --csv --page raw \
     .devbin/bench_gdn --shapes "$sh" --iters 1 --warmup 0 --profile ${BENCH_ARGS:-} > /tmp/pipes.csv 2> /tmp/pipes.err
   echo "== ncu units $sh (% of peak; conflict% = bank conflicts per shared-memory wavefront)"
-  python3 scripts/ncu_pipes.py /tmp/pipes.csv > /tmp/pipes.txt || tail -5 /tmp/pipes.err
+  python3 tools/dev/ncu_pipes.py /tmp/pipes.csv > /tmp/pipes.txt || tail -5 /tmp/pipes.err
   head -14 /tmp/pipes.txt
 done
 # SASS="B,T,H,D:regex ...": ncu's source counters (warp-stall samples per SASS instruction, with the
 # CUDA line when built with -lineinfo) for the first launch of the kernel matching regex, as CSV under
-# $OUT (scripts/ncu_sass_summary.py sums them by source line here)
+# $OUT (tools/dev/ncu_sass_summary.py sums them by source line here)
 for spec in ${SASS:-}; do
   sh=${spec%%:*} re=${spec#*:}
   tag=$(echo "$sh-$re" | tr -c 'A-Za-z0-9_-' '_')
@@ -124,7 +124,7 @@ for sh in ${TIMELINE:-}; do
   # shellcheck disable=SC2086
   timeout 120 .devbin/tl/bench_gdn --shapes "$sh" --no-ceilings ${BENCH_ARGS:-} --timeline "$OUT/timeline_$tag.csv" \
     > /tmp/timeline.log 2>&1 || { tail -3 /tmp/timeline.log; status=1; continue; }
-  python3 scripts/gdn_timeline.py "$OUT/timeline_$tag.csv"
+  python3 tools/dev/gdn_timeline.py "$OUT/timeline_$tag.csv"
 done
 if [[ -n "${TRAIN:-}" ]]; then
   timeout 120 .devbin/bench_train --config configs/hybrid_124m.yaml --steps 20 --warmup 5 2>&1 | tail -4

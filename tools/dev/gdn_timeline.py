@@ -6,7 +6,7 @@ its CTAs held (sum of their durations, SM-ms), the SMs it ran on, a CTA's mean t
 clock while it ran (cycles over time, MHz); with --png, draws one row per
 SM, a bar per CTA, coloured by kernel (CTAs sharing an SM overlap in its row).
 
-    scripts/gdn_timeline.py timeline.csv [--png timeline.png] [--shape B1_T32768_H16_D128]
+    tools/dev/gdn_timeline.py timeline.csv [--png timeline.png] [--shape B1_T32768_H16_D128]
 """
 import argparse
 import collections

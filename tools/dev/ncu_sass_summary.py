@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sums ncu's source counters (scripts/gpu_quick.sh SASS=..., `--page source --print-source cuda,sass`
+"""Sums ncu's source counters (tools/dev/gpu_quick.sh SASS=..., `--page source --print-source cuda,sass`
 as CSV) by CUDA source line: warp-stall samples, instructions executed and the largest stall reasons;
 then the lines with the most excess shared-memory wavefronts (bank conflicts, misaligned copies).
 usage: ncu_sass_summary.py FILE.csv [TOP]"""

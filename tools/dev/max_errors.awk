@@ -1,5 +1,5 @@
 # The largest relative RMS error per tensor over the GPU tests' GDN cases, on one line:
-#   awk -f scripts/max_errors.awk test_gpu.log   (lines "... <tensor> relative RMS <value> ...")
+#   awk -f tools/dev/max_errors.awk test_gpu.log   (lines "... <tensor> relative RMS <value> ...")
 /relative RMS/ {
   for (i = 1; i <= NF; i++)
     if ($i == "RMS" && $(i + 1) + 0 > m[$4]) m[$4] = $(i + 1) + 0

@@ -4,8 +4,8 @@
 # interleaved so that the card's state is shared; then ncu's per-kernel times for each.
 #
 # Here: build each variant's bench_gdn and copy it to .devbin/NAME/ (and test_gpu there to check it):
-#   scripts/stage_variant.sh NAME BRANCH does that for a branch or commit.
-# Then: run(carry=[".devbin"], command="export OUT; VARIANTS='a b' bash scripts/gpu_variants.sh")
+#   tools/dev/stage_variant.sh NAME BRANCH does that for a branch or commit.
+# Then: run(carry=[".devbin"], command="export OUT; VARIANTS='a b' bash tools/dev/gpu_variants.sh")
 # Env: VARIANTS (names under .devbin/), ARGS ("opts;opts": each option set runs every variant),
 #      SHAPES (bench_gdn's), NCU ("B,T,H,D ..."), NCU_ARGS (ncu's option set; default: ARGS'
 #      first), ROUNDS (default 2), TESTS (gtest filter: runs each
@@ -14,7 +14,7 @@
 #      With ARGS="--digest" each shape also prints its outputs' hashes: variants meant to give the same bits
 #      print the same (set NCU_ARGS=" " then, so that ncu does not count the extra run).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH=$PWD/.devbin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -29,7 +29,7 @@ if [[ -n "${TESTS:-}" ]]; then
     timeout 300 "$(bin "$v")/test_gpu" --gtest_filter="$TESTS" > "/tmp/test_$v.log" 2>&1
     echo "== tests $v rc=$? $(grep -cE '^\[       OK' "/tmp/test_$v.log") ok"
     grep -E "^\[  FAILED|Failure" -A3 "/tmp/test_$v.log" | head -12
-    awk -f scripts/max_errors.awk "/tmp/test_$v.log"
+    awk -f tools/dev/max_errors.awk "/tmp/test_$v.log"
   done
 fi
 IFS=';' read -ra sets <<< "${ARGS:- }"
@@ -50,7 +50,7 @@ for sh in ${NCU:-}; do
     timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw "$(bin "$v")/bench_gdn" \
       --shapes "$sh" --iters 1 --warmup 0 --profile $a > /tmp/ncu.csv 2> /tmp/ncu.err
     echo "== ncu $sh, $v, options: $a"
-    python3 scripts/ncu_summary.py /tmp/ncu.csv | head -12
+    python3 tools/dev/ncu_summary.py /tmp/ncu.csv | head -12
   done
 done
 if [[ -n "${TRAIN:-}" ]]; then

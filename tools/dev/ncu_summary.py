@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sum Nsight Compute kernel durations by kernel name.
 
-Usage: scripts/ncu_summary.py ncu.csv   (from `ncu --metrics gpu__time_duration.sum --csv --page raw`)
+Usage: tools/dev/ncu_summary.py ncu.csv   (from `ncu --metrics gpu__time_duration.sum --csv --page raw`)
 Prints one line per kernel name, largest total first: total ms, share, launches, mean us.
 """
 import csv
