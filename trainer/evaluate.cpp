@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "data/manifest.h"
-#include "trainer/checkpointing.h"
 #include "trainer/config.h"
 #include "trainer/runtime.h"
+#include "trainer/train_checkpoint.h"
 
 namespace dt {
 
