@@ -25,8 +25,8 @@
 #include "infer/engine.h"
 #include "io/safetensors.h"
 #include "layers/model.h"
-#include "trainer/checkpointing.h"
 #include "trainer/runtime.h"
+#include "trainer/train_checkpoint.h"
 
 namespace dt {
 

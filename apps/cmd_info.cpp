@@ -20,8 +20,8 @@
 #include "data/tokenizer.h"
 #include "layers/decode_memory.h"
 #include "layers/param_count.h"
-#include "trainer/checkpoint.h"
 #include "trainer/checkpoint_check.h"
+#include "trainer/checkpoint_format.h"
 #include "trainer/config.h"
 
 namespace dt {
@@ -31,7 +31,7 @@ namespace {
 enum class FileKind { kShard, kCheckpoint, kHdf5, kConfig, kShardDir, kUnknown };
 
 constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
-// A Deltatron checkpoint starts with its 512-byte header (trainer/checkpoint.cpp); HDF5 follows it.
+// A Deltatron checkpoint starts with its 512-byte header (trainer/checkpoint_format.cpp); HDF5 follows it.
 constexpr char kCheckpointMagic[] = "DELTATRON-CHECKPOINT";
 
 struct InfoArgs {

@@ -8,11 +8,11 @@
 #include "apps/commands.h"
 #include "core/error.h"
 #include "parallel/mpi_runtime.h"
-#include "trainer/checkpointing.h"
 #include "trainer/config.h"
 #include "trainer/config_validate.h"
 #include "trainer/runtime.h"
 #include "trainer/train.h"
+#include "trainer/train_checkpoint.h"
 
 namespace dt {
 

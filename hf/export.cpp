@@ -16,8 +16,8 @@
 #include "hf/qwen35.h"
 #include "io/safetensors.h"
 #include "layers/model.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpointing.h"
+#include "trainer/checkpoint_format.h"
+#include "trainer/train_checkpoint.h"
 
 namespace dt {
 

@@ -27,7 +27,7 @@ mkdir -p "$out"
 hdf5_cflags=$(pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
 hdf5_libs=$(pkg-config --libs hdf5 2>/dev/null || echo "-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5")
 flags="-std=c++20 -O1 -g -I. $hdf5_cflags -fsanitize=address,undefined -fno-sanitize-recover=undefined"
-srcs="core/dtype.cpp core/tensor.cpp core/sha256.cpp data/shard.cpp trainer/checkpoint.cpp io/safetensors.cpp"
+srcs="core/dtype.cpp core/tensor.cpp core/sha256.cpp data/shard.cpp trainer/checkpoint_format.cpp io/safetensors.cpp"
 libs="$hdf5_libs -lfmt -lcrypto"
 clang++ $flags -fsanitize=fuzzer tests/fuzz/fuzz_shard.cpp $srcs $libs -o "$out/fuzz_shard"
 clang++ $flags -fsanitize=fuzzer tests/fuzz/fuzz_checkpoint.cpp $srcs $libs -o "$out/fuzz_checkpoint"

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "layers/model.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_format.h"
 #include "trainer/config.h"
 
 namespace dt {

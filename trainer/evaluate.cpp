@@ -6,10 +6,10 @@
 #include <thread>
 
 #include "data/manifest.h"
-#include "trainer/checkpointing.h"
 #include "trainer/config.h"
 #include "trainer/config_validate.h"
 #include "trainer/runtime.h"
+#include "trainer/train_checkpoint.h"
 
 namespace dt {
 

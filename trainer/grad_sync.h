@@ -1,5 +1,5 @@
 // The gradient steps between the backward and the update under tensor parallelism (docs/parallel.md,
-// "Tensor parallelism in the layers"), shared by the trainer (trainer/train.cpp) and bench/bench_train.cpp:
+// "Tensor parallelism in the layers"), shared by the trainer (trainer/train_step.cpp) and bench/bench_train.cpp:
 //   - the TP sum of the partial gradients of replicated parameters;
 //   - the clipping factor (and clip_grad_norm) over a TP-split model, every parameter counted once.
 // (The DP mean is DpGradSync, parallel/dp_grads.h; the ZeRO-1 norm grad_clip_factor_zero1, trainer/adamw.h.)

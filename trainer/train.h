@@ -5,7 +5,7 @@
 //   clipping; AdamW at the scheduled lr — unless the loss or the gradient norm is not finite, in
 //   which case the update is skipped (the step still counts) and train.max_skips_in_a_row skips in
 //   a row stop the run; validation every train.eval_every steps and after the last one; a
-//   checkpoint every train.checkpoint_every steps and after the last one (trainer/checkpointing.h).
+//   checkpoint every train.checkpoint_every steps and after the last one (trainer/train_checkpoint.h).
 // The run directory gets config.yaml (the resolved config), metrics.jsonl (one JSON object per
 // step / evaluation), log.txt (what was printed) and checkpoints/. Rank 0 holds an exclusive lock
 // on <run dir>/.lock for the whole run (trainer/run_lock.h): a second process on the same run

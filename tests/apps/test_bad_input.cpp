@@ -14,7 +14,7 @@
 #include "data/manifest.h"
 #include "data/shard.h"
 #include "tests/apps/bad_input_util.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_format.h"
 #include "trainer/config.h"
 
 namespace dt {
@@ -393,11 +393,11 @@ TEST_F(BadTrain, TooSmallDataSetsNameTheKeyAndTheFiles) {
   EXPECT_EQ(run(c + " --set train.eval_batches=9 --set train.steps=1").code, 0);
 }
 
-// ---- checkpoints (trainer/checkpoint.*), through `deltatron info` and `deltatron eval` ----
+// ---- checkpoints (trainer/checkpoint_format.*), through `deltatron info` and `deltatron eval` ----
 
 using BadCheckpoint = BadInput;
 
-constexpr size_t kHeaderBytes = 512;  // the user block before HDF5 (trainer/checkpoint.cpp)
+constexpr size_t kHeaderBytes = 512;  // the user block before HDF5 (trainer/checkpoint_format.cpp)
 
 // After a deliberate edit, writes a header whose whole-file SHA-256 matches again, so the deeper
 // checks are reached.

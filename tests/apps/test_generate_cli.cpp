@@ -14,8 +14,8 @@
 #include "tests/apps/bad_input_util.h"
 #include "tests/layers/gradcheck.h"
 #include "trainer/adamw.h"
-#include "trainer/checkpointing.h"
 #include "trainer/config.h"
+#include "trainer/train_checkpoint.h"
 
 #include "core/device.h"
 

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_format.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include "data/shard.h"
 #include "io/safetensors.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_format.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;

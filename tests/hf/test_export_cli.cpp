@@ -17,8 +17,8 @@
 #include "io/safetensors.h"
 #include "layers/model.h"
 #include "trainer/adamw.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpointing.h"
+#include "trainer/checkpoint_format.h"
+#include "trainer/train_checkpoint.h"
 #include "tests/trainer/trainer_test_util.h"
 
 namespace dt {

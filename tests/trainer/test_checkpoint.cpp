@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/sha256.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_format.h"
 
 namespace dt {
 namespace {

@@ -11,8 +11,8 @@
 #include "core/sha256.h"
 #include "layers/model.h"
 #include "tests/trainer/trainer_test_util.h"
-#include "trainer/checkpoint.h"
 #include "trainer/checkpoint_check.h"
+#include "trainer/checkpoint_format.h"
 #include "trainer/config.h"
 #include "trainer/evaluate.h"
 

@@ -8,7 +8,7 @@
 
 #include "layers/model.h"
 #include "trainer/adamw.h"
-#include "trainer/checkpointing.h"
+#include "trainer/train_checkpoint.h"
 #include "trainer_test_util.h"
 
 namespace dt {

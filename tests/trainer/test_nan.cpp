@@ -13,8 +13,8 @@
 #include "core/error.h"
 #include "layers/model.h"
 #include "trainer/adamw.h"
-#include "trainer/checkpointing.h"
 #include "trainer/train.h"
+#include "trainer/train_checkpoint.h"
 #include "trainer_test_util.h"
 
 namespace dt {

@@ -15,9 +15,9 @@
 
 #include "core/error.h"
 #include "layers/model.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpointing.h"
+#include "trainer/checkpoint_format.h"
 #include "trainer/train.h"
+#include "trainer/train_checkpoint.h"
 #include "child_process.h"
 #include "trainer_test_util.h"
 

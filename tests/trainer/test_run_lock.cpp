@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "core/error.h"
-#include "trainer/checkpointing.h"
 #include "trainer/run_lock.h"
+#include "trainer/train_checkpoint.h"
 #include "child_process.h"
 #include "trainer_test_util.h"
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "trainer/checkpointing.h"
+#include "trainer/train_checkpoint.h"
 #include "child_process.h"
 #include "trainer_test_util.h"
 

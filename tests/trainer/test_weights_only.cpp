@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_format.h"
 #include "trainer/config.h"
 #include "trainer_test_util.h"
 

@@ -1,4 +1,4 @@
-// What the training loop keeps in its checkpoints, and where (the file format is trainer/checkpoint.h):
+// What the training loop keeps in its checkpoints, and where (the file format is trainer/checkpoint_format.h):
 //
 //   <run dir>/checkpoints/step_00001234.h5
 //     /params/<hf name>        fp32 master weights
@@ -12,7 +12,7 @@
 // no random numbers after the init (no dropout), so the RNG offset is 0 and the data order is a
 // function of (train.seed, epoch) held by the loader cursor.
 //
-// A save is atomic (checkpoint.h), so every step_*.h5 present is complete; a crash during a save
+// A save is atomic (checkpoint_format.h), so every step_*.h5 present is complete; a crash during a save
 // leaves at most a `step_*.h5.tmp.<pid>` file, which is never taken for a checkpoint.
 #pragma once
 
@@ -23,7 +23,7 @@
 #include "layers/params.h"
 #include "parallel/communicator.h"
 #include "trainer/adamw.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_format.h"
 #include "trainer/config.h"
 
 namespace dt {

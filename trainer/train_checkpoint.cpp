@@ -1,4 +1,4 @@
-#include "trainer/checkpointing.h"
+#include "trainer/train_checkpoint.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,5 +1,6 @@
-// Checkpoints (docs/config.md, "Checkpoints and --resume"; docs/inputs.md, "Checkpoints"): one HDF5
-// file per save, whose 512-byte user block holds a magic line and the SHA-256 of the rest.
+// The checkpoint file format (docs/config.md, "Checkpoints and --resume"; docs/inputs.md,
+// "Checkpoints"): one HDF5 file per save, whose 512-byte user block holds a magic line and the
+// SHA-256 of the rest. What the training loop stores in it is trainer/train_checkpoint.h.
 //
 //   /params/<hf name>          fp32 master weights, whole (unsharded)
 //   /optimizer/m/<hf name>     AdamW first moment

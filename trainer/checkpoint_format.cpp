@@ -1,4 +1,4 @@
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_format.h"
 
 #include <fcntl.h>
 #include <hdf5.h>
