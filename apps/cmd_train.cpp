@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "parallel/mpi_runtime.h"
 #include "trainer/config.h"
-#include "trainer/config_validate.h"
 #include "trainer/runtime.h"
 #include "trainer/train.h"
 #include "trainer/train_checkpoint.h"
@@ -96,12 +95,8 @@ void add_train_command(CLI::App& app) {
       c = config_of_checkpoint(path, args->sets);
       options.resume_from = path;
     }
-    // Under mpirun an error on one rank ends every rank at once with its message (issue 6). The GPU
-    // kernels' limits are checked against the device the run resolves to, before any work.
-    run_or_abort_job([&] {
-      validate_config_for_device(c.model, resolve_device(c.run.device), /*training=*/true);
-      train(c, options);
-    });
+    // Under mpirun an error on one rank ends every rank at once with its message.
+    run_or_abort_job([&] { train(c, options); });
   });
 }
 

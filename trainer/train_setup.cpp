@@ -7,6 +7,7 @@
 
 #include "parallel/dp_grads.h"
 #include "parallel/mpi_runtime.h"
+#include "trainer/config_validate.h"
 #include "trainer/grad_sync.h"
 #include "trainer/memory_check.h"
 #include "trainer/train_run.h"
@@ -17,13 +18,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The checks that come before anything else; then the device of the run.
+// The checks that come before anything else; then the device of the run, against whose kernels'
+// limits the model is checked (trainer/config_validate.h).
 Device checked_device(const Config& cfg, const TrainOptions& options) {
   validate_config(cfg);
   DT_CHECK(!(options.resume && options.overwrite),
            "--resume and --overwrite contradict each other: --resume continues the run in the run directory, "
            "--overwrite replaces it; pass one");
-  return resolve_device(cfg.run.device);
+  const Device device = resolve_device(cfg.run.device);
+  validate_config_for_device(cfg.model, device, /*training=*/true);
+  return device;
 }
 
 }  // namespace
