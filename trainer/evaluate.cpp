@@ -8,6 +8,7 @@
 #include "data/manifest.h"
 #include "trainer/config.h"
 #include "trainer/config_validate.h"
+#include "trainer/memory_check.h"
 #include "trainer/runtime.h"
 #include "trainer/train_checkpoint.h"
 
@@ -63,6 +64,8 @@ CheckpointEval evaluate_checkpoint(const std::string& path, const CheckpointEval
   validate_config_for_device(cfg.model, device, /*training=*/false);  // the GPU kernels' limits
   Runtime runtime(device);
   r.device = describe_device(runtime.device(), options.device);
+  check_memory_fits(cfg.model, static_cast<int>(r.batch_size), static_cast<int>(r.seq_len), 1, 1, false,
+                    /*training=*/false, runtime.device(), available_memory(runtime.device()));
   Model model(cfg.model, r.batch_size, r.seq_len, DType::kF32, runtime.device());
   load_train_checkpoint(path, model.params(), nullptr);
   r.val_loss = evaluate(model, runtime.ctx(), loader, r.batches);

@@ -53,14 +53,18 @@ void check_memory_fits(const ModelConfig& m, int batch, int seq_len, int tp, int
                        Device device, uint64_t available) {
   if (available == 0) return;  // unknown: the allocator decides
   const MemoryEstimate e = estimate_memory(m, batch, seq_len, tp, dp, zero1, training);
+  // Training can change its config; evaluation reads a checkpoint's model and batch shape as they are.
+  const std::string fix =
+      training ? "lower model.d_model, model.d_ff, model.layers or model.vocab_size, or train.batch_size / "
+                 "train.seq_len, or raise parallel.tp (or parallel.zero1 with data parallelism)"
+               : "evaluation uses the checkpoint's model and its train.batch_size x train.seq_len; evaluate where "
+                 "more memory is free (another GPU, or --device cpu)";
   DT_CHECK(e.total() <= available,
            "the model does not fit: it needs at least {} ({} parameters{}: {}{}; activations for train.batch_size x "
-           "train.seq_len = {} x {}: about {}) but the {} has {} available; lower model.d_model, model.d_ff, "
-           "model.layers or model.vocab_size, or train.batch_size / train.seq_len{}",
+           "train.seq_len = {} x {}: about {}) but the {} has {} available; {}",
            gib(e.total()), e.parameters, tp > 1 ? fmt::format(" on each of parallel.tp = {} ranks", tp) : "",
            gib(e.state_bytes), training ? " with gradients and AdamW moments" : "", batch, seq_len,
-           gib(e.activation_bytes), device == Device::kCUDA ? "GPU" : "host", gib(available),
-           training ? ", or raise parallel.tp (or parallel.zero1 with data parallelism)" : "");
+           gib(e.activation_bytes), device == Device::kCUDA ? "GPU" : "host", gib(available), fix);
 }
 
 void check_training_memory(const Config& cfg, Device device, int tp, int dp) {

@@ -37,6 +37,23 @@ TEST(MemoryCheck, AHugeModelIsRefusedNamingTheKeys) {
   }
 }
 
+// Evaluation (trainer/evaluate.cpp) cannot change the checkpoint's model or batch: its refusal says
+// where to evaluate instead, not which keys to lower.
+TEST(MemoryCheck, EvaluationIsToldWhereToRun) {
+  const Config c = default_config();
+  try {
+    check_memory_fits(c.model, 8, 64, 1, 1, false, /*training=*/false, Device::kCUDA, uint64_t{1} << 20);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("the model does not fit"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("8 x 64"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the GPU has 0.0 GiB available"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("evaluate where more memory is free (another GPU, or --device cpu)"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("lower model.d_model"), std::string::npos) << msg;
+  }
+}
+
 TEST(MemoryCheck, ASmallModelFits) {
   const Config c = default_config();
   EXPECT_NO_THROW(check_memory_fits(c.model, 1, 16, 1, 1, false, true, Device::kCPU, uint64_t{64} << 30));
