@@ -28,7 +28,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, in
 
 // Polls `done` until it returns true; past timeout_s, abort_job with "<what> waited more than ...".
 // Spins briefly, then sleeps in growing steps (up to 0.5 ms) so that oversubscribed ranks (CI runs
-// 4 ranks on 2 cores) leave the cores to the ranks that have work.
+// 4 ranks on 2 cores) leave the cores to the ranks that have work. Every 50 ms of waiting it looks
+// for a rank on this host that has died (vanished_local_rank) and ends the job naming it, before
+// the launcher's own clean-up kills this rank.
 template <class Done>
 void poll_until(Done&& done, double timeout_s, const std::string& what) {
   using Clock = std::chrono::steady_clock;
@@ -36,12 +38,19 @@ void poll_until(Done&& done, double timeout_s, const std::string& what) {
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   int polls = 0;
   auto nap = std::chrono::microseconds(1);
+  auto next_watch = start + std::chrono::milliseconds(50);
   while (!done()) {
     if (++polls < 200) {
       std::this_thread::yield();
       continue;
     }
-    if (Clock::now() > deadline) {
+    const auto now = Clock::now();
+    if (now > next_watch) {
+      next_watch = now + std::chrono::milliseconds(50);
+      if (std::string who = vanished_local_rank(); !who.empty())
+        abort_job(fmt::format("{}, while this rank waited in {}", who, what));
+    }
+    if (now > deadline) {
       abort_job(fmt::format("{} waited more than {:g} s for the other ranks: a rank stopped, hung or skipped this "
                             "collective (see the other ranks' messages); if the job is only slow, raise the "
                             "collective timeout",

@@ -1,9 +1,15 @@
 #include "parallel/mpi_runtime.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -25,6 +31,27 @@ const char* launcher_env(const char** which) {
     }
   }
   return nullptr;
+}
+
+struct LocalPeer {
+  int world_rank;
+  pid_t pid;
+};
+
+// The other ranks on this host (MpiRuntime fills it; empty without MPI).
+std::vector<LocalPeer>& local_peers() {
+  static std::vector<LocalPeer> peers;
+  return peers;
+}
+
+// Whether process `pid` is gone: no such process, or a zombie (dead, not yet reaped by its launcher).
+bool process_gone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');  // the state follows the command name in parentheses
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
 #ifdef DELTATRON_HAVE_MPI
@@ -61,6 +88,14 @@ MpiRuntime::MpiRuntime() {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_size(node, &local_size_);
+  // The process ids of the ranks on this host, so that a rank waiting in a collective can see one
+  // of them vanish (vanished_local_rank).
+  const int mine[2] = {world_rank_, static_cast<int>(getpid())};
+  std::vector<int> all(2 * static_cast<size_t>(local_size_));
+  MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, node);
+  local_peers().clear();
+  for (int i = 0; i < local_size_; ++i)
+    if (all[2 * i] != world_rank_) local_peers().push_back({all[2 * i], static_cast<pid_t>(all[2 * i + 1])});
   MPI_Comm_free(&node);
 #else
   // One rank under mpirun needs no MPI; several would each think they are alone and train the same
@@ -99,6 +134,14 @@ bool several_ranks() {
   }
 #endif
   return false;
+}
+
+std::string vanished_local_rank() {
+  for (const LocalPeer& p : local_peers())
+    if (process_gone(p.pid))
+      return "rank " + std::to_string(p.world_rank) + " (pid " + std::to_string(p.pid) +
+             " on this host) vanished: it was killed by a signal or crashed without a message";
+  return {};
 }
 
 void abort_job(std::string_view what) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <string_view>
 
 namespace dt {
@@ -52,6 +53,12 @@ bool several_ranks();
 // Prints "deltatron: error: [rank r] <what>" to stderr and ends the whole job: MPI_Abort when MPI
 // runs, else exits with status 1. Never returns.
 [[noreturn]] void abort_job(std::string_view what);
+
+// A description of a rank on this host whose process has died ("rank 1 (pid N on this host)
+// vanished: ..."), or "" while they all live. Ranks that call MPI_Finalize wait there for each
+// other, so while a rank waits in a collective a vanished peer is always a killed or crashed one.
+// Ranks on other hosts are not watched: their death shows as the collective's timeout.
+std::string vanished_local_rank();
 
 // Runs body. When several ranks run, an exception escaping it goes to abort_job with its message,
 // so every rank stops within moments; in a single process it propagates to the caller (main

@@ -5,6 +5,12 @@
 //          once (well before the timeout) with "deltatron: error: [rank 1] <its message>"
 //   skip   rank 1 skips the all-reduce and sleeps: the others' collective times out and ends the
 //          job with "deltatron: error: [rank 0] all_reduce(sum) ... waited more than <timeout> s"
+//   kill   rank 1 is killed by SIGKILL while the others wait in the all-reduce: they name it,
+//          "deltatron: error: [rank 0] rank 1 (pid N on this host) vanished ...". Every rank ignores
+//          SIGTERM first, as a training run's stop handler does (trainer/stop_signal.h), so that the
+//          launcher's clean-up does not end the survivors before they look.
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +24,7 @@
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: mpi_abort_probe ok|error|skip TIMEOUT_S\n");
+    std::fprintf(stderr, "usage: mpi_abort_probe ok|error|skip|kill TIMEOUT_S\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -28,7 +34,9 @@ int main(int argc, char** argv) {
     auto world = dt::make_communicator({.backend = dt::CommBackend::kMpi, .timeout_s = timeout_s});
     std::vector<float> x(1000, 1.0f);
     dt::Tensor t(x.data(), dt::DType::kF32, dt::Device::kCPU, {1000});
+    if (scenario == "kill") signal(SIGTERM, SIG_IGN);
     world->barrier();
+    if (world->rank() == 1 && scenario == "kill") raise(SIGKILL);
     if (world->rank() == 1 && scenario == "error")
       DT_FAIL("shard 'train_000001.bin': bad magic 12345 (probe error on purpose)");
     if (world->rank() == 1 && scenario == "skip") {

@@ -3,7 +3,8 @@
 #   1. SIGUSR1 to mpirun (which forwards it to every rank): all ranks stop after the same step,
 #      rank 0 saves the checkpoint of that step, mpirun exits 0; --resume then ends with the
 #      losses of an uninterrupted run;
-#   2. SIGTERM to rank 1 alone: the ranks agree at the next step boundary and stop together.
+#   2. SIGTERM to rank 1 alone: the ranks agree at the next step boundary and stop together;
+#   3. SIGKILL to rank 1: rank 0 prints one `deltatron: error:` line naming rank 1 and its pid.
 # The shards are written by hand, without a prepare manifest (data.require_manifest: false).
 # Usage: test_mpi_signal.sh MPIEXEC DELTATRON
 set -uo pipefail
@@ -94,4 +95,16 @@ r1=$(rank1_pid term1)
 [[ -n $r1 ]] && kill -TERM "$r1" || fail "term1: rank 1 not found"
 wait "$pid"
 check_stopped term1 "a signal to another rank" $?
+
+# 3. SIGKILL to rank 1: rank 0, waiting for it in a collective, names it before the job ends.
+train_bg kill1
+wait_steps kill1 || fail "kill1: no steps"
+r1=$(rank1_pid kill1)
+[[ -n $r1 ]] && kill -KILL "$r1" || fail "kill1: rank 1 not found"
+wait "$pid"
+status=$?
+((status != 0 && status != 124)) || fail "kill1: mpirun exited $status"
+grep -qE "^deltatron: error: \[rank 0\] rank 1 \(pid $r1 on this host\) vanished: it was killed by a signal" \
+  "$dir/kill1.out" && echo "kill1: rank 0 named rank 1 (pid $r1), mpirun exited $status" ||
+  { fail "kill1: rank 0 did not name rank 1"; sed 's/^/    | /' "$dir/kill1.out" | tail -20; }
 exit $((failures > 0))
