@@ -5,7 +5,7 @@
 //     dt::run_or_abort_job([&] { ... });
 //   }
 //
-// Failure semantics (issue 6): an error on one rank ends the whole job at once with that rank's
+// Failure semantics: an error on one rank ends the whole job at once with that rank's
 // message, `deltatron: error: [rank r] <what>`, instead of leaving the others waiting in a
 // collective. A rank that hangs or skips a collective is caught by the others' collective
 // timeout (CommOptions::timeout_s), which takes the same abort path.

@@ -1,5 +1,5 @@
 // Shared by the GPU decode suites (test_infer_cuda.cpp, test_decode_cuda.cpp): GPU tensors filled
-// from host floats, random bf16-exact inputs, the tolerance check, and GPU-sized small models.
+// from host floats (tests/gpu/gpu_tensor.h), random bf16-exact inputs, the tolerance check, and GPU-sized small models.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "kernels/fill.h"
 #include "layers/model_config.h"
+#include "tests/gpu/gpu_tensor.h"
 
 namespace dt::infer_cuda_testing {
 
@@ -43,54 +44,6 @@ inline std::vector<float> randn(int64_t n, uint64_t salt, double scale = 1.0, bo
   return x;
 }
 
-// A GPU tensor in its own allocation.
-class Dev {
- public:
-  Dev(DType dtype, Shape shape) {
-    base_ = device_alloc(std::max<size_t>(1, static_cast<size_t>(shape.numel()) * dtype_size(dtype)), Device::kCUDA);
-    t_ = Tensor(base_, dtype, Device::kCUDA, shape);
-  }
-  ~Dev() { device_free(base_, Device::kCUDA); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  const Tensor& t() const { return t_; }
-  operator const Tensor&() const { return t_; }
-
-  void upload(const std::vector<float>& h) const {
-    ASSERT_EQ(static_cast<int64_t>(h.size()), t_.numel());
-    if (t_.dtype == DType::kBF16) {
-      std::vector<uint16_t> b(h.size());
-      for (size_t i = 0; i < h.size(); ++i) b[i] = f32_to_bf16(h[i]);
-      device_copy(t_.data, Device::kCUDA, b.data(), Device::kCPU, b.size() * 2);
-    } else {
-      ASSERT_EQ(t_.dtype, DType::kF32);
-      device_copy(t_.data, Device::kCUDA, h.data(), Device::kCPU, h.size() * 4);
-    }
-  }
-  void set_i32(int32_t v) const { device_copy(t_.data, Device::kCUDA, &v, Device::kCPU, 4); }
-  std::vector<float> download() const {  // a blocking cudaMemcpy: it waits for the kernels
-    std::vector<uint8_t> r(t_.bytes());
-    device_copy(r.data(), Device::kCPU, t_.data, Device::kCUDA, r.size());
-    std::vector<float> f(static_cast<size_t>(t_.numel()));
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (t_.dtype == DType::kBF16) {
-        uint16_t b;
-        std::memcpy(&b, &r[2 * i], 2);
-        f[i] = bf16_to_f32(b);
-      } else {
-        std::memcpy(&f[i], &r[4 * i], 4);
-      }
-    }
-    return f;
-  }
-  void poison(Context& ctx) const { fill(ctx, t_, std::nan("")); }
-
- private:
-  void* base_ = nullptr;
-  Tensor t_;
-};
-
-inline std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
 inline double rms(const std::vector<double>& x) {
   double s = 0;

@@ -433,7 +433,7 @@ TEST(GdnCuda, HeadDim128WideTilesManyValueHeads) {
 }
 
 // Few heads at head dim 128: the sizes take the narrowest state tiles that leave half of the SMs to
-// the chasing kernels (v12): 16 columns at 8 heads, 32 at 16, 64 at 32 (there the column-warp
+// the chasing kernels: 16 columns at 8 heads, 32 at 16, 64 at 32 (there the column-warp
 // forward pass), both chasers on; against the reference, bitwise repeatable.
 TEST(GdnCuda, HeadDim128FewHeadsLeaveSMsToTheChasers) {
   SKIP_WITHOUT_GPU();
@@ -593,7 +593,7 @@ TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
   runs[3].c = runs[0].c, runs[3].cols = 64, runs[3].wgmma = 0;
   runs[4].c.T = 40, runs[4].c.B = 3, runs[4].c.Hk = 1, runs[4].c.Hv = 2, runs[4].c.D = 64, runs[4].cols = 32,
   runs[4].wgmma = 2;
-  runs[5].c = runs[0].c, runs[5].cols = 32, runs[5].wgmma = 0;  // few heads' default at head dim 128 (v12)
+  runs[5].c = runs[0].c, runs[5].cols = 32, runs[5].wgmma = 0;  // few heads' default at head dim 128
   uint64_t seed = 87;
   for (Run& r : runs) {
     r.c.seed = seed++;
@@ -620,7 +620,7 @@ TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
   }
 }
 
-// The column-warp state passes (GdnCudaDims::colwarp; v12): forward and reverse together and each
+// The column-warp state passes (GdnCudaDims::colwarp): forward and reverse together and each
 // alone, at 16, 32 and 64 columns a CTA, head dims 64 and 128, more chunks than the ring's stages,
 // partial chunks, one row, GQA, edge gates, against the reference and bitwise repeatable; the
 // kernels chasing them give the same bits as without; both kinds of state pass named is refused.
@@ -688,7 +688,7 @@ void expect_refused(const Case& c, const Inputs& in, const Kernels& kn, const ch
   }
 }
 
-// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; v16, v22): at 16, 32 and 64 columns,
+// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused): at 16, 32 and 64 columns,
 // more chunks than the ring's stages, partial chunks, one row, GQA, edge gates, no S0 / dS_out, with
 // and without grad_qk chasing, from the saved forward and recomputing it (the output kernel then
 // makes M alone), in a CUDA graph: against the reference, and bitwise against dv_local (dvl_fused 0).
@@ -718,7 +718,7 @@ TEST(GdnCuda, DvlFusedIntoTheReversePassGivesDvLocalsBits) {
   for (const Kernels& kn : {two_stages, colwarp}) expect_refused(c, in, kn, "dvl_fused 1 takes head dim 128");
 }
 
-// prep beside the forward state pass (GdnCudaDims::chase_prep; v19: launched after the state pass,
+// prep beside the forward state pass (GdnCudaDims::chase_prep; launched after the state pass,
 // which waits for each chunk) gives the bits of prep run first: head dims 128 (16 and 32 columns, 2
 // and 3 stages, with and without the dvl producer's saved M) and 64, partial and single chunks,
 // fewer chunks than the pass's ring, GQA, several sequences, edge gates, no S0 or dS_out; from the
@@ -749,7 +749,7 @@ TEST(GdnCuda, PrepBesideTheStatePassGivesTheSameBits) {
   expect_refused(c, in, {.impl = GdnCudaImpl::kTensorCore, .chase_prep = 2}, "chase_prep must be -1");
 }
 
-// grad_qk persistent (GdnCudaDims::qk_persist; v20: chunks by ticket, the next chunk's Q, K, dO copied
+// grad_qk persistent (GdnCudaDims::qk_persist; chunks by ticket, the next chunk's Q, K, dO copied
 // during this one) gives the bits of one CTA a chunk: head dim 128 at 32 and 16 columns, with and
 // without the dvl producer, fewer chunks than SMs and many more (several per CTA), partial and single
 // chunks, GQA, several sequences, edge gates, no S0 or dS_out; from the saved forward and recomputing

@@ -1,4 +1,4 @@
-// A small program for tests/mpi/test_mpi_abort.sh: the failure semantics of issue 6, run under
+// A small program for tests/mpi/test_mpi_abort.sh: the failure semantics of parallel/mpi_runtime.h, run under
 // mpirun. Usage: mpi_abort_probe <scenario> <timeout_s>
 //   ok     every rank all-reduces and prints "probe ok"; exit status 0
 //   error  rank 1 throws a dt::Error while the others wait in an all-reduce: the job must end at

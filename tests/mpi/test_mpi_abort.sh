@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failure semantics under mpirun (issue 6), with tests/mpi/mpi_abort_probe:
+# Failure semantics under mpirun (parallel/mpi_runtime.h), with tests/mpi/mpi_abort_probe:
 #   1. a control run succeeds (exit 0, "probe ok");
 #   2. an error on rank 1 ends the whole job at once (well before the 50 s collective timeout)
 #      with non-zero status and "deltatron: error: [rank 1] <its message>", on 2 and 4 ranks;

@@ -3,7 +3,7 @@
 # or commit) against HEAD, built in BUILD_DIR (default build-gdncu, configured as tools/dev/gpu_quick.sh says),
 # copied to .devbin/NAME/, then the working tree's files put back and rebuilt (so that BUILD_DIR and
 # .devbin/ hold HEAD's binaries again). Only the changed files recompile: seconds, not a full build.
-#   tools/dev/stage_variant.sh NAME REF [BUILD_DIR]     e.g. tools/dev/stage_variant.sh nolo v10-no-lo
+#   tools/dev/stage_variant.sh NAME REF [BUILD_DIR]     e.g. tools/dev/stage_variant.sh nolo my-branch
 # REBUILD_HEAD=0: the files are put back but HEAD is not rebuilt (when staging several variants in a row,
 # each build then recompiles what the last one and this one changed; HEAD's binaries are in .devbin/).
 # The working tree must be clean (its files are overwritten and restored from HEAD).
