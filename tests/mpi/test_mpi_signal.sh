@@ -15,6 +15,10 @@ trap 'rm -rf "$dir"' EXIT
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
+# Enough steps that a run is still going when the signal comes, however fast the machine (a run of
+# 200 steps can end within the moment between its third metrics line and the signal).
+steps=3000
+
 # Tiny shards (tokens < 61, vocabulary 64) and a two-layer hybrid that takes milliseconds a step.
 python3 - "$dir" <<'PY'
 import struct, sys
@@ -31,7 +35,7 @@ PY
   --set model.attn.head_dim=16 --set model.attn.rotary_dim=8 --set model.gdn.n_k_heads=1 \
   --set model.gdn.n_v_heads=2 --set model.gdn.head_k_dim=16 --set model.gdn.head_v_dim=8 \
   --set model.gdn.chunk_size=8 --set "data.train=$dir/tiny_train_*.bin" --set "data.val=$dir/tiny_val_*.bin" --set data.require_manifest=false \
-  --set train.batch_size=2 --set train.seq_len=20 --set train.steps=200 --set train.warmup_steps=2 \
+  --set train.batch_size=2 --set train.seq_len=20 --set train.steps=$steps --set train.warmup_steps=2 \
   --set train.eval_every=0 --set train.eval_batches=2 --set train.checkpoint_every=0 --set run.threads=1 --set run.device=cpu \
   >"$dir/tiny.yaml" || { echo "FAIL cannot write the config"; exit 1; }
 
@@ -66,8 +70,8 @@ check_stopped() {
   ((status == 0)) || fail "$run: mpirun exited $status"
   step=$(ls "$dir/$run/checkpoints" 2>/dev/null | sed -n 's/^step_0*\([0-9]*\)\.h5$/\1/p' | tail -1)
   [[ -n $step ]] || { fail "$run: no checkpoint"; sed 's/^/    | /' "$dir/$run.out" | tail -20; return; }
-  grep -q "stopped by $name after step $step/200: checkpoint saved" "$dir/$run.out" ||
-    { fail "$run: no 'stopped by $name after step $step/200'"; sed 's/^/    | /' "$dir/$run.out" | tail -20; }
+  grep -q "stopped by $name after step $step/$steps: checkpoint saved" "$dir/$run.out" ||
+    { fail "$run: no 'stopped by $name after step $step/$steps'"; sed 's/^/    | /' "$dir/$run.out" | tail -20; }
   echo "$run: stopped by $name after step $step"
 }
 
