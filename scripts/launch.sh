@@ -31,6 +31,8 @@
 # CUDA_DEVICE_MAX_CONNECTIONS, OMP_NUM_THREADS, UCX_*, PATH, LD_LIBRARY_PATH. Open MPI's own
 # settings can also come as OMPI_MCA_* variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0).
 # Every host needs the same build at the same path (a shared file system or a copy).
+# SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 to this script stops a training run cleanly: every rank
+# finishes its step and a checkpoint is saved (docs/operations.md, "Stopping on a signal").
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -117,4 +119,33 @@ printf 'launch:' >&2
 printf ' %q' "${cmd[@]}" >&2
 printf '\n' >&2
 ((dry_run)) && exit 0
-exec "${cmd[@]}"
+
+# Stopping: mpirun answers SIGTERM and SIGINT by killing the ranks a second later, before they can
+# save, but forwards SIGUSR1 to every rank unchanged. So this script turns a stop request (SIGTERM
+# from a scheduler, SIGINT from Ctrl-C, or SIGUSR1) into SIGUSR1 for mpirun: every rank finishes its
+# step, rank 0 saves a checkpoint, and the job exits 0 (docs/operations.md). A second request sends
+# SIGTERM: mpirun ends the ranks at once, without a checkpoint. mpirun runs in a session of its own,
+# so that Ctrl-C at the terminal reaches this script only; its exit status is this script's.
+setsid "${cmd[@]}" 0<&0 &
+child=$!
+requests=0
+stop() {
+  requests=$((requests + 1))
+  if ((requests == 1)); then
+    echo "launch: $1 received: asking the ranks to stop after their step and save a checkpoint (SIGUSR1 to mpirun); send it again to stop at once" >&2
+    kill -USR1 "$child" 2>/dev/null || true
+  else
+    echo "launch: $1 received again: stopping now, without a checkpoint (SIGTERM to mpirun)" >&2
+    kill -TERM "$child" 2>/dev/null || true
+  fi
+}
+trap 'stop SIGTERM' TERM
+trap 'stop SIGINT' INT
+trap 'stop SIGUSR1' USR1
+# A trapped signal interrupts `wait`: wait again until mpirun has ended, for its own exit status.
+while :; do
+  status=0
+  wait "$child" || status=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+exit "$status"

@@ -4,7 +4,9 @@
 #      rank 0 saves the checkpoint of that step, mpirun exits 0; --resume then ends with the
 #      losses of an uninterrupted run;
 #   2. SIGTERM to rank 1 alone: the ranks agree at the next step boundary and stop together;
-#   3. SIGKILL to rank 1: rank 0 prints one `deltatron: error:` line naming rank 1 and its pid.
+#   3. SIGKILL to rank 1: rank 0 prints one `deltatron: error:` line naming rank 1 and its pid;
+#   4. SIGTERM (a scheduler) and SIGINT (Ctrl-C) to scripts/launch.sh: it asks mpirun for SIGUSR1,
+#      every rank stops after the same step, rank 0 saves, and launch.sh exits 0.
 # The shards are written by hand, without a prepare manifest (data.require_manifest: false).
 # Usage: test_mpi_signal.sh MPIEXEC DELTATRON
 set -uo pipefail
@@ -111,4 +113,24 @@ status=$?
 grep -qE "^deltatron: error: \[rank 0\] rank 1 \(pid $r1 on this host\) vanished: it was killed by a signal" \
   "$dir/kill1.out" && echo "kill1: rank 0 named rank 1 (pid $r1), mpirun exited $status" ||
   { fail "kill1: rank 0 did not name rank 1"; sed 's/^/    | /' "$dir/kill1.out" | tail -20; }
+
+# 4. SIGTERM and SIGINT to scripts/launch.sh. The wrapper restores SIGINT's default action, which
+# bash sets to "ignore" for a background command (a signal ignored at a shell's start cannot be trapped).
+launch=$here/../../scripts/launch.sh
+for sig in TERM INT; do
+  run=launch_${sig,,}
+  MPIRUN=$mpiexec python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+    bash "$launch" -n 2 -p 2 -- "$deltatron" train --config "$dir/tiny.yaml" --run-dir "$dir/$run" >"$dir/$run.out" 2>&1 &
+  pid=$!
+  wait_steps "$run" || fail "$run: no steps"
+  kill -"$sig" "$pid"
+  # A bound on the wait: a launcher that does not end within 120 s fails the test instead of stalling it.
+  for _ in $(seq 1200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && { fail "$run: launch.sh still runs 120 s after SIG$sig"; pkill -KILL -f -- "--run-dir $dir/$run"; }
+  wait "$pid"
+  status=$?
+  check_stopped "$run" SIGUSR1 "$status"
+  grep -q "launch: SIG$sig received: asking the ranks to stop" "$dir/$run.out" ||
+    fail "$run: launch.sh did not say that it received SIG$sig"
+done
 exit $((failures > 0))
