@@ -29,8 +29,15 @@ using infer_testing::random_tokens;
 
 // bf16 activations (8 significant bits) rounded at every op of every layer: the logits carry a few
 // 1e-3 of their scale; 3e-2 of max(max |logit|, 1) catches a wrong position, state or cache entry
-// (those move logits by O(1)) with room for the rounding.
+// (those move logits by O(1)) with room for the rounding. It bounds the GPU decode against the GPU's
+// own prefill (the same bf16 weights on both sides).
 constexpr double kLogitRtol = 3e-2;
+
+// Against the CPU's fp32 model the GPU's bf16 error depends on the random weights (a near-cancelling
+// residual stream amplifies the rounding), so the bound is relative to that of the GPU training
+// forward (the chunked prefill, tested against the CPU in test_model_cuda.cpp) on the same prompt:
+// the decode may not be more than half again as far from the CPU as the prefill is, plus kLogitRtol.
+double cpu_limit(double prefill_error) { return 1.5 * prefill_error + kLogitRtol; }
 
 // max |a - b| / max(max |b|, 1) of one row.
 double row_error(const float* a, const float* b, int64_t n) {
@@ -55,6 +62,20 @@ struct Twin {
     const Tensor l = cpu.logits();
     logits.assign(l.ptr<float>(), l.ptr<float>() + l.numel());
     copy_masters(cpu.params(), gpu.params());
+  }
+  // The worst row error, over the prompt, of the GPU prefill's logits (bf16, all positions) against
+  // the CPU's: the bf16 error of these weights.
+  double gpu_prefill_error(const ModelConfig& cfg, const std::vector<int32_t>& prompt) {
+    Runtime rt(Device::kCUDA);
+    Engine engine(cfg, gpu.params());
+    auto state = engine.new_state(1, static_cast<int64_t>(prompt.size()));
+    std::vector<float> all;
+    engine.prefill(rt.ctx(), prompt, *state, &all);
+    const int64_t V = cfg.vocab_size;
+    double worst = 0;
+    for (size_t t = 0; t < prompt.size(); ++t)
+      worst = std::max(worst, row_error(all.data() + t * V, logits.data() + t * V, V));
+    return worst;
   }
   static void copy_masters(ParamStore& from, ParamStore& to) {
     Arena &src = from.params_arena(), &dst = to.params_arena();
@@ -106,6 +127,7 @@ TEST_P(DecodeCuda, TokenByTokenMatchesTheCpu) {
   const int64_t T = c.T, V = c.cfg.vocab_size;
   const std::vector<int32_t> prompt = random_tokens(T, c.cfg.vocab_size, 7);
   Twin twin(c.cfg, prompt, 3);
+  const double limit = cpu_limit(twin.gpu_prefill_error(c.cfg, prompt));
   Runtime rt(Device::kCUDA);
   for (bool graph : {true, false}) {
     SCOPED_TRACE(graph ? "CUDA graph" : "op by op");
@@ -117,10 +139,10 @@ TEST_P(DecodeCuda, TokenByTokenMatchesTheCpu) {
       const std::vector<float> l = engine.step(rt.ctx(), std::span(&prompt[t], 1), *state);
       const double e = row_error(l.data(), twin.logits.data() + t * V, V);
       worst = std::max(worst, e);
-      EXPECT_LE(e, kLogitRtol) << "token " << t;
+      EXPECT_LE(e, limit) << "token " << t;
     }
-    std::printf("%s, %s: token by token, worst logit error %.3e of the scale (limit %.0e)\n", c.name.c_str(),
-                graph ? "graph" : "op by op", worst, kLogitRtol);
+    std::printf("%s, %s: token by token, worst logit error %.3e of the scale (limit %.3e)\n", c.name.c_str(),
+                graph ? "graph" : "op by op", worst, limit);
     EXPECT_EQ(state->length(), T);
     // Step 1 runs op by op (it builds the GEMM plans), step 2 records the graph; it replays from then on.
     EXPECT_EQ(engine.graph_replays(), graph ? T - 1 : 0);
@@ -133,6 +155,7 @@ TEST_P(DecodeCuda, PrefillThenDecodeMatchesTheCpu) {
   const int64_t T = c.T, V = c.cfg.vocab_size;
   const std::vector<int32_t> prompt = random_tokens(T, c.cfg.vocab_size, 11);
   Twin twin(c.cfg, prompt, 5);
+  const double limit = cpu_limit(twin.gpu_prefill_error(c.cfg, prompt));
   Runtime rt(Device::kCUDA);
   Engine engine(c.cfg, twin.gpu.params());
   // Shorter and longer than the conv tail, inside, at the end of and past a chunk.
@@ -141,15 +164,15 @@ TEST_P(DecodeCuda, PrefillThenDecodeMatchesTheCpu) {
     auto state = engine.new_state(1, T);
     std::vector<float> l = engine.prefill(rt.ctx(), std::span(prompt.data(), P), *state);
     double worst = row_error(l.data(), twin.logits.data() + (P - 1) * V, V);
-    EXPECT_LE(worst, kLogitRtol) << "the prefill's last logits";
+    EXPECT_LE(worst, limit) << "the prefill's last logits";
     for (int64_t t = P; t < T; ++t) {
       l = engine.step(rt.ctx(), std::span(&prompt[t], 1), *state);
       const double e = row_error(l.data(), twin.logits.data() + t * V, V);
       worst = std::max(worst, e);
-      EXPECT_LE(e, kLogitRtol) << "token " << t;
+      EXPECT_LE(e, limit) << "token " << t;
     }
-    std::printf("%s: prefill %lld + decode, worst logit error %.3e\n", c.name.c_str(), static_cast<long long>(P),
-                worst);
+    std::printf("%s: prefill %lld + decode, worst logit error %.3e (limit %.3e)\n", c.name.c_str(),
+                static_cast<long long>(P), worst, limit);
   }
 }
 
@@ -177,8 +200,12 @@ TEST_P(DecodeCuda, TokenByTokenMatchesTheGpuPrefill) {
     worst = std::max(worst, e);
     EXPECT_LE(e, kLogitRtol) << "token " << t;
   }
-  std::printf("%s: token by token against the GPU prefill, worst logit error %.3e of the scale\n", c.name.c_str(),
-              worst);
+  double prefill_vs_cpu = 0;
+  for (int64_t t = 0; t < T; ++t)
+    prefill_vs_cpu = std::max(prefill_vs_cpu, row_error(prefill.data() + t * V, twin.logits.data() + t * V, V));
+  std::printf("%s: token by token against the GPU prefill, worst logit error %.3e of the scale (the GPU prefill "
+              "against the CPU: %.3e)\n",
+              c.name.c_str(), worst, prefill_vs_cpu);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, DecodeCuda, ::testing::ValuesIn(cases()),
@@ -193,14 +220,15 @@ TEST(DecodeCudaLong, LongPromptThenDecodeMatchesTheCpu) {
   const int64_t P = 1200, T = 1206, V = cfg.vocab_size;
   const std::vector<int32_t> prompt = random_tokens(T, cfg.vocab_size, 21);
   Twin twin(cfg, prompt, 23);
+  const double limit = cpu_limit(twin.gpu_prefill_error(cfg, prompt));
   Runtime rt(Device::kCUDA);
   Engine engine(cfg, twin.gpu.params());
   auto state = engine.new_state(1, T);
   std::vector<float> l = engine.prefill(rt.ctx(), std::span(prompt.data(), P), *state);
-  EXPECT_LE(row_error(l.data(), twin.logits.data() + (P - 1) * V, V), kLogitRtol) << "prefill";
+  EXPECT_LE(row_error(l.data(), twin.logits.data() + (P - 1) * V, V), limit) << "prefill";
   for (int64_t t = P; t < T; ++t) {
     l = engine.step(rt.ctx(), std::span(&prompt[t], 1), *state);
-    EXPECT_LE(row_error(l.data(), twin.logits.data() + t * V, V), kLogitRtol) << "token " << t;
+    EXPECT_LE(row_error(l.data(), twin.logits.data() + t * V, V), limit) << "token " << t;
   }
 }
 
