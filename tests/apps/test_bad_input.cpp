@@ -373,6 +373,19 @@ TEST_F(BadTrain, DataThatDoesNotFitTheConfig) {
   EXPECT_FALSE(fs::exists(path("r")));
 }
 
+// A model far beyond the device's memory (about 20 billion parameters, 340 GB with AdamW) is refused
+// before anything is allocated, naming the device's memory and the keys: on the host here, and on
+// the GPU where there is one.
+TEST_F(BadTrain, AModelBeyondTheDevicesMemoryIsRefused) {
+  write_tiny_run(dir_.string());
+  const std::string c = "train --config " + qpath("tiny.yaml") + " --run-dir " + qpath("r") +
+                        " --set model.d_model=67108864 --set model.d_ff=64";
+  expect_error(c + " --device cpu", {"the model does not fit", "but the host has", "lower model.d_model"});
+  if (cuda_device_count() > 0)
+    expect_error(c + " --device cuda", {"the model does not fit", "but the GPU has", "lower model.d_model"});
+  EXPECT_FALSE(fs::exists(path("r")));
+}
+
 // Training needs one global batch of training windows and train.eval_batches batches of validation
 // windows; a smaller set names the key, the glob, the files and the numbers, before anything is written.
 TEST_F(BadTrain, TooSmallDataSetsNameTheKeyAndTheFiles) {
