@@ -201,6 +201,7 @@ void run_generate(const GenerateArgs& a) {
   const GenerateResult r = engine.generate(runtime.ctx(), prompt, o, on_token);
   if (!a.logits_out.empty()) write_logits(a.logits_out, prompt, r.tokens[0], record);
   const double tokens_per_s = r.decode_ms > 0 ? r.decode_tokens / (r.decode_ms / 1000.0) : 0.0;
+  const double steady_per_s = r.steady_decode_ms > 0 ? r.steady_decode_tokens / (r.steady_decode_ms / 1000.0) : 0.0;
 
   if (a.json) {
     nlohmann::ordered_json conts = nlohmann::ordered_json::array();
@@ -220,7 +221,8 @@ void run_generate(const GenerateArgs& a) {
         {"timing",
          {{"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms}, {"decode_steps", r.decode_steps},
           {"decode_tokens", r.decode_tokens}, {"decode_tokens_per_s", tokens_per_s},
-          {"graph_replays", r.graph_replays}}},
+          {"steady_decode_ms", r.steady_decode_ms}, {"steady_decode_tokens", r.steady_decode_tokens},
+          {"steady_decode_tokens_per_s", steady_per_s}, {"graph_replays", r.graph_replays}}},
         {"memory",
          {{"decode_state_bytes", r.state_bytes}, {"device_used_before_bytes", r.device_used_before},
           {"device_used_after_prefill_bytes", r.device_used_after_prefill}}}};
@@ -236,9 +238,11 @@ void run_generate(const GenerateArgs& a) {
       print_flush("=== continuation " + std::to_string(n + 1) + " of " + std::to_string(a.batch) + " (" +
                   stop_reason_name(r.stop[n]) + ") ===\n" + out[n].text + "\n");
   }
-  std::fprintf(stderr, "prefill: %lld tokens in %.1f ms; decode: %lld tokens in %.1f ms (%.1f tokens/s)\n",
+  std::fprintf(stderr,
+               "prefill: %lld tokens in %.1f ms; decode: %lld tokens in %.1f ms (%.1f tokens/s; %.1f tokens/s after "
+               "the first two steps)\n",
                static_cast<long long>(r.prompt_tokens), r.prefill_ms, static_cast<long long>(r.decode_tokens),
-               r.decode_ms, tokens_per_s);
+               r.decode_ms, tokens_per_s, steady_per_s);
 }
 
 }  // namespace

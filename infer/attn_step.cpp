@@ -62,7 +62,18 @@ class AttnStep final : public MixerStep {
     const int64_t N = N_, H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim;
     const Tensor x3 = x.view({N, 1, d_model_});
     const Tensor qg = buf(qg_);
-    linear_forward(ctx, qg, x3, w_q_);
+    Tensor k = buf(k_), v = buf(v_);
+    const bool gemv = decode_gemv_supported(ctx.device, N, d_model_) && decode_gemv_supported(ctx.device, N, H * hd);
+    if (gemv) {  // the three projections in one kernel
+      decode_gemv(ctx,
+                  {{w_q_, qg.view({N, w_q_.size(0)}), {}}, {w_k_, k.view({N, Hkv * hd}), {}},
+                   {w_v_, v.view({N, Hkv * hd}), {}}},
+                  x.view({N, d_model_}));
+    } else {
+      linear_forward(ctx, qg, x3, w_q_);
+      linear_forward(ctx, k.view({N, 1, Hkv * hd}), x3, w_k_);
+      linear_forward(ctx, v.view({N, 1, Hkv * hd}), x3, w_v_);
+    }
     Tensor q;
     if (a_.output_gate) {
       q = buf(q_);
@@ -70,9 +81,6 @@ class AttnStep final : public MixerStep {
     } else {
       q = qg.view({N, 1, H, hd});
     }
-    Tensor k = buf(k_), v = buf(v_);
-    linear_forward(ctx, k.view({N, 1, Hkv * hd}), x3, w_k_);
-    linear_forward(ctx, v.view({N, 1, Hkv * hd}), x3, w_v_);
     if (a_.qk_norm) {
       rmsnorm_forward(ctx, buf(qn_).view({N * H, hd}), buf(rstd_q_), q.view({N * H, hd}), w_qn_, eps_, zero_centered_);
       rmsnorm_forward(ctx, buf(kn_).view({N * Hkv, hd}), buf(rstd_k_), k.view({N * Hkv, hd}), w_kn_, eps_,
@@ -90,7 +98,10 @@ class AttnStep final : public MixerStep {
       sigmoid_gate_forward(ctx, buf(og_), o, buf(gate_));
       o = buf(og_);
     }
-    linear_forward(ctx, y.view({N, 1, d_model_}), o.view({N, 1, H * hd}), w_o_);
+    if (gemv)
+      decode_gemv(ctx, {{w_o_, y.view({N, d_model_}), {}}}, o.view({N, H * hd}));
+    else
+      linear_forward(ctx, y.view({N, 1, d_model_}), o.view({N, 1, H * hd}), w_o_);
   }
 
  private:

@@ -211,6 +211,122 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
     device_copy(dst + (n * cap + pos.host) * bytes, cache.device, s + n * bytes, src.device, bytes);
 }
 
+bool decode_gemv_supported(Device device, int64_t N, int64_t C) {
+#ifdef DELTATRON_HAVE_CUDA
+  if (device == Device::kCUDA)
+    return N >= 1 && N <= decode_cuda::kGemvMaxRows && C >= 8 && C % 8 == 0 &&
+           N * C * 2 <= decode_cuda::kGemvMaxInputBytes;
+#endif
+  return device == Device::kCPU && N >= 1 && C >= 1;
+}
+
+void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const Tensor& x, const Tensor& x2) {
+  const char* op = "decode_gemv";
+  DT_CHECK(x.ndim() == 2 && x.is_contiguous(), "{}: x {} must be a contiguous [N, C] tensor", op, x.str());
+  const int64_t N = x.size(0), C = x.size(1), ldx = C;
+  if (x2.defined())
+    DT_CHECK(x2.shape == x.shape && x2.is_contiguous() && x2.dtype == x.dtype,
+             "{}: x2 {} must be contiguous, of x's shape and dtype ({})", op, x2.str(), x.str());
+  DT_CHECK(outs.size() >= 1 && outs.size() <= 4, "{}: {} weights (1 to 4)", op, outs.size());
+  DT_CHECK(decode_gemv_supported(ctx.device, N, C), "{}: {} sequences of {} inputs are not supported on the {}", op,
+           N, C, ctx.device == Device::kCUDA ? "GPU (at most 8 sequences, inputs a multiple of 8)" : "CPU");
+  for (const GemvOut& g : outs) {
+    DT_CHECK(g.w.ndim() == 2 && g.w.size(1) == C && g.w.is_contiguous(), "{}: weight {} does not take {} inputs", op,
+             g.w.str(), C);
+    DT_CHECK(g.y.numel() == N * g.w.size(0) && g.y.is_contiguous(), "{}: y {} is not [{}, {}]", op, g.y.str(), N,
+             g.w.size(0));
+    if (g.residual.defined())
+      DT_CHECK(g.residual.numel() == g.y.numel() && g.residual.is_contiguous() && g.residual.dtype == g.y.dtype,
+               "{}: residual {} does not match y {}", op, g.residual.str(), g.y.str());
+  }
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    decode_cuda::GemvParams p;
+    int64_t end = 0;
+    for (const GemvOut& g : outs) {
+      check_gpu(op, DType::kBF16, {{"x", &x}, {"w", &g.w}});
+      DT_CHECK(g.y.device == Device::kCUDA && (g.y.dtype == DType::kBF16 || g.y.dtype == DType::kF32),
+               "{}: y {} must be bf16 or fp32 on the GPU", op, g.y.str());
+      decode_cuda::GemvSegment& s = p.seg[p.n_seg++];
+      s.w = bf16(g.w), s.y = g.y.data, s.y_f32 = g.y.dtype == DType::kF32;
+      s.residual = g.residual.defined() ? bf16(g.residual) : nullptr;
+      s.row_end = end += g.w.size(0);
+    }
+    p.x = bf16(x), p.x2 = x2.defined() ? bf16(x2) : nullptr, p.N = N, p.C = C, p.ldx = ldx;
+    return decode_cuda::gemv(p, ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
+  dispatch_float(x.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    for (const GemvOut& g : outs) {
+      check_tensors(op, x.dtype, {{"w", &g.w}, {"y", &g.y}});
+      decode_gemv_ref<T>(g.y.ptr<T>(), g.w.ptr<T>(), x.ptr<T>(), x2.defined() ? x2.ptr<T>() : nullptr,
+                         g.residual.defined() ? g.residual.ptr<T>() : nullptr, N, C, ldx, g.w.size(0));
+    }
+  });
+}
+
+void gdn_decode_step(Context& ctx, const Tensor& y, const Tensor& state, const Tensor& qkv, const Tensor& z,
+                     const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias,
+                     const Tensor& norm_w, int64_t Hk, int64_t dk, double q_scale, double eps) {
+  const char* op = "gdn_decode_step";
+  DT_CHECK(state.ndim() == 4, "{}: state {} must be [N, Hv, dk, dv]", op, state.str());
+  const int64_t N = state.size(0), Hv = state.size(1), dv = state.size(3);
+  DT_CHECK(state.size(2) == dk && Hk >= 1 && Hv % Hk == 0, "{}: state {} does not match Hk {}, dk {}", op,
+           state.str(), Hk, dk);
+  DT_CHECK(qkv.ndim() == 2 && qkv.size(0) == N && qkv.size(1) == 2 * Hk * dk + Hv * dv && qkv.is_contiguous(),
+           "{}: qkv {} must be a contiguous [{}, {}] tensor", op, qkv.str(), N, 2 * Hk * dk + Hv * dv);
+  DT_CHECK(z.numel() == N * Hv * dv && y.numel() == N * Hv * dv && z.is_contiguous() && y.is_contiguous(),
+           "{}: z {} and y {} must be contiguous [{}, {}]", op, z.str(), y.str(), N, Hv * dv);
+  DT_CHECK(a.numel() == N * Hv && b.numel() == N * Hv && A_log.numel() == Hv && dt_bias.numel() == Hv &&
+               norm_w.numel() == dv,
+           "{}: a {}, b {}, A_log {}, dt_bias {} or norm_w {} does not match N {}, Hv {}, dv {}", op, a.str(), b.str(),
+           A_log.str(), dt_bias.str(), norm_w.str(), N, Hv, dv);
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16, {{"y", &y}, {"z", &z}});
+    check_gpu(op, DType::kF32,
+              {{"state", &state}, {"a", &a}, {"b", &b}, {"A_log", &A_log}, {"dt_bias", &dt_bias}, {"norm_w", &norm_w}});
+    DT_CHECK(qkv.device == Device::kCUDA && qkv.dtype == DType::kBF16, "{}: qkv {} must be bf16 on the GPU", op,
+             qkv.str());
+    decode_cuda::GdnStepParams p;
+    p.qkv = bf16(qkv), p.z = bf16(z), p.a = a.ptr<float>(), p.b = b.ptr<float>(), p.A_log = A_log.ptr<float>();
+    p.dt_bias = dt_bias.ptr<float>(), p.norm_w = norm_w.ptr<float>(), p.state = state.ptr<float>(), p.y = bf16(y);
+    p.N = N, p.Hk = Hk, p.Hv = Hv, p.dk = dk, p.dv = dv, p.ld_qkv = qkv.size(1), p.ld_z = Hv * dv, p.ld_y = Hv * dv;
+    p.q_scale = static_cast<float>(q_scale), p.eps = static_cast<float>(eps);
+    return decode_cuda::gdn_step(p, ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
+  dispatch_float(state.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    check_tensors(op, state.dtype,
+                  {{"y", &y}, {"z", &z}, {"a", &a}, {"b", &b}, {"A_log", &A_log}, {"dt_bias", &dt_bias},
+                   {"norm_w", &norm_w}});
+    DT_CHECK(qkv.dtype == state.dtype, "{}: qkv {} must be {}", op, qkv.str(), dtype_name(state.dtype));
+    gdn_decode_step_ref<T>(y.ptr<T>(), state.ptr<T>(), qkv.ptr<T>(), z.ptr<T>(), a.ptr<T>(), b.ptr<T>(),
+                           A_log.ptr<T>(), dt_bias.ptr<T>(), norm_w.ptr<T>(), N, Hk, Hv, dk, dv, qkv.size(1),
+                           T(q_scale), T(eps));
+  });
+}
+
+void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_t vocab) {
+  DT_CHECK(logits.ndim() == 2 && logits.dtype == DType::kF32 && logits.is_contiguous(),
+           "decode_argmax: logits {} must be a contiguous f32 [N, V] tensor", logits.str());
+  const int64_t N = logits.size(0), V = logits.size(1);
+  DT_CHECK(out.dtype == DType::kI32 && out.numel() == N && out.is_contiguous(),
+           "decode_argmax: out {} must be a contiguous i32 tensor of {} ids", out.str(), N);
+  DT_CHECK(vocab >= 1 && vocab <= V, "decode_argmax: vocab {} outside [1, {}]", vocab, V);
+  DT_CHECK(out.device == ctx.device && logits.device == ctx.device,
+           "decode_argmax: the tensors must be on the context's device");
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) return decode_cuda::argmax_rows(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V, ctx.stream);
+#endif
+  require_cpu(ctx, "decode_argmax");
+  decode_argmax_ref(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V);
+}
+
 void decode_advance(Context& ctx, const Tensor& counter) {
   (void)ctx;
   if (!counter.defined()) return;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/context.h"
 #include "core/tensor.h"
@@ -62,6 +63,33 @@ int64_t mla_decode_workspace(Device device, int64_t N, int64_t H, int64_t cap, i
 
 // dst[n, pos] = src[n] for every sequence n: one position of a cache [N, cap, ...] from [N, ...].
 void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const DecodePosition& pos);
+
+// ---- Fused ops of a step (infer/cuda/decode_fused.cu on the GPU): fewer, larger kernels ----
+
+// One weight of decode_gemv: y [N, rows] = w [rows, C] x (+ residual [N, rows], optional).
+struct GemvOut {
+  Tensor w, y, residual;
+};
+// Whether decode_gemv takes N sequences of C inputs here: on the CPU always; on the GPU for N <= 8
+// sequences and C a multiple of 8 that fits its shared memory (the decoder runs the unfused ops,
+// cuBLAS GEMMs, otherwise).
+bool decode_gemv_supported(Device device, int64_t N, int64_t C);
+// y_i = W_i x (+ residual_i) for up to 4 weights sharing the input x [N, C] (contiguous); with x2 (x's shape) the input is SwiGLU's silu(x) x2 (rounded to bf16 on the GPU, as
+// swiglu_forward's output). GPU: bf16 x, weights and residuals; each y bf16 or fp32 (no residual then).
+void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const Tensor& x, const Tensor& x2 = {});
+
+// The GDN token after the conv in one op (infer/cpu/decode_ref.h gdn_decode_step_ref says what it
+// computes): qkv [N, 2 Hk dk + Hv dv] (the conv's output, contiguous), z [N, Hv dv],
+// a, b [N, Hv] (stat dtype), A_log, dt_bias [Hv] and norm_w [dv] (fp32 on the GPU), state
+// [N, Hv, dk, dv] (stat dtype, updated in place) -> y [N, Hv dv].
+void gdn_decode_step(Context& ctx, const Tensor& y, const Tensor& state, const Tensor& qkv, const Tensor& z,
+                     const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias,
+                     const Tensor& norm_w, int64_t Hk, int64_t dk, double q_scale, double eps);
+
+// out[n] = the first index of the largest of logits[n, 0 .. vocab) (NaN never wins; a row of NaN
+// gives 0): greedy decoding where the logits are. out int32 [N] and logits f32 [N, V >= vocab] on
+// the context's device.
+void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_t vocab);
 
 // counter[0] += 1 on the device (GPU; nothing to do when the counter is undefined): a step's last op.
 void decode_advance(Context& ctx, const Tensor& counter);

@@ -41,6 +41,7 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
   act_ = scratch_.declare("mlp.h", t, {N, 1, F});
   rstd_ = scratch_.declare("rstd", st, {N});
   logits_ = scratch_.declare("logits", st, {N, V});
+  next_ = scratch_.declare("next_ids", DType::kI32, {N});
   scratch_.allocate();
 }
 
@@ -78,6 +79,12 @@ Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state) {
   return buf(logits_);
 }
 
+Tensor Decoder::greedy(Context& ctx, int64_t vocab) {
+  const Tensor next = buf(next_);
+  decode_argmax(ctx, next, buf(logits_), vocab);
+  return next;
+}
+
 Tensor Decoder::head(Context& ctx, const Tensor& hn) {
   DT_CHECK(hn.ndim() == 2 && hn.size(0) >= 1 && hn.size(0) <= n_seqs_ && hn.size(1) == cfg_.d_model,
            "decode: the LM head takes [rows <= {}, {}] hidden rows, got {}", n_seqs_, cfg_.d_model, hn.shape.str());
@@ -88,8 +95,9 @@ Tensor Decoder::head(Context& ctx, const Tensor& hn) {
 
 void Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos) {
   const Tensor h = buf(h_), h2 = buf(h2_), n = buf(n_), m = buf(m_), rstd = buf(rstd_);
-  const int64_t N = n_seqs_, C = cfg_.d_model;
+  const int64_t N = n_seqs_, C = cfg_.d_model, F = cfg_.d_ff;
   const Tensor n2 = n.view({N, C}), m2 = m.view({N, C});
+  const bool fused_mlp = decode_gemv_supported(ctx.device, N, C) && decode_gemv_supported(ctx.device, N, F);
   const double eps = cfg_.norm_eps;
   const bool zc = cfg_.zero_centered_norm;
   embedding_forward(ctx, h, buf(ids_), embed_);
@@ -99,6 +107,12 @@ void Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos) 
     b.mixer->step(ctx, state.layer(static_cast<int>(i)), n2, m2, pos);
     residual_add(ctx, h2, h, m);
     rmsnorm_forward(ctx, n2, rstd, h2.view({N, C}), b.post_norm, eps, zc);
+    if (fused_mlp) {  // two kernels: gate and up in one GEMV; SwiGLU, down and the residual in the other
+      const Tensor gate = buf(gate_).view({N, F}), up = buf(up_).view({N, F});
+      decode_gemv(ctx, {{b.gate, gate, {}}, {b.up, up, {}}}, n2);
+      decode_gemv(ctx, {{b.down, h.view({N, C}), h2.view({N, C})}}, gate, up);
+      continue;
+    }
     linear_forward(ctx, buf(gate_), n, b.gate);
     linear_forward(ctx, buf(up_), n, b.up);
     swiglu_forward(ctx, buf(act_), buf(gate_), buf(up_));

@@ -112,6 +112,21 @@ std::vector<float> Engine::step(Context& ctx, std::span<const int32_t> ids, Deco
   return to_host_f32(decoder(state.n_seqs()).step(ctx, ids.data(), state));
 }
 
+std::vector<int32_t> Engine::step_greedy(Context& ctx, std::span<const int32_t> ids, DecodeState& state,
+                                         int64_t vocab) {
+  DT_CHECK(static_cast<int64_t>(ids.size()) == state.n_seqs(), "decode: {} ids for {} sequences", ids.size(),
+           state.n_seqs());
+  for (int32_t id : ids)
+    DT_CHECK(id >= 0 && id < cfg_.vocab_size, "decode: token {} is outside the model's vocabulary [0, {})", id,
+             cfg_.vocab_size);
+  Decoder& dec = decoder(state.n_seqs());
+  dec.step(ctx, ids.data(), state);
+  const Tensor next = dec.greedy(ctx, vocab);
+  std::vector<int32_t> out(static_cast<size_t>(next.numel()));
+  device_copy(out.data(), Device::kCPU, next.data, next.device, next.bytes());
+  return out;
+}
+
 GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, const GenerateOptions& o,
                                 const TokenCallback& on_token) {
   check_sampler_options(o.sampling);
@@ -145,23 +160,36 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   if (o.max_new_tokens == 0) return r;
 
   t0 = std::chrono::steady_clock::now();
+  auto steady0 = t0;
   const int64_t replays0 = graph_replays();  // the decoder is the prefill's
+  // Greedy without a logits callback: the choice is made where the logits are (f32 there).
+  const bool greedy_here = o.sampling.temperature == 0 && !o.on_logits && weights_.stat_dtype() == DType::kF32;
   std::vector<float> logits;  // [N, V]
+  std::vector<int32_t> chosen;  // [N], greedy_here
   std::vector<bool> done(static_cast<size_t>(N), false);
   std::vector<int32_t> next(static_cast<size_t>(N), 0);
   for (int64_t s = 0; s < o.max_new_tokens; ++s) {
     if (s > 0) {
-      logits = step(ctx, next, *state);
+      if (greedy_here) {
+        chosen = step_greedy(ctx, next, *state, vocab);
+      } else {
+        logits = step(ctx, next, *state);
+        if (o.on_logits && !done[0]) o.on_logits(r.prompt_tokens + s - 1, {logits.data(), static_cast<size_t>(V)});
+      }
       ++r.decode_steps;
-      if (o.on_logits && !done[0]) o.on_logits(r.prompt_tokens + s - 1, {logits.data(), static_cast<size_t>(V)});
+      if (r.decode_steps == 2) steady0 = std::chrono::steady_clock::now();
     }
     bool any = false;
     for (int n = 0; n < N; ++n) {
       if (done[n]) continue;
-      const float* row = s == 0 ? first.data() : logits.data() + n * V;
-      const int32_t tok = sample_token({row, static_cast<size_t>(vocab)}, o.sampling, sampler_uniform(o.seed, n, s));
+      const int32_t tok =
+          s > 0 && greedy_here
+              ? chosen[n]
+              : sample_token({s == 0 ? first.data() : logits.data() + n * V, static_cast<size_t>(vocab)}, o.sampling,
+                             sampler_uniform(o.seed, n, s));
       next[n] = tok;
       if (s > 0) ++r.decode_tokens;
+      if (r.decode_steps > 2) ++r.steady_decode_tokens;
       if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), tok) != o.stop_tokens.end()) {
         done[n] = true;
         r.stop[n] = StopReason::kStopToken;
@@ -177,6 +205,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
     if (!any) break;
   }
   r.decode_ms = ms_since(t0);
+  if (r.decode_steps > 2) r.steady_decode_ms = ms_since(steady0);
   r.graph_replays = graph_replays() - replays0;
   return r;
 }

@@ -14,7 +14,8 @@
 // logits come out as every later step's do. On the GPU each decode step after the first is a CUDA
 // graph replay (infer/decoder.h); set_cuda_graph(false) / GenerateOptions::cuda_graph = false runs
 // it op by op (same kernels, same tokens). Sampling is on the host from the step's fp32 logits, the
-// same code on both devices.
+// same code on both devices, except greedy decoding (temperature 0) without a logits callback,
+// which takes each row's largest logit where the logits are and copies back only the ids.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +59,10 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   double prefill_ms = 0;  // the prefill, to the first token's logits
   double decode_ms = 0;   // the decode steps after it
+  // The steps after the first two (the first builds the GEMM plans, the second records the CUDA
+  // graph): the rate a long generation runs at. 0 when there were no such steps.
+  double steady_decode_ms = 0;
+  int64_t steady_decode_tokens = 0;
   int64_t decode_steps = 0;   // decoder steps run (each advances every sequence)
   int64_t decode_tokens = 0;  // tokens those steps produced for sequences still going
   int64_t graph_replays = 0;  // GPU: decode steps run as a CUDA graph replay
@@ -87,6 +92,9 @@ class Engine {
                              std::vector<float>* all_logits = nullptr);
   // One token per sequence (ids [N]) at position state.length(); returns the logits [N * vocab].
   std::vector<float> step(Context& ctx, std::span<const int32_t> ids, DecodeState& state);
+  // The same step, then each sequence's greedy choice among ids [0, vocab) taken on the device (only
+  // N ids come back, not the logits): the rule of infer/sampler.h at temperature 0.
+  std::vector<int32_t> step_greedy(Context& ctx, std::span<const int32_t> ids, DecodeState& state, int64_t vocab);
 
   // GPU: record each decode step in a CUDA graph and replay it (the default), or run it op by op.
   void set_cuda_graph(bool on) { cuda_graph_ = on; }

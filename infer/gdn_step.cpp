@@ -69,6 +69,20 @@ class GdnStep final : public MixerStep {
     const int64_t N = N_, Hk = g_.n_k_heads, Hv = g_.n_v_heads, dk = g_.head_k_dim, dv = g_.head_v_dim;
     const Tensor x3 = x.view({N, 1, d_model_});
     const Tensor qkv_pre = buf(qkv_pre_), qkv = buf(qkv_), z = buf(z_), o = buf(o_), hidden = buf(hidden_);
+    if (decode_gemv_supported(ctx.device, N, d_model_) && decode_gemv_supported(ctx.device, N, Hv * dv)) {
+      // Four kernels: the input projections in one GEMV, the conv, the rest of the token in one op,
+      // the output projection.
+      const Tensor x2 = x.view({N, d_model_}), z2 = z.view({N, Hv * dv}), h2 = hidden.view({N, Hv * dv});
+      decode_gemv(ctx,
+                  {{w_qkv_, qkv_pre.view({N, conv_dim()}), {}}, {w_z_, z2, {}}, {w_b_, buf(b_).view({N, Hv}), {}},
+                   {w_a_, buf(a_).view({N, Hv}), {}}},
+                  x2);
+      decode_conv_step(ctx, qkv.view({N, conv_dim()}), s.conv_tail, qkv_pre.view({N, conv_dim()}), w_conv_);
+      gdn_decode_step(ctx, h2, s.recurrent, qkv.view({N, conv_dim()}), z2, buf(a_).view({N, Hv}),
+                      buf(b_).view({N, Hv}), a_log_, dt_bias_, w_norm_, Hk, dk, 1.0 / std::sqrt(double(dk)), eps_);
+      decode_gemv(ctx, {{w_out_, y.view({N, d_model_}), {}}}, h2);
+      return;
+    }
     linear_forward(ctx, qkv_pre, x3, w_qkv_);
     linear_forward(ctx, z, x3, w_z_);
     linear_forward(ctx, buf(b_), x3, w_b_);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "infer/cpu/decode_ref.h"
 
 namespace dt {
 
@@ -15,11 +16,12 @@ namespace {
 // tensor names) by its high bits.
 constexpr uint64_t kSamplerStream = 0x53414D504C450000ull;  // "SAMPLE"
 
+// The first index of the largest logit; NaN never wins (all NaN: 0): infer/cpu/decode_ref.h's
+// decode_argmax_ref, which the GPU's greedy decoding matches.
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  return best;
+  int32_t out = 0;
+  decode_argmax_ref(&out, logits.data(), 1, static_cast<int64_t>(logits.size()), 0);
+  return out;
 }
 
 }  // namespace

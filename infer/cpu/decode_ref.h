@@ -9,8 +9,70 @@
 #include <vector>
 
 #include "kernels/cpu/gdn_common.h"
+#include "kernels/cpu/gdn_delta_rule.h"
+#include "kernels/cpu/gdn_gates.h"
+#include "kernels/cpu/gdn_l2norm.h"
+#include "kernels/cpu/gdn_norm.h"
 
 namespace dt {
+
+// out[n] = the first index of the largest of logits[n, 0 .. V) (rows ld apart); NaN never wins, and
+// a row of NaN gives 0. Greedy decoding's choice (infer/sampler.h samples with the same rule).
+template <class T>
+void decode_argmax_ref(int32_t* out, const T* logits, int64_t N, int64_t V, int64_t ld) {
+  for (int64_t n = 0; n < N; ++n) {
+    const T* row = logits + n * ld;
+    int64_t best = -1;
+    for (int64_t i = 0; i < V; ++i)
+      if (!std::isnan(row[i]) && (best < 0 || row[i] > row[best])) best = i;
+    out[n] = static_cast<int32_t>(std::max<int64_t>(best, 0));
+  }
+}
+
+// The fused GEMV of infer/cuda/decode_fused.cu: y[n, r] = sum_c w[r, c] x'[n, c] (+ residual[n, r]),
+// x' = x, or silu(x) x2 (SwiGLU) when x2 is given; x, x2 [N, C] rows ldx apart; w [rows, C];
+// y, residual [N, rows] (residual may be null).
+template <class T>
+void decode_gemv_ref(T* y, const T* w, const T* x, const T* x2, const T* residual, int64_t N, int64_t C, int64_t ldx,
+                     int64_t rows) {
+  std::vector<T> in(static_cast<size_t>(C));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      const T g = x[n * ldx + c];
+      in[c] = x2 ? g * gdn_sigmoid(g) * x2[n * ldx + c] : g;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      T acc = 0;
+      for (int64_t c = 0; c < C; ++c) acc += w[r * C + c] * in[c];
+      y[n * rows + r] = acc + (residual ? residual[n * rows + r] : T(0));
+    }
+  }
+}
+
+// The fused GDN token after the conv (infer/cuda/decode_fused.cu), for N sequences: q, k, v from
+// qkv [N, ld_qkv] (q at 0, k at Hk dk, v at 2 Hk dk), l2-normalised (q scaled by q_scale), the gates
+// from a, b [N, Hv], one step of the delta rule on state [N, Hv, dk, dv] in place, then the gated
+// norm with z [N, Hv dv] and norm_w [dv]: y [N, Hv dv]. The composition of kernels/cpu's
+// gdn_l2norm, gdn_gates, gdn_recurrent and gdn_norm references.
+template <class T>
+void gdn_decode_step_ref(T* y, T* state, const T* qkv, const T* z, const T* a, const T* b, const T* A_log,
+                         const T* dt_bias, const T* norm_w, int64_t N, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv,
+                         int64_t ld_qkv, T q_scale, T eps) {
+  std::vector<T> q(static_cast<size_t>(N * Hk * dk)), k(q.size()), g(static_cast<size_t>(N * Hv)), beta(g.size());
+  std::vector<T> o(static_cast<size_t>(N * Hv * dv));
+  gdn_l2norm_forward_ref<T>({q.data(), Hk * dk}, {qkv, ld_qkv}, N, Hk, dk, q_scale);
+  gdn_l2norm_forward_ref<T>({k.data(), Hk * dk}, {qkv + Hk * dk, ld_qkv}, N, Hk, dk, T(1));
+  gdn_gates_forward_ref<T>(g.data(), beta.data(), a, b, A_log, dt_bias, N, Hv);
+  GdnForwardArgs<T> args;
+  args.dims = {N, 1, Hk, Hv, dk, dv};
+  args.q = {q.data(), Hk * dk}, args.k = {k.data(), Hk * dk}, args.v = {qkv + 2 * Hk * dk, ld_qkv};
+  args.g = g.data(), args.beta = beta.data(), args.S0 = state, args.o = {o.data(), Hv * dv};
+  std::vector<T> S(static_cast<size_t>(N * Hv * dk * dv));
+  args.S_out = S.data();
+  gdn_recurrent_forward_ref<T>(args);
+  std::copy(S.begin(), S.end(), state);
+  gdn_norm_forward_ref<T>(y, o.data(), z, norm_w, N, Hv, dv, eps);
+}
 
 // x, y [N, C]; tail [N, K-1, C]; w [C, K].
 template <class T>

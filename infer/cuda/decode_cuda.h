@@ -32,6 +32,53 @@ void rope(uint16_t* x, int64_t rows, int64_t D, int64_t rot, double theta, bool 
 void cache_write(void* cache, const void* src, int64_t N, int64_t cap, int64_t row_bytes, int64_t pos,
                  const int32_t* pos_dev, void* stream);
 
+// out[n] = the first index of the largest of logits[n, 0 .. V) (fp32, rows ld apart; NaN never wins,
+// a row of NaN gives 0): greedy decoding on the GPU, one block per row.
+void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, void* stream);
+
+// ---- The fused kernels of a step for a few sequences (infer/cuda/decode_fused.cu) ----
+
+inline constexpr int64_t kGemvMaxRows = 8;           // sequences a GEMV takes
+inline constexpr int kGemvMaxSegments = 4;           // weights sharing one input
+inline constexpr int64_t kGemvMaxInputBytes = 160 * 1024;  // N x C bf16 input, in shared memory
+
+// One weight of a GEMV: w bf16 [rows, C] (16-byte aligned), y [N, rows] (fp32, or bf16 with an
+// optional residual bf16 [N, rows] added before the rounding; it may be y itself). row_end: the
+// running total of the rows of the segments up to this one.
+struct GemvSegment {
+  const uint16_t* w = nullptr;
+  void* y = nullptr;
+  bool y_f32 = false;
+  const uint16_t* residual = nullptr;
+  int64_t row_end = 0;
+};
+// y_s[n] = W_s x[n] for every segment s, fp32 sums. x bf16 [N, C] (rows ldx apart, C a multiple of
+// 8); with x2 (same layout) the input is bf16(silu(x) x2), SwiGLU's output.
+struct GemvParams {
+  GemvSegment seg[kGemvMaxSegments];
+  int n_seg = 0;
+  const uint16_t* x = nullptr;
+  const uint16_t* x2 = nullptr;
+  int64_t N = 0, C = 0, ldx = 0;
+};
+void gemv(const GemvParams& p, void* stream);
+
+// The GDN token after the conv, per sequence n and value head h (key head h / (Hv / Hk)): q, k, v
+// from qkv [N, ld_qkv] (q at 0, k at Hk dk, v at 2 Hk dk); q^ = bf16(q_scale q / |q|), k^ = bf16(k / |k|)
+// (|x| = sqrt(sum x^2 + 1e-6)); g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) (a, b fp32
+// [N, Hv]); the delta rule on state fp32 [N, Hv, dk, dv] in place; o = bf16(S^T q^); then
+// y = o rsqrt(mean o^2 + eps) norm_w silu(z) (z, y bf16 rows ld_z, ld_y apart; norm_w fp32 [dv]).
+struct GdnStepParams {
+  const uint16_t* qkv = nullptr;
+  const uint16_t* z = nullptr;
+  const float *a = nullptr, *b = nullptr, *A_log = nullptr, *dt_bias = nullptr, *norm_w = nullptr;
+  float* state = nullptr;
+  uint16_t* y = nullptr;
+  int64_t N = 0, Hk = 0, Hv = 0, dk = 0, dv = 0, ld_qkv = 0, ld_z = 0, ld_y = 0;
+  float q_scale = 1.f, eps = 1e-6f;
+};
+void gdn_step(const GdnStepParams& p, void* stream);
+
 // counter[0] += 1 (the step's last kernel: the next replay runs one position further).
 void advance(int32_t* counter, void* stream);
 

@@ -87,6 +87,38 @@ __global__ void cache_write_kernel(uint16_t* __restrict__ cache, const uint16_t*
 
 __global__ void advance_kernel(int32_t* counter) { *counter += 1; }
 
+// ---- argmax: one block per row; each thread the first largest of its strided indices, then a
+// tree over (value, index) pairs that keeps the larger value and, on a tie, the smaller index ----
+
+constexpr int kArgmaxThreads = 1024;
+
+__device__ __forceinline__ void argmax_merge(float& v, int& i, float v2, int i2) {
+  if (i2 >= 0 && (i < 0 || v2 > v || (v2 == v && i2 < i))) v = v2, i = i2;
+}
+
+__global__ void argmax_kernel(int32_t* __restrict__ out, const float* __restrict__ logits, int64_t V, int64_t ld) {
+  const float* row = logits + blockIdx.x * ld;
+  float v = 0.f;
+  int i = -1;  // none yet
+  for (int64_t j = threadIdx.x; j < V; j += kArgmaxThreads) {
+    const float x = row[j];
+    if (!isnan(x) && (i < 0 || x > v)) v = x, i = static_cast<int>(j);
+  }
+  for (int off = 16; off > 0; off >>= 1)
+    argmax_merge(v, i, __shfl_down_sync(0xffffffffu, v, off), __shfl_down_sync(0xffffffffu, i, off));
+  __shared__ float sv[kArgmaxThreads / 32];
+  __shared__ int si[kArgmaxThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) sv[warp] = v, si[warp] = i;
+  __syncthreads();
+  if (warp == 0) {
+    v = sv[lane], i = si[lane];
+    for (int off = 16; off > 0; off >>= 1)
+      argmax_merge(v, i, __shfl_down_sync(0xffffffffu, v, off), __shfl_down_sync(0xffffffffu, i, off));
+    if (lane == 0) out[blockIdx.x] = i < 0 ? 0 : i;
+  }
+}
+
 }  // namespace
 
 void conv_step(uint16_t* y, uint16_t* tail, const uint16_t* x, const float* w, int64_t N, int64_t C, int64_t K,
@@ -126,6 +158,15 @@ void cache_write(void* cache, const void* src, int64_t N, int64_t cap, int64_t r
   if (row == 0) return;
   cache_write_kernel<<<blocks_for(N * row), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<uint16_t*>(cache), static_cast<const uint16_t*>(src), N, cap, row, pos, pos_dev);
+  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+}
+
+void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, void* stream) {
+  const char* op = "decode_argmax (GPU)";
+  DT_CHECK(out && logits, "{}: null tensor pointer", op);
+  DT_CHECK(N >= 1 && V >= 1 && V <= ld && V < (int64_t{1} << 31), "{}: bad sizes N {}, V {}, ld {}", op, N, V, ld);
+  argmax_kernel<<<static_cast<unsigned>(N), kArgmaxThreads, 0, static_cast<cudaStream_t>(stream)>>>(out, logits, V,
+                                                                                                    ld);
   DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
 }
 

@@ -75,7 +75,8 @@ TEST_F(GenerateCli, GreedyJsonIsTheEnginesOwn) {
   for (const char* key : {"tokens", "text", "stop_reason"}) EXPECT_TRUE(c.contains(key)) << key;
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["cuda_graph"], false);
-  for (const char* key : {"prefill_ms", "decode_ms", "decode_steps", "decode_tokens", "decode_tokens_per_s"})
+  for (const char* key : {"prefill_ms", "decode_ms", "decode_steps", "decode_tokens", "decode_tokens_per_s",
+                          "steady_decode_ms", "steady_decode_tokens", "steady_decode_tokens_per_s"})
     EXPECT_TRUE(j["timing"].contains(key)) << key;
 
   // The engine in this process, on the checkpoint's weights.

@@ -54,6 +54,11 @@ class Dev {
     device_copy(r.data(), Device::kCPU, t_.data, Device::kCUDA, r.size());
     return r;
   }
+  std::vector<int32_t> download_i32() const {
+    std::vector<int32_t> h(static_cast<size_t>(t_.numel()));
+    device_copy(h.data(), Device::kCPU, t_.data, Device::kCUDA, h.size() * 4);
+    return h;
+  }
   std::vector<float> download() const {
     const std::vector<uint8_t> r = raw();
     std::vector<float> f(t_.numel());

@@ -326,6 +326,12 @@ TEST(DecodeCudaGeneration, CpuAndGpuGreedyAgreeOnATrainedModel) {
   const std::vector<int32_t> b = gpu.generate(rt.ctx(), prompt, o).tokens[0];
   ASSERT_EQ(a.size(), 32u);
   ASSERT_EQ(b.size(), 32u);
+  // Nine sequences take the unfused step (cuBLAS GEMMs; the fused kernels take up to 8): greedy,
+  // each gives the one sequence's tokens on this confident model.
+  GenerateOptions nine = o;
+  nine.batch = 9;
+  for (const std::vector<int32_t>& seq : gpu.generate(rt.ctx(), prompt, nine).tokens)
+    EXPECT_EQ(seq, b) << "a sequence of a batch of 9 (unfused step) differs from the batch of 1 (fused step)";
   const auto split = std::mismatch(a.begin(), a.end(), b.begin());
   if (split.first == a.end()) {
     std::printf("CPU and GPU agree on all 32 greedy tokens\n");

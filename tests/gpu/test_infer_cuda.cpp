@@ -3,9 +3,13 @@
 // and past 1000 (several splits of the positions, a length short of the capacity), the position
 // from the host and from the device counter; every output and the workspace poisoned with NaN
 // first. Skips without a GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -92,6 +96,118 @@ TEST(DecodeOpsCuda, CacheWriteMatchesTheCpu) {
         for (int64_t e = 0; e < H * D; ++e) want[(n * cap + pos) * H * D + e] = src[n * H * D + e];
       expect_close("cache at position " + std::to_string(pos), dc.download(), want, 0, 0);
     }
+}
+
+// Greedy decoding's argmax: rows of odd lengths (shorter and longer than the block's 1024 threads),
+// ties (the first index wins), NaN (never wins; a row of NaN gives 0), a vocabulary limit below the
+// row length, and the output poisoned first.
+TEST(DecodeOpsCuda, ArgmaxMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t V : {1, 7, 1000, 1025, 50257})
+    for (int64_t N : {1, 3, 64}) {
+      SCOPED_TRACE(fmt::format("N {}, V {}", N, V));
+      std::vector<float> x = randn(N * V, 40 + V + N, 1.0, false);
+      if (N > 1) x[V + (V - 1)] = x[V] = 9.f;  // row 1: a tie of its first and last ids
+      if (N > 2 && V > 2) x[2 * V] = nan, x[2 * V + V / 2] = nan;  // row 2: NaN first and in the middle
+      if (N == 64) std::fill(x.begin() + 5 * V, x.begin() + 6 * V, nan);  // row 5: all NaN
+      Dev dx(DType::kF32, {N, V}), dout(DType::kI32, {N});
+      dx.upload(x);
+      for (int64_t vocab : {V, std::max<int64_t>(V - 3, 1)}) {
+        dout.upload_i32(std::vector<int32_t>(static_cast<size_t>(N), -7));  // poison
+        decode_argmax(ctx, dout, dx, vocab);
+        std::vector<int32_t> want(static_cast<size_t>(N));
+        decode_argmax_ref(want.data(), x.data(), N, vocab, V);
+        EXPECT_EQ(dout.download_i32(), want) << "vocab " << vocab;
+      }
+    }
+}
+
+// The fused GEMV: 1 to 8 sequences, input widths from 8 to 2056, one weight with a residual or
+// four weights with bf16 and fp32 outputs, with and without the SwiGLU input; outputs poisoned.
+TEST(DecodeOpsCuda, GemvMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context();
+  for (int64_t N : {1, 3, 8})
+    for (int64_t C : {8, 72, 776, 2056})
+      for (bool swiglu : {false, true}) {
+        SCOPED_TRACE(fmt::format("N {}, C {}{}", N, C, swiglu ? ", SwiGLU" : ""));
+        const uint64_t salt = 100 + N * 7 + C + swiglu;
+        const std::vector<float> x = randn(N * C, salt), x2 = randn(N * C, salt + 1);
+        Dev dx(DType::kBF16, {N, C}), dx2(DType::kBF16, {N, C});
+        dx.upload(x), dx2.upload(x2);
+        std::vector<double> in(static_cast<size_t>(N * C));  // the input as the GPU rounds it
+        for (int64_t i = 0; i < N * C; ++i)
+          in[i] = swiglu ? round_bf16(static_cast<float>(double(x[i]) / (1 + std::exp(-double(x[i]))) * x2[i])) : x[i];
+        // rows and output dtype of each weight; the first has a residual when it is the only one
+        const std::vector<std::pair<int64_t, bool>> shapes = {{37, false}, {5, false}, {3, true}, {130, true}};
+        for (int n_w : {1, 4}) {
+          std::vector<std::unique_ptr<Dev>> w, y, res;
+          std::vector<std::vector<float>> wh, rh;
+          for (int i = 0; i < n_w; ++i) {
+            const auto [rows, f32] = shapes[i];
+            wh.push_back(randn(rows * C, salt + 10 + i, 1.0 / std::sqrt(double(C))));
+            w.push_back(std::make_unique<Dev>(DType::kBF16, Shape{rows, C}));
+            w.back()->upload(wh.back());
+            y.push_back(std::make_unique<Dev>(f32 ? DType::kF32 : DType::kBF16, Shape{N, rows}));
+            y.back()->poison(ctx);
+            rh.push_back(n_w == 1 ? randn(N * rows, salt + 20) : std::vector<float>{});
+            res.push_back(std::make_unique<Dev>(DType::kBF16, Shape{N, rows}));
+            if (n_w == 1) res.back()->upload(rh.back());
+          }
+          auto out = [&](int i) { return GemvOut{*w[i], *y[i], n_w == 1 ? res[i]->t() : Tensor{}}; };
+          if (n_w == 1)
+            decode_gemv(ctx, {out(0)}, dx, swiglu ? dx2.t() : Tensor{});
+          else
+            decode_gemv(ctx, {out(0), out(1), out(2), out(3)}, dx, swiglu ? dx2.t() : Tensor{});
+          for (int i = 0; i < n_w; ++i) {
+            const int64_t rows = shapes[i].first;
+            std::vector<double> want(static_cast<size_t>(N * rows)), r = to_double(rh[i]);
+            decode_gemv_ref<double>(want.data(), to_double(wh[i]).data(), in.data(), nullptr,
+                                    n_w == 1 ? r.data() : nullptr, N, C, C, rows);
+            expect_close(fmt::format("y{}", i), y[i]->download(), want, kBf16Rel, kFloorRel);
+          }
+        }
+      }
+}
+
+// The fused GDN token: GQA-style key heads, head dims from 8 to 128 (dk != dv), a few sequences;
+// the output and the updated state against the double references (y poisoned first). The kernel
+// rounds q^, k^ and o to bf16 where the unfused kernels write them, the reference does not: a bf16
+// ulp of k^_i moves S_ij by up to 2^-9 |k^_i| |d_j| (|d| a few units), about 1% of the state's RMS at
+// dk 16, hence the floor of 2% of the RMS (a wrong head, column or gate moves them by O(RMS)).
+TEST(DecodeOpsCuda, GdnStepMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context();
+  struct Dims { int64_t N, Hk, Hv, dk, dv; };
+  for (const Dims d : {Dims{1, 2, 2, 64, 64}, Dims{3, 1, 3, 16, 40}, Dims{2, 2, 4, 128, 128}, Dims{1, 1, 1, 8, 96}}) {
+    SCOPED_TRACE(fmt::format("N {}, Hk {}, Hv {}, dk {}, dv {}", d.N, d.Hk, d.Hv, d.dk, d.dv));
+    const int64_t W = 2 * d.Hk * d.dk + d.Hv * d.dv, salt = 300 + d.dk + d.dv;
+    const std::vector<float> qkv = randn(d.N * W, salt), z = randn(d.N * d.Hv * d.dv, salt + 1);
+    const std::vector<float> a = randn(d.N * d.Hv, salt + 2, 1.0, false), b = randn(d.N * d.Hv, salt + 3, 1.0, false);
+    const std::vector<float> A_log = randn(d.Hv, salt + 4, 0.5, false), dt_bias = randn(d.Hv, salt + 5, 0.5, false);
+    const std::vector<float> w = randn(d.dv, salt + 6, 1.0, false);
+    const std::vector<float> S = randn(d.N * d.Hv * d.dk * d.dv, salt + 7, 0.3, false);
+    Dev dqkv(DType::kBF16, {d.N, W}), dz(DType::kBF16, {d.N, d.Hv * d.dv}), dy(DType::kBF16, {d.N, d.Hv * d.dv});
+    Dev da(DType::kF32, {d.N, d.Hv}), db(DType::kF32, {d.N, d.Hv}), dA(DType::kF32, {d.Hv}), ddt(DType::kF32, {d.Hv});
+    Dev dw(DType::kF32, {d.dv}), dS(DType::kF32, {d.N, d.Hv, d.dk, d.dv});
+    dqkv.upload(qkv), dz.upload(z), da.upload(a), db.upload(b), dA.upload(A_log), ddt.upload(dt_bias), dw.upload(w);
+    dS.upload(S);
+    dy.poison(ctx);
+    const double q_scale = 1.0 / std::sqrt(double(d.dk)), eps = 1e-6;
+    gdn_decode_step(ctx, dy, dS, dqkv, dz, da, db, dA, ddt, dw, d.Hk, d.dk, q_scale, eps);
+    std::vector<double> y(static_cast<size_t>(d.N * d.Hv * d.dv)), state = to_double(S);
+    gdn_decode_step_ref<double>(y.data(), state.data(), to_double(qkv).data(), to_double(z).data(),
+                                to_double(a).data(), to_double(b).data(), to_double(A_log).data(),
+                                to_double(dt_bias).data(), to_double(w).data(), d.N, d.Hk, d.Hv, d.dk, d.dv, W, q_scale,
+                                eps);
+    expect_close("y", dy.download(), y, 2 * kBf16Rel, 2e-2);
+    expect_close("state", dS.download(), state, kBf16Rel, 2e-2);
+  }
 }
 
 struct AttnCase {

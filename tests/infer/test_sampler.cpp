@@ -2,6 +2,8 @@
 // temperature shape the distribution as specified, draws follow it, a seed repeats its tokens.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <vector>
 
@@ -18,6 +20,15 @@ const std::vector<float> kLogits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, -3.0f};  // i
 TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   for (double u : {0.001, 0.5, 0.999}) EXPECT_EQ(sample_token(kLogits, {}, u), 1);
   EXPECT_EQ(sample_token(std::vector<float>{-5.f, -1.f, -2.f}, {}, 0.3), 1);
+}
+
+// NaN never wins (a broken row must not pick NaN's index), and a row of NaN gives 0: the rule the
+// GPU's greedy kernel (infer/cuda/decode_ops.cu) shares.
+TEST(Sampler, GreedySkipsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(sample_token(std::vector<float>{nan, -1.f, 3.f, nan, 3.f}, {}, 0.5), 2);
+  EXPECT_EQ(sample_token(std::vector<float>{nan, nan}, {}, 0.5), 0);
+  EXPECT_EQ(sample_token(std::vector<float>{-std::numeric_limits<float>::infinity(), nan}, {}, 0.5), 0);
 }
 
 TEST(Sampler, TopK1AndTinyTopPAreGreedy) {
@@ -125,6 +136,24 @@ TEST_F(Generation, GreedyIsTheArgmaxOfEachStep) {
     EXPECT_EQ(tok, sample_token(l, {}, 0.5));
     l = engine.step(ctx, std::span(&tok, 1), *state);
   }
+}
+
+// Greedy without a logits callback takes each step's choice where the logits are
+// (Engine::step_greedy); with one, the host samples from the copied logits. The same tokens.
+TEST_F(Generation, GreedyOnTheDeviceEqualsGreedyFromTheLogits) {
+  Engine engine(cfg_, model_.params());
+  Context ctx;
+  GenerateOptions o;
+  o.max_new_tokens = 12;
+  o.batch = 3;
+  const GenerateResult direct = engine.generate(ctx, prompt_, o);
+  int64_t rows = 0;
+  o.on_logits = [&](int64_t, std::span<const float>) { ++rows; };
+  const GenerateResult via_logits = engine.generate(ctx, prompt_, o);
+  EXPECT_EQ(direct.tokens, via_logits.tokens);
+  EXPECT_EQ(rows, static_cast<int64_t>(prompt_.size()) + 11);
+  EXPECT_EQ(direct.steady_decode_tokens, 3 * 9);  // the 11 steps after the first two
+  EXPECT_GT(direct.steady_decode_ms, 0);
 }
 
 TEST_F(Generation, StopTokensEndASequence) {
