@@ -11,6 +11,7 @@
 
 #include "infer/cuda/decode_cuda.h"
 #include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/gdn_pointwise.cuh"
 
 namespace dt::decode_cuda {
 
@@ -18,6 +19,8 @@ using dense_cuda::bf16_bits_to_f32;
 using dense_cuda::f32_to_bf16_bits;
 using dense_cuda::sigmoid_f32;
 using dense_cuda::warp_sum;
+using gdn_cuda::sigmoid_f;  // the GDN gates' own, so the fused token computes them as the unfused kernels do
+using gdn_cuda::softplus_f;
 
 namespace {
 
@@ -89,12 +92,6 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constan
 
 constexpr int kGdnMaxDim = 128;
 
-__device__ __forceinline__ float softplus_f32(float x) { return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x))); }
-__device__ __forceinline__ float sigmoid_stable(float x) {
-  if (x >= 0.f) return 1.f / (1.f + expf(-x));
-  const float e = expf(x);
-  return e / (1.f + e);
-}
 
 // The sum over the CTA of v (every thread's), returned to all threads; red holds a float per warp.
 __device__ __forceinline__ float block_sum(float v, float* red) {
@@ -125,8 +122,8 @@ __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_const
   __syncthreads();
   // gates
   const int64_t gi = n * p.Hv + h;
-  const float decay = expf(-expf(p.A_log[h]) * softplus_f32(p.a[gi] + p.dt_bias[h]));
-  const float beta = sigmoid_stable(p.b[gi]);
+  const float decay = expf(-expf(p.A_log[h]) * softplus_f(p.a[gi] + p.dt_bias[h]));
+  const float beta = sigmoid_f(p.b[gi]);
   // the delta rule on column j: S~ = decay S, u = S~^T k, d = beta (v - u), S = S~ + k d^T, o = S^T q
   float o = 0.f;
   if (j < p.dv) {
@@ -147,7 +144,7 @@ __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_const
   if (j < p.dv) {
     const float r = rsqrtf(ms + p.eps);
     const float z = bf16_bits_to_f32(p.z[n * p.ld_z + h * p.dv + j]);
-    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * r * p.norm_w[j] * (z * sigmoid_stable(z)));
+    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * r * p.norm_w[j] * (z * sigmoid_f(z)));
   }
 }
 
