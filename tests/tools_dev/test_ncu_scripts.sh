@@ -37,6 +37,20 @@ echo "$out" | grep -q "100 samples, 410 warp instructions" || fail "ncu_sass_sum
 echo "$out" | grep -qE "70\.0% +10 +gdn_tc_forward.cu:644 +barrier100" || fail "ncu_sass_summary.py: unexpected rows: $out"
 echo "$out" | grep -q "20 wavefronts, 10 of them excess (50%)" || fail "ncu_sass_summary.py: unexpected excess: $out"
 # Errors
+# --decode-step: the launches after the second-to-last advance_kernel through the last one.
+{
+  echo '"Kernel Name","gpu__time_duration.sum"'
+  echo '"","nsecond"'
+  for t in 900 2000 50 1000 3000 60 1500 4000 70; do
+    case $t in 50|60|70) k="decode_cuda::advance_kernel(int *)" ;; 1*) k="void gemv_kernel(Params)" ;; *) k="void norm_kernel(Params)" ;; esac
+    echo "\"$k\",\"$t\""
+  done
+} > "$tmp/steps.csv"
+out=$(python3 "$repo/tools/dev/ncu_summary.py" --decode-step "$tmp/steps.csv") || fail "--decode-step failed: $out"
+echo "$out" | grep -q "^3 kernel launches, 0.006 ms" || fail "--decode-step: not the last step: $out"
+echo "$out" | grep -qE "gemv_kernel +0\.002 +" || fail "--decode-step: unexpected rows: $out"
+head -5 "$tmp/steps.csv" > "$tmp/one_step.csv"
+expect_error "1 decode steps" ncu_summary.py --decode-step "$tmp/one_step.csv"
 for s in ncu_summary.py ncu_pipes.py ncu_sass_summary.py; do
   expect_error "cannot read" "$s" "$tmp/none.csv"
 done

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Sum Nsight Compute kernel durations by kernel name.
 
-Usage: tools/dev/ncu_summary.py ncu.csv   (from `ncu --metrics gpu__time_duration.sum --csv --page raw`)
+Usage: tools/dev/ncu_summary.py [--decode-step] ncu.csv
+  (from `ncu --metrics gpu__time_duration.sum --csv --page raw`)
 Prints one line per kernel name, largest total first: total ms, share, launches, mean us.
+--decode-step: only the kernels of the last whole decode step of `deltatron generate` (run with
+--no-cuda-graph so that ncu sees each kernel), from the launch after the second-to-last
+advance_kernel (a step's last kernel) through the last one.
 """
 import csv
 import io
@@ -36,13 +40,24 @@ def read_csv_text(path, what="ncu's CSV"):
         sys.exit(f"{path}: cannot read {what}: {e.strerror}")
 
 
-def main(path):
+def decode_step(rows, path):
+    """The rows of the last whole decode step: after the second-to-last advance_kernel, to the last."""
+    ends = [i for i, r in enumerate(rows) if "advance_kernel" in r.get("Kernel Name", "")]
+    if len(ends) < 2:
+        sys.exit(f"{path}: {len(ends)} decode steps (advance_kernel launches) found, need 2; "
+                 "profile `deltatron generate --no-cuda-graph --max-new-tokens 4` or more")
+    return rows[ends[-2] + 1:ends[-1] + 1]
+
+
+def main(path, step_only=False):
     text = read_csv_text(path)
     # ncu prints its own log lines ("==PROF==") before and between the CSV rows.
     lines = [l for l in text.splitlines() if l.startswith('"')]
     if not lines:
         sys.exit(f"{path}: no CSV rows (did ncu run? see the .err file next to it)")
     rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    if step_only:
+        rows = decode_step(rows, path)
     total = defaultdict(float)
     count = defaultdict(int)
     for r in rows:
@@ -63,6 +78,10 @@ def main(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    step = args[:1] == ["--decode-step"]
+    if step:
+        args = args[1:]
+    if len(args) != 1:
         sys.exit(__doc__)
-    main(sys.argv[1])
+    main(args[0], step)
