@@ -27,7 +27,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "kernels/gdn_cuda.h"  // the options struct, parsed in any build
+#include "kernels/cuda/gdn_plan.h"  // the options struct, parsed in any build
+#include "kernels/gdn_cuda.h"
 
 #ifdef DELTATRON_HAVE_CUDA
 #include <cublas_v2.h>
@@ -164,9 +165,9 @@ uint64_t device_fnv1a(const void* p, size_t bytes) {
 }
 
 // profile: one pass of each timing launched directly, none from a graph or after an L2 flush (for ncu).
-// opts: the kernels' options from the command line (GdnCudaDims without the sizes).
+// impl, opts: the kernels' options from the command line (the plan's forced choices).
 // digest: Result::digest, after the timings; with_timeline: Result::stamps.
-Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims& opts, bool recompute, bool profile,
+Result bench_shape(const Shape4& s, int warmup, int iters, dt::GdnCudaImpl impl, const dt::GdnPlanForcing& opts, bool recompute, bool profile,
                    bool digest, bool with_timeline) {
   const int64_t rows = s.B * s.T, n_act = rows * s.H * s.D, n_gate = rows * s.H;
   std::mt19937_64 rng(1);
@@ -212,8 +213,9 @@ Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims
   auto* dg = static_cast<float*>(dev_alloc(n_gate * 4));
   auto* dbeta = static_cast<float*>(dev_alloc(n_gate * 4));
 
-  dt::GdnCudaDims d = opts;
-  d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64;
+  dt::GdnCudaDims d;
+  d.B = s.B, d.T = s.T, d.Hk = s.H, d.Hv = s.H, d.dk = s.D, d.dv = s.D, d.chunk = 64, d.impl = impl;
+  const dt::GdnPlan plan = dt::plan_gdn_for_testing(d, dt::gdn_current_device(), opts);
   dt::GdnCudaForwardParams fp;
   fp.dims = d, fp.q = q, fp.k = k, fp.v = v, fp.ld_q = fp.ld_k = fp.ld_v = fp.ld_o = s.H * s.D;
   fp.g = gd, fp.beta = bd, fp.o = o;
@@ -256,14 +258,14 @@ Result bench_shape(const Shape4& s, int warmup, int iters, const dt::GdnCudaDims
   BENCH_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   auto layer_forward = [&] {
     dt::gdn_gates_forward_cuda(gp, st);
-    dt::gdn_chunk_forward_cuda(fp_layer, st);
+    dt::gdn_chunk_forward_cuda(fp_layer, plan, st);
   };
   Result r;
-  r.core_fwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_forward_cuda(fp, st); }, warmup, iters, st);
-  r.core_bwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_backward_cuda(bp, st); }, warmup, iters, st);
+  r.core_fwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_forward_cuda(fp, plan, st); }, warmup, iters, st);
+  r.core_bwd_ms = dt_bench::median_ms([&] { dt::gdn_chunk_backward_cuda(bp, plan, st); }, warmup, iters, st);
   auto layer_fwdbwd = [&] {
     layer_forward();
-    dt::gdn_chunk_backward_cuda(bp_layer, st);  // dq, dk through the l2norms too
+    dt::gdn_chunk_backward_cuda(bp_layer, plan, st);  // dq, dk through the l2norms too
     dt::gdn_gates_backward_cuda(gp, st);
   };
   r.fwd_ms = dt_bench::median_ms(layer_forward, warmup, iters, st);
@@ -311,7 +313,7 @@ int main(int argc, char** argv) {
   std::string json_out, fla_json, timeline_csv;
   int iters = 30, warmup = 5;
   std::string impl = "tc";
-  dt::GdnCudaDims opts;  // the kernels' options; the sizes come per shape
+  dt::GdnPlanForcing opts;  // the kernels' options (plan_gdn's unless given); the sizes come per shape
   bool no_ceilings = false, recompute = false, profile = false, digest = false;
   app.add_option("--shapes", shapes, "B,T,H,D;... (dk = dv = D, Hk = Hv = H)");
   app.add_option("--iters", iters, "timed runs per measurement (median)")->check(CLI::PositiveNumber);
@@ -357,12 +359,12 @@ int main(int argc, char** argv) {
                "bits print the same hashes");
   app.add_flag("--recompute", recompute, "the backward recomputes the forward's WY factors and states (no saved buffer)");
   CLI11_PARSE(app, argc, argv);
-  opts.impl = impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto;
   if (profile && opts.chase_prep == -1) opts.chase_prep = 0;
 #ifndef DELTATRON_HAVE_CUDA
   std::fprintf(stderr, "bench_gdn: built without the CUDA backend; nothing to time\n");
   return 1;
 #else
+  const dt::GdnCudaImpl impl_kind = impl == "simt" ? dt::GdnCudaImpl::kSimt : dt::GdnCudaImpl::kAuto;
   try {
     const std::vector<Shape4> shape_list = parse_shapes(shapes);  // before the device: bad input fails anywhere
     if (!timeline_csv.empty() && !dt::gdn_cuda_timeline_built()) {
@@ -409,7 +411,7 @@ int main(int argc, char** argv) {
                   (opts.qk_persist < 0 ? "" : fmt::format("; qk_persist {}", opts.qk_persist));
     std::string timeline_rows;  // --timeline's CSV rows
     for (const Shape4& s : shape_list) {
-      const Result r = bench_shape(s, warmup, iters, opts, recompute, profile, digest, !timeline_csv.empty());
+      const Result r = bench_shape(s, warmup, iters, impl_kind, opts, recompute, profile, digest, !timeline_csv.empty());
       if (!r.stamps.empty()) {
         uint64_t t_first = r.stamps[0].t0;
         for (const dt::GdnCudaStamp& x : r.stamps) t_first = std::min(t_first, x.t0);

@@ -19,61 +19,14 @@ namespace dt {
 // Which kernels run the chunked rule. kAuto: the tensor-core kernels (kernels/cuda/gdn_tc_*.cu)
 // when chunk == 64 and dk = dv in {64, 128}, else the plain fp32 ones (kernels/cuda/gdn_chunk.cu:
 // any chunk <= 64, any head dims that are multiples of 8 up to 128, dk != dv allowed), which stay
-// as a second, simpler GPU reference.
+// as a second, simpler GPU reference. Everything else about the kernels (tiles, which kernels run
+// beside which) follows from the sizes and the device: plan_gdn (kernels/cuda/gdn_plan.h).
 enum class GdnCudaImpl : uint8_t { kAuto, kTensorCore, kSimt };
 
 struct GdnCudaDims {
   int64_t B = 0, T = 0, Hk = 0, Hv = 0, dk = 0, dv = 0;
   int chunk = 64;  // 1..64 (64 in training; smaller ones help debugging)
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
-  // Tensor-core kernels: columns of the state per CTA in the sequential state passes, 0 = picked
-  // by the sizes (16, 32 or 64 for dv = 128, 64 for dv = 64; 32 also allowed there); and the chunks'
-  // tiles in flight there, 0 = 2 (double buffering; 3 at dv = 128, where few CTAs run per SM and
-  // the next chunk's loads do not hide behind one chunk's work; the backward at 64 columns keeps
-  // 2). Benchmarks sweep both.
-  int state_cols = 0;
-  int state_stages = 0;
-  // wgmma kernels (sm_90a): -1 by the sizes (none: slower than the other kernels at every size,
-  // docs/gdn_kernels.md "The plan"), else bits: 1 the forward's output kernel (slower than
-  // mma.sync; an option with its tests), 2 the forward state pass (also the backward's
-  // recomputation of it), 4 the reverse state pass; 0 none.
-  int wgmma = -1;
-  // Kernels chasing the state passes (docs/gdn_kernels.md, "Running beside the chains"): the
-  // forward's output kernel and the backward's grad_qk are launched while the state pass before them runs (programmatic dependent
-  // launch); each CTA waits for its chunk's states and works beside the state pass's CTAs. -1: by
-  // the kernels (both at head dim 64 and where the state pass's CTAs leave half of the SMs free;
-  // the output kernel also beside the wgmma and column-warp forward passes), 0: off, 1: on. Not the
-  // wgmma output kernel (bit 1) or reverse pass (bit 4).
-  int overlap = -1;
-  // The column-warp state passes (kernels/cuda/gdn_tc_state_cw.cu): one warp per 16 columns of
-  // the state, kept transposed in its registers, and one warp copying the tiles.
-  // -1 picked by the sizes, else bits: 1 the forward state pass (also the backward's recomputation
-  // of it), 2 the reverse one; 0 none. A pass taken here is not the wgmma one (GdnCudaDims::wgmma's
-  // bit for it must be clear when both are given). colwarp_cols: columns per CTA, 16, 32 or 64;
-  // 0 picked by the sizes.
-  int colwarp = -1;
-  int colwarp_cols = 0;
-  // dv_local's work inside the reverse state pass (the dvl producer): the forward's output kernel
-  // saves M = lower(Q K^T o Gam) (bf16), and four more warps of the mma.sync reverse pass make
-  // dvl = M^T dO and dO o e^G a chunk ahead of the state's warps, in place of the dv_local kernel
-  // (the same bits). -1: by the sizes (head dim 128: at 16 or 32 columns where the state pass leaves
-  // half of the SMs to the chasing kernels, and at 64 columns), 0: off, 1: on (head dim 128,
-  // the mma.sync output kernel and reverse pass, at 16 or 32 columns with 3 stages or at 64
-  // columns, which run 2).
-  int dvl_fused = -1;
-  // prep beside the forward state pass: the mma.sync state pass is launched first and waits for each chunk's G, W and U; prep runs beside it chunk by chunk (launched after
-  // it), then the output kernel chasing it. The same bits. -1: by the sizes (head dim 128 with few
-  // heads: the state pass at 16 or 32 columns a CTA, on at most half of the SMs, its output kernel
-  // chasing it), 0: off, 1: on (the mma.sync output kernel and forward state pass, chasing, on at
-  // most half of the SMs). Under a profiler that runs kernels one at a time (ncu) set 0: the state
-  // pass would wait for prep, launched after it, and stops with a message.
-  int chase_prep = -1;
-  // grad_qk persistent where it chases the reverse state pass: one CTA a SM taking chunks in the
-  // chasing order (by an atomic ticket: the order only, each chunk's sums are its own, so the same
-  // bits) and copying the next chunk's Q, K and dO during this one's products. -1: by the sizes
-  // (head dim 128 with the reverse pass at 32 columns a CTA: 9 to 16 heads on 132 SMs), 0: off,
-  // 1: on (head dim 128, grad_qk chasing).
-  int qk_persist = -1;
 };
 
 struct GdnCudaForwardParams {
@@ -90,7 +43,7 @@ struct GdnCudaForwardParams {
   float* S_out = nullptr;       // null: final state not wanted
   // Optional, gdn_chunk_saved_bytes(dims) bytes of device memory (256-byte aligned) where the
   // forward leaves what its backward needs (the WY factors and the state entering each chunk; at
-  // head dim 128 also M = lower(Q K^T o Gam) for dvl_fused),
+  // head dim 128 also M = lower(Q K^T o Gam) for the reverse state pass),
   // so that gdn_chunk_backward_cuda can skip recomputing them. null: a temporary workspace.
   void* saved = nullptr;
   // Optional, all four or none: the l2norms of q and k taken here too. q and k are then their

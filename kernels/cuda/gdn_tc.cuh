@@ -663,12 +663,13 @@ struct TcTimelineScope {  // not built: nothing
 // every sum unchanged and make G[63] = G[n - 1]).
 struct TcArgs {
   int64_t B = 0, T = 0, Hk = 0, Hv = 0, NC = 0;
-  int state_cols = 0;    // columns of S per CTA of the state passes (tc_state_config)
-  int state_stages = 2;  // chunks' tiles in flight in the state passes (tc_state_config)
-  int wgmma = 0;         // GdnCudaDims::wgmma
-  int colwarp = 0;       // GdnCudaDims::colwarp (bits: 1 forward, 2 reverse)
+  // the plan's choices (kernels/cuda/gdn_plan.h, GdnPlan: the fields of the same names)
+  int state_cols = 0;    // columns of S per CTA of the mma.sync state passes
+  int state_stages = 2;  // chunks' tiles in flight in the mma.sync state passes
+  int wgmma = 0;         // bits: 1 the output kernel, 2 the forward state pass, 4 the reverse one
+  int colwarp = 0;       // bits: 1 forward, 2 reverse
   int colwarp_cols = 0;  // columns per CTA of the column-warp passes
-  int sms = 132;         // the device's SMs (tc_state_config, read at head dim 128)
+  int sms = 132;         // the SM count the kernels assume
   // A kernel chasing the state pass before it (GdnCudaDims::overlap: the forward's output kernel,
   // the backward's grad_qk): ready[ch] counts the state pass's CTAs (ready_count per head) that have
   // written chunk ch's states (S and V'; dS' and dV'). null: no chase.
@@ -999,14 +1000,6 @@ void tc_launch_chunks(Kernel kernel, const TcArgs& a, int threads, size_t smem, 
   DT_GDN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a), op);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
-
-// Columns of S per CTA of the state passes and the chunks in flight there (TcArgs::state_cols,
-// state_stages), from GdnCudaDims::state_cols / state_stages or the sizes: every CTA of a head
-// reloads the chunk's W, K (and Q) tiles, so wide tiles move fewer bytes, but 16-column tiles when
-// batch x heads cannot fill the GPU with 32-column ones. A combination without a kernel is an error.
-void tc_state_config(const GdnCudaDims& d, TcArgs& a);
-// Whether a state pass of `cols` columns a CTA leaves at least half of the SMs to a kernel chasing it.
-bool tc_chase_beside(const TcArgs& a, int D, int cols);
 
 // Raises a kernel's dynamic shared-memory limit (needed above 48 KB) before its launch.
 template <class Kernel>

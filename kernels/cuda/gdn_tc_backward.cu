@@ -952,7 +952,7 @@ void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   if (a.colwarp & 2) return tc_state_backward_cw(a, D, s, op);
   if (a.wgmma & 4) return tc_state_backward_wg(a, D, s, op);
-  // (D, columns, stages) as tc_state_config checked them; 64 columns of 128 run 2 stages here (the
+  // (D, columns, stages) as the plan (gdn_plan.h) chose them; 64 columns of 128 run 2 stages here (the
   // third would not fit in shared memory).
   const bool s3 = a.state_stages == 3;
   if (a.dvl_fused)  // head dim 128; 16 or 32 columns with 3 stages, 64 with 2 (tc_inputs checked)

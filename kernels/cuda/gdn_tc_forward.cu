@@ -663,7 +663,7 @@ void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   if (a.colwarp & 1) return tc_state_forward_cw(a, D, s, op);
   if (a.wgmma & 2) return tc_state_forward_wg(a, D, s, op);
-  // (D, columns, stages) as tc_state_config checked them.
+  // (D, columns, stages) as the plan (gdn_plan.h) chose them.
   const bool s3 = a.state_stages == 3;
   if (D == 64) a.state_cols == 64 ? state_forward_d<64, 64>(a, s, op) : state_forward_d<64, 32>(a, s, op);
   else if (a.state_cols == 16) s3 ? state_forward_d<128, 16, 3>(a, s, op) : state_forward_d<128, 16>(a, s, op);

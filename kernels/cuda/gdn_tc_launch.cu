@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/gdn_plan.h"
 #include "kernels/cuda/gdn_tc.cuh"
 
 namespace dt {
@@ -13,24 +14,6 @@ namespace dt {
 using namespace gdn_cuda;
 
 namespace {
-
-// The tensor-core kernels are built for dk = dv in {64, 128} and chunk 64 (their speed matters
-// there); every other case (small or unequal head dims, other chunks) runs the fp32 SIMT kernels.
-bool tc_dims(const GdnCudaDims& d) { return d.dk == d.dv && (d.dk == 64 || d.dk == 128); }
-
-bool use_tensor_cores(const GdnCudaDims& d, const char* op) {
-  if (d.impl == GdnCudaImpl::kSimt) return false;
-  if (d.impl == GdnCudaImpl::kTensorCore) {
-    DT_CHECK(d.chunk == kC, "{}: the tensor-core kernels take chunk {}, got {} (use GdnCudaImpl::kSimt for others)",
-             op, kC, d.chunk);
-    DT_CHECK(tc_dims(d),
-             "{}: the tensor-core kernels take dk = dv in {{64, 128}}, got dk = {}, dv = {} (use GdnCudaImpl::kSimt "
-             "or kAuto for others)",
-             op, d.dk, d.dv);
-    return true;
-  }
-  return d.chunk == kC && tc_dims(d);
-}
 
 template <class P>
 void take(P*& p, int64_t bytes, char* base, int64_t& off) {
@@ -84,59 +67,16 @@ bool aligned(const void* p, int64_t ld, int bytes) {
 
 TcTimeline g_timeline;  // gdn_cuda_timeline
 
-TcArgs tc_inputs(const GdnCudaDims& d, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t ld_q,
-                 int64_t ld_k, int64_t ld_v, const float* g, const float* beta, const float* S0) {
+// The tensor-core kernels' arguments: the sizes, the plan's choices and the inputs.
+TcArgs tc_inputs(const GdnCudaDims& d, const GdnPlan& plan, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                 int64_t ld_q, int64_t ld_k, int64_t ld_v, const float* g, const float* beta, const float* S0) {
   TcArgs a;
   a.tl = g_timeline;
   a.B = d.B, a.T = d.T, a.Hk = d.Hk, a.Hv = d.Hv, a.NC = (d.T + kC - 1) / kC;
-  tc_state_config(d, a);
-  DT_CHECK(d.wgmma >= -1 && d.wgmma <= 7,
-           "gdn_chunk: wgmma must be -1 (by the sizes) or 0..7 (bits: 1 the output kernel, 2 the forward state pass, 4 "
-           "the reverse one), got {}",
-           d.wgmma);
-  // By the sizes (docs/gdn_kernels.md, "The plan"): where the mma.sync state passes would take 64
-  // columns (head dim 128, enough heads to fill the GPU), the forward one is the column-warp pass
-  // at 64 columns, faster there than the mma.sync and wgmma passes. The column-warp reverse pass is
-  // slower there, and both are slower at 16 and 32 columns, where one warp per scheduler issues
-  // the chain.
-  const bool by_sizes = d.dk == 128 && d.state_cols == 0 && d.state_stages == 0 && a.state_cols == 64;
-  a.wgmma = d.wgmma >= 0 ? d.wgmma : 0;
-  DT_CHECK(d.colwarp >= -1 && d.colwarp <= 3,
-           "gdn_chunk: colwarp must be -1 (by the sizes) or 0..3 (bits: 1 the forward state pass, 2 the reverse one), "
-           "got {}",
-           d.colwarp);
-  DT_CHECK(d.colwarp_cols == 0 || d.colwarp_cols == 16 || d.colwarp_cols == 32 || d.colwarp_cols == 64,
-           "gdn_chunk: colwarp_cols must be 0 (by the sizes), 16, 32 or 64, got {}", d.colwarp_cols);
-  a.colwarp = d.colwarp >= 0 ? d.colwarp : (by_sizes && !(a.wgmma & 2) ? 1 : 0);
-  // A state pass is taken by one kernel: wgmma bits 2 / 4 and colwarp bits 1 / 2 name the same passes.
-  DT_CHECK(d.wgmma < 0 || d.colwarp < 0 || !((d.wgmma >> 1) & d.colwarp),
-           "gdn_chunk: wgmma {} and colwarp {} both pick the {} state pass; clear one of the two bits", d.wgmma,
-           d.colwarp, (d.wgmma >> 1) & d.colwarp & 1 ? "forward" : "reverse");
-  a.wgmma &= ~(a.colwarp << 1);
-  a.colwarp_cols = d.colwarp_cols ? d.colwarp_cols : by_sizes ? 64 : 32;
-  DT_CHECK(d.overlap >= -1 && d.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
-           d.overlap);
-  // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused): by the sizes at 16 or 32
-  // columns where that pass leaves half of the SMs to grad_qk, and at 64 columns, where it fills
-  // the GPU or leaves half of the SMs to grad_qk (17 to 33 heads): it slows the chain less than
-  // dv_local's kernel takes on every SM (docs/gdn_kernels.md, "The plan"). Where the kernels it
-  // needs are not the ones taken, 1 is refused.
-  DT_CHECK(d.dvl_fused >= -1 && d.dvl_fused <= 1,
-           "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.dvl_fused);
-  DT_CHECK(d.chase_prep >= -1 && d.chase_prep <= 1,
-           "gdn_chunk: chase_prep must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.chase_prep);
-  DT_CHECK(d.qk_persist >= -1 && d.qk_persist <= 1,
-           "gdn_chunk: qk_persist must be -1 (by the sizes), 0 (off) or 1 (on), got {}", d.qk_persist);
-  // (the reverse pass at 64 columns runs 2 stages whatever state_stages says: tc_state_backward)
-  const bool fusable = d.dk == 128 && !(a.colwarp & 2) && !(a.wgmma & 5) &&
-                       ((a.state_cols <= 32 && a.state_stages == 3) || a.state_cols == 64);
-  DT_CHECK(d.dvl_fused != 1 || fusable,
-           "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, and 16 or 32 "
-           "columns with 3 stages or 64 columns; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set "
-           "dvl_fused to -1 or 0)",
-           d.dk, a.wgmma, a.colwarp, a.state_cols, a.state_stages);
-  a.dvl_fused = d.dvl_fused == 1 ||
-                (d.dvl_fused == -1 && fusable && (a.state_cols == 64 || tc_chase_beside(a, 128, a.state_cols)));
+  a.sms = plan.sms;
+  a.state_cols = plan.state_cols, a.state_stages = plan.state_stages;
+  a.wgmma = plan.wgmma, a.colwarp = plan.colwarp, a.colwarp_cols = plan.colwarp_cols;
+  a.dvl_fused = plan.dvl_fused;
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
   a.vec_in = aligned(q, ld_q, 16) && aligned(k, ld_k, 16) && aligned(v, ld_v, 16);
@@ -217,77 +157,58 @@ void check_l2norm_params(const GdnCudaForwardParams& p, const char* op) {
 
 }  // namespace
 
-namespace gdn_cuda {
-
-void tc_state_config(const GdnCudaDims& d, TcArgs& a) {
-  // 3 stages at dv = 128, where one CTA a SM cannot hide the next chunk's loads behind another
-  // CTA's work; 2 at dv = 64, where a third costs a CTA a SM (docs/gdn_kernels.md, "The plan").
-  a.state_stages = d.state_stages == 0 ? (d.dk == 128 ? 3 : 2) : d.state_stages;
-  DT_CHECK(a.state_stages == 2 || (a.state_stages == 3 && d.dk == 128),
-           "gdn_chunk: state_stages {} is not available for head dim {} (2 everywhere, 3 at head dim 128)",
-           d.state_stages, d.dk);
-  if (d.dk == 128) {  // the tiles and the chasing kernels go by the SMs there (head dim 64: one CTA a head)
-    int dev = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&a.sms, cudaDevAttrMultiProcessorCount, dev);
-  }
-  if (d.state_cols != 0) {
-    DT_CHECK(d.dk == 64 ? (d.state_cols == 32 || d.state_cols == 64)
-                        : (d.state_cols == 16 || d.state_cols == 32 || d.state_cols == 64),
-             "gdn_chunk: state_cols {} is not available for head dim {} (64: 32 or 64; 128: 16, 32 or 64)",
-             d.state_cols, d.dk);
-    a.state_cols = d.state_cols;
-    return;
-  }
-  // By the sizes (docs/gdn_kernels.md, "The plan"): dv = 64, one 64-column CTA a head (faster than
-  // two of 32 since the forward pass multiplies S and D o V' in plain bf16). dv = 128: the narrowest
-  // tiles whose CTAs (8 a head at 16 columns, 4 at 32, 2 at 64) leave at least half of the SMs to
-  // the kernels chasing the state passes (tc_chase_beside), which then run beside the chains; with
-  // more heads 64 columns (one wave), the chasers beside only the column-warp forward pass.
-  if (d.dk == 64) {
-    a.state_cols = 64;
-    return;
-  }
-  const int64_t heads = d.B * d.Hv;
-  a.state_cols = 16 * heads <= a.sms ? 16 : 8 * heads <= a.sms ? 32 : 64;
+GdnDevice gdn_current_device() {
+  GdnDevice device;
+  int dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&device.sms, cudaDevAttrMultiProcessorCount, dev);
+  return device;
 }
 
-bool tc_chase_beside(const TcArgs& a, int D, int cols) { return 2 * a.B * a.Hv * (D / cols) <= a.sms; }
-
-}  // namespace gdn_cuda
-
 int64_t gdn_chunk_forward_workspace_bytes(const GdnCudaDims& d) {
-  if (!use_tensor_cores(d, "gdn_chunk_forward_workspace_bytes")) return chunk_workspace_bytes_simt(d, false);
+  if (!plan_gdn(d, gdn_current_device()).tensor_cores) return chunk_workspace_bytes_simt(d, false);
   TcArgs a;
   return tc_saved_layout(a, d, nullptr);
 }
 
-int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved) {
-  if (!use_tensor_cores(d, "gdn_chunk_backward_workspace_bytes")) return chunk_workspace_bytes_simt(d, true);
-  TcArgs a = tc_inputs(d, nullptr, nullptr, nullptr, 0, 0, 0, nullptr, nullptr, nullptr);  // the kernels' choices
+int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, const GdnPlan& plan, bool with_saved) {
+  if (!plan.tensor_cores) return chunk_workspace_bytes_simt(d, true);
+  TcArgs a = tc_inputs(d, plan, nullptr, nullptr, nullptr, 0, 0, 0, nullptr, nullptr, nullptr);
   return (with_saved ? 0 : tc_saved_layout(a, d, nullptr)) + tc_backward_layout(a, d, nullptr);
 }
 
+int64_t gdn_chunk_backward_workspace_bytes(const GdnCudaDims& d, bool with_saved) {
+  return gdn_chunk_backward_workspace_bytes(d, plan_gdn(d, gdn_current_device()), with_saved);
+}
+
 int64_t gdn_chunk_saved_bytes(const GdnCudaDims& d) {
-  if (!use_tensor_cores(d, "gdn_chunk_saved_bytes")) return 0;
+  if (!plan_gdn(d, gdn_current_device()).tensor_cores) return 0;
   TcArgs a;
   return tc_saved_layout(a, d, nullptr);
+}
+
+void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
+  gdn_chunk_forward_cuda(p, plan_gdn(p.dims, gdn_current_device()), stream);
+}
+
+void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
+  gdn_chunk_backward_cuda(p, plan_gdn(p.dims, gdn_current_device()), stream);
 }
 
 // Forward: prep (G, W, U), the state pass (S and V' per chunk, S_out), the output kernel (o), all
 // in the saved buffer when given, else in a temporary one.
-void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
+void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, const GdnPlan& plan, void* stream) {
   const char* op = "gdn_chunk_forward_cuda";
   auto s = static_cast<cudaStream_t>(stream);
   check_l2norm_params(p, op);
-  const bool tc = use_tensor_cores(p.dims, op);
+  const bool tc = plan.tensor_cores;
   if (p.q_hat && (!tc || p.dims.Hv != p.dims.Hk)) {
     const GdnCudaForwardParams c = l2norms_first(p, s);
-    return tc ? gdn_chunk_forward_cuda(c, stream) : chunk_forward_simt(c, s);
+    return tc ? gdn_chunk_forward_cuda(c, plan, stream) : chunk_forward_simt(c, s);
   }
   if (!tc) return chunk_forward_simt(p, s);
   check_forward_params(p, op);
   const GdnCudaDims& d = p.dims;
-  TcArgs a = tc_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
+  TcArgs a = tc_inputs(d, plan, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
   if (p.q_hat) {  // taken on load: prep normalises K, the output kernel Q
     a.q_hat = p.q_hat, a.k_hat = p.k_hat, a.ld_hat = p.ld_hat, a.q_r = p.q_rnorm, a.k_r = p.k_rnorm;
     a.q_scale = p.q_scale, a.k_scale = p.k_scale;
@@ -311,31 +232,14 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
     a.vec_in = a.vec_in && aligned(a.k_hat, a.ld_hat, 16);
     a.k = a.k_hat, a.ld_k = a.ld_hat, a.k_hat = nullptr;
   }
-  // The output kernel chases the state pass (the mma.sync output kernel only): per chunk, a count of
-  // the state pass's CTAs of the head that have written its S and V', zeroed first. By default at
-  // head dim 64, beside the wgmma and column-warp passes, and where the state pass leaves half of
-  // the SMs free (tc_chase_beside). Not beside an mma.sync pass whose CTAs fill every SM (tiles
-  // narrower than the sizes pick), which it slows more than it gains.
+  // The output kernel chasing the state pass: per chunk, a count of the state pass's CTAs of the
+  // head that have written its S and V', zeroed first.
   int* ready = a.ready;
   a.ready = nullptr;
-  const int cols = (a.colwarp & 1) ? a.colwarp_cols : (a.wgmma & 2) ? 64 : a.state_cols;
-  const bool chase = d.overlap == 1 || (d.overlap == -1 && (D == 64 || (a.wgmma & 2) || (a.colwarp & 1) ||
-                                                            tc_chase_beside(a, D, cols)));
-  if (chase && !(a.wgmma & 1)) start_counts(a, ready, D / cols, s, op);
-  // prep beside the mma.sync state pass (GdnCudaDims::chase_prep; docs/gdn_kernels.md, "Running
-  // beside the chains"): by the sizes at head dim 128 where the output kernel chases a state pass of
-  // 16 or 32 columns a CTA, that is few heads (16 or fewer on 132 SMs) beside a long chain, where
-  // prep's CTAs find room beside it. 1 is refused where those kernels are not the ones taken. (The
-  // emulator, DT_GDN_EMULATED, runs kernels one after another: prep first there.)
-  const bool mma_sync = !(a.wgmma & 3) && !(a.colwarp & 1), beside = tc_chase_beside(a, D, cols);
-  DT_CHECK(d.chase_prep != 1 || (mma_sync && beside && a.ready),
-           "{}: chase_prep 1 takes the mma.sync output kernel and forward state pass, chasing (overlap -1 or 1), on "
-           "at most half of the SMs; got wgmma {}, colwarp {}, overlap {}, {} state-pass CTAs for {} SMs (set "
-           "chase_prep to -1 or 0)",
-           op, a.wgmma, a.colwarp, d.overlap, d.B * d.Hv * (D / cols), a.sms);
-  bool feed = (d.chase_prep == 1 || (d.chase_prep == -1 && D == 128 && beside && cols <= 32)) && mma_sync && a.ready;
+  if (plan.chase_output) start_counts(a, ready, D / plan.fwd_cols, s, op);
+  bool feed = plan.prep_beside;
 #ifdef DT_GDN_EMULATED
-  feed = false;
+  feed = false;  // the emulator runs kernels one after another: prep first there
 #endif
   if (feed) {
     // The state pass first, then prep and the output kernel, each by programmatic dependent launch
@@ -356,17 +260,17 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
 }
 
-void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
+void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, const GdnPlan& plan, void* stream) {
   const char* op = "gdn_chunk_backward_cuda";
   auto s = static_cast<cudaStream_t>(stream);
-  if (!use_tensor_cores(p.dims, op)) {
+  if (!plan.tensor_cores) {
     chunk_backward_simt(p, s);
     if (p.q_rnorm) l2norm_backward_after(p, s);
     return;
   }
   check_backward_params(p, op);
   const GdnCudaDims& d = p.dims;
-  TcArgs a = tc_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
+  TcArgs a = tc_inputs(d, plan, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta, p.S0);
   a.d_o = p.d_o, a.ld_do = p.ld_do, a.dS_out = p.dS_out;
   a.vec_in = a.vec_in && aligned(p.d_o, p.ld_do, 16);
   a.dq = p.dq, a.dk = p.dk, a.dv = p.dv, a.ld_dq = p.ld_dq, a.ld_dk = p.ld_dk, a.ld_dv = p.ld_dv;
@@ -378,21 +282,7 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
   if (norm_in_kernel) a.q_rnorm = p.q_rnorm, a.k_rnorm = p.k_rnorm, a.q_scale = p.q_scale, a.k_scale = p.k_scale;
   const int D = static_cast<int>(d.dk);
   if (p.saved) check_saved(p.saved, op);
-  // grad_qk chases the reverse state pass (not the wgmma one): per chunk, a count of the state pass's
-  // CTAs of the head that have written its dS' and dV', zeroed first. By default at head dim 64
-  // and where the state pass leaves half of the SMs free (tc_chase_beside); where its CTAs fill
-  // every SM, grad_qk has no room beside them.
-  const int cols = (a.colwarp & 2) ? a.colwarp_cols : a.state_cols;
-  const bool chase =
-      (d.overlap == 1 || (d.overlap == -1 && (D == 64 || tc_chase_beside(a, D, cols)))) && !(a.wgmma & 4);
-  // grad_qk persistent (GdnCudaDims::qk_persist): by the sizes at 32 columns, where grad_qk has more
-  // chunks than the free SMs finish during the chain (at 16 columns it is slower)
-  DT_CHECK(d.qk_persist != 1 || (chase && D == 128),
-           "{}: qk_persist 1 takes head dim 128 and grad_qk chasing the reverse state pass (overlap -1 where the "
-           "state pass leaves SMs free, or 1; not its wgmma version); got head dim {}, overlap {}, wgmma {} (set "
-           "qk_persist to -1 or 0)",
-           op, D, d.overlap, a.wgmma);
-  a.qk_persist = chase && D == 128 && (d.qk_persist == 1 || (d.qk_persist == -1 && cols == 32));
+  a.qk_persist = plan.qk_persist;
   // [saved part, unless given][backward part]
   const int64_t saved_bytes = p.saved ? 0 : tc_saved_layout(a, d, nullptr);
   char* temp = tc_alloc(saved_bytes + tc_backward_layout(a, d, nullptr), s, op);
@@ -411,8 +301,10 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream) {
     }
   }
   if (!a.dvl_fused) tc_dv_local(a, D, s, op);  // else the reverse state pass does its work
-  if (chase) {
-    start_counts(a, ready, D / cols, s, op);
+  if (plan.chase_grad_qk) {
+    // grad_qk chasing the reverse state pass: per chunk, a count of the state pass's CTAs of the
+    // head that have written its dS' and dV', zeroed first
+    start_counts(a, ready, D / plan.bwd_cols, s, op);
     // its ticket, zeroed before the state pass (a memset between the pass and grad_qk would wait for
     // the whole pass, and grad_qk would not chase it)
     if (a.qk_persist) DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.qk_ticket, 0, 4, s), op);

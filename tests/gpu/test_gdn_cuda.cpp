@@ -28,6 +28,7 @@
 #include "core/dtype.h"
 #include "kernels/fill.h"
 #include "kernels/cuda/gdn_wgmma_check.h"
+#include "kernels/cuda/gdn_plan.h"
 #include "kernels/gdn_cuda.h"
 #include "kernels/ops.h"
 
@@ -180,8 +181,8 @@ std::vector<T> download(const DevBuf& d, size_t n, size_t off = 0) {
   return h;
 }
 
-// The kernels' options (GdnCudaDims's fields other than the sizes); the defaults are the ops': kAuto,
-// every choice by the sizes.
+// The kernels' options (the impl and the plan's forced choices, GdnPlanForcing in
+// kernels/cuda/gdn_plan.h); the defaults are the ops': kAuto, every choice by plan_gdn.
 struct Kernels {
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
   int state_cols = 0, state_stages = 0, wgmma = -1, overlap = -1, colwarp = -1, colwarp_cols = 0, dvl_fused = -1;
@@ -213,9 +214,12 @@ void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_out, cons
   auto ld = [](const Tensor& t) { return t.size(1) > 1 ? t.stride[1] : t.stride[0]; };
   GdnCudaDims d;
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
-  d.chunk = 64, d.impl = kn.impl, d.state_cols = kn.state_cols, d.state_stages = kn.state_stages, d.wgmma = kn.wgmma;
-  d.overlap = kn.overlap, d.colwarp = kn.colwarp, d.colwarp_cols = kn.colwarp_cols, d.dvl_fused = kn.dvl_fused;
-  d.chase_prep = kn.chase_prep, d.qk_persist = kn.qk_persist;
+  d.chunk = 64, d.impl = kn.impl;
+  GdnPlanForcing force;
+  force.state_cols = kn.state_cols, force.state_stages = kn.state_stages, force.wgmma = kn.wgmma;
+  force.overlap = kn.overlap, force.colwarp = kn.colwarp, force.colwarp_cols = kn.colwarp_cols;
+  force.dvl_fused = kn.dvl_fused, force.chase_prep = kn.chase_prep, force.qk_persist = kn.qk_persist;
+  const GdnPlan plan = plan_gdn_for_testing(d, gdn_current_device(), force);
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);
   f.g = f32(g), f.beta = f32(beta), f.S0 = f32(S0), f.o = bits(o), f.ld_o = ld(o), f.S_out = f32(S_out);
@@ -226,14 +230,14 @@ void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_out, cons
     upload(*saved_buf, std::vector<uint8_t>(n_saved, 0xFF));  // NaN as bf16 and as fp32
     f.saved = saved_buf->p;
   }
-  gdn_chunk_forward_cuda(f, stream);
+  gdn_chunk_forward_cuda(f, plan, stream);
   GdnCudaBackwardParams b;
   b.dims = d, b.q = f.q, b.k = f.k, b.v = f.v, b.ld_q = f.ld_q, b.ld_k = f.ld_k, b.ld_v = f.ld_v;
   b.g = f.g, b.beta = f.beta, b.S0 = f.S0, b.d_o = bits(d_o), b.ld_do = ld(d_o), b.dS_out = f32(dS_out);
   b.dq = bits(dq), b.dk = bits(dk), b.dv = bits(dv), b.ld_dq = ld(dq), b.ld_dk = ld(dk), b.ld_dv = ld(dv);
   b.dg = f32(dg), b.dbeta = f32(dbeta), b.dS0 = f32(dS0);
   b.saved = f.saved;
-  gdn_chunk_backward_cuda(b, stream);
+  gdn_chunk_backward_cuda(b, plan, stream);
   if (n_saved > 0) {  // saved_buf is freed at the end of this scope
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
@@ -939,14 +943,12 @@ TEST(GdnCuda, RejectsHeadDimsTheKernelsDoNotTake) {
   f.g = f.beta = static_cast<const float*>(gb.p), f.o = static_cast<uint16_t*>(ob.p), f.ld_o = 32;
   EXPECT_THROW(gdn_chunk_forward_cuda(f, nullptr), Error);
   // State-pass tiles or stages without a kernel: the message names the valid ones.
-  DevBuf q64(8 * 64 * 2), o64(8 * 64 * 2);
   f.dims.dk = f.dims.dv = 64;
-  f.q = f.k = f.v = static_cast<const uint16_t*>(q64.p), f.ld_q = f.ld_k = f.ld_v = 64;
-  f.o = static_cast<uint16_t*>(o64.p), f.ld_o = 64;
   for (auto [cols, stages] : {std::pair<int, int>{16, 0}, {0, 3}, {0, 4}}) {
-    f.dims.state_cols = cols, f.dims.state_stages = stages;
+    GdnPlanForcing force;
+    force.state_cols = cols, force.state_stages = stages;
     try {
-      gdn_chunk_forward_cuda(f, nullptr);
+      plan_gdn_for_testing(f.dims, gdn_current_device(), force);
       FAIL() << "state_cols " << cols << ", state_stages " << stages << " accepted at head dim 64";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("is not available for head dim 64"), std::string::npos) << e.what();

@@ -23,7 +23,7 @@ for f in gdn_chunk gdn_tc_forward gdn_tc_backward gdn_tc_launch gdn_norm gdn_poi
 done
 FLAGS="-std=c++20 -O2 -g -pthread -Wno-unknown-pragmas -I $HERE/include -I $R"
 pids=()
-for f in "$B"/src/*.cpp "$HERE/emu.cpp" "$HERE/main.cpp"; do
+for f in "$B"/src/*.cpp "$R/kernels/cuda/gdn_plan.cpp" "$HERE/emu.cpp" "$HERE/main.cpp"; do
   g++ $FLAGS -c "$f" -o "$B/obj/$(basename "$f" .cpp).o" &
   pids+=($!)
 done

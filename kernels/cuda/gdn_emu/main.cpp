@@ -16,6 +16,7 @@
 #include "kernels/cpu/gdn_gates.h"
 #include "core/error.h"
 #include "kernels/gdn_cuda.h"
+#include "kernels/cuda/gdn_plan.h"
 #include "kernels/cuda/gdn_wgmma_check.h"
 
 using namespace dt;
@@ -97,8 +98,11 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   for (size_t i = 0; i < q.size(); ++i) qb[i] = f2b(q[i]), kb[i] = f2b(k[i]);
   for (size_t i = 0; i < v.size(); ++i) vb[i] = f2b(v[i]), dOb[i] = f2b(dO[i]);
   GdnCudaForwardParams fp;
-  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl, fp.dims.state_cols = c.cols; fp.dims.state_stages = c.stages; fp.dims.wgmma = c.wgmma;
-  fp.dims.colwarp = c.colwarp, fp.dims.colwarp_cols = c.cw_cols, fp.dims.dvl_fused = c.dvl, fp.dims.qk_persist = c.persist;
+  fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl;
+  GdnPlanForcing force;
+  force.state_cols = c.cols, force.state_stages = c.stages, force.wgmma = c.wgmma;
+  force.colwarp = c.colwarp, force.colwarp_cols = c.cw_cols, force.dvl_fused = c.dvl, force.qk_persist = c.persist;
+  const GdnPlan plan = plan_gdn_for_testing(fp.dims, gdn_current_device(), force);
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(&qkv[r * W], &qb[r * Hk * D], Hk * D * 2);
@@ -113,13 +117,13 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   const float nanf = std::nanf("");
   std::vector<float> So(B * Hv * D * Dv, nanf), dgo(rows * Hv, nanf), dbo(rows * Hv, nanf), dS0o(B * Hv * D * Dv, nanf);
   fp.g = g.data(), fp.beta = beta.data(), fp.S0 = c.S0 ? S0.data() : nullptr, fp.o = ob.data(), fp.ld_o = Hv * Dv, fp.S_out = So.data();
-  gdn_chunk_forward_cuda(fp, nullptr);
+  gdn_chunk_forward_cuda(fp, plan, nullptr);
   GdnCudaBackwardParams bp;
   bp.dims = fp.dims, bp.q = fp.q, bp.k = fp.k, bp.v = fp.v, bp.ld_q = fp.ld_q, bp.ld_k = fp.ld_k, bp.ld_v = fp.ld_v;
   bp.g = fp.g, bp.beta = fp.beta, bp.S0 = fp.S0, bp.d_o = dOb.data(), bp.ld_do = Hv * Dv, bp.dS_out = c.dS ? dSo.data() : nullptr;
   bp.dq = dqb.data(), bp.dk = dkb.data(), bp.dv = dvb.data(), bp.ld_dq = bp.ld_dk = Hk * D, bp.ld_dv = Hv * Dv;
   bp.dg = dgo.data(), bp.dbeta = dbo.data(), bp.dS0 = dS0o.data();
-  gdn_chunk_backward_cuda(bp, nullptr);
+  gdn_chunk_backward_cuda(bp, plan, nullptr);
   // The forward's saved buffer handed to the backward must give the same bits as recomputing it.
   if (const int64_t sb = gdn_chunk_saved_bytes(fp.dims); sb > 0) {
     std::vector<uint8_t> saved_mem(sb + 256, 0xFF);
@@ -128,11 +132,11 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
     std::vector<float> dg2(dgo.size(), nanf), db2(dbo.size(), nanf), dS02(dS0o.size(), nanf);
     GdnCudaForwardParams f2 = fp;
     f2.o = o2.data(), f2.S_out = nullptr, f2.saved = saved;
-    gdn_chunk_forward_cuda(f2, nullptr);
+    gdn_chunk_forward_cuda(f2, plan, nullptr);
     GdnCudaBackwardParams b2 = bp;
     b2.dq = dq2.data(), b2.dk = dk2.data(), b2.dv = dv2.data(), b2.dg = dg2.data(), b2.dbeta = db2.data(), b2.dS0 = dS02.data();
     b2.saved = saved;
-    gdn_chunk_backward_cuda(b2, nullptr);
+    gdn_chunk_backward_cuda(b2, plan, nullptr);
     const bool same = o2 == ob && dq2 == dqb && dk2 == dkb && dv2 == dvb &&
                       std::memcmp(dg2.data(), dgo.data(), dg2.size() * 4) == 0 &&
                       std::memcmp(db2.data(), dbo.data(), db2.size() * 4) == 0 &&
@@ -145,10 +149,10 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
     std::vector<float> dg3(dgo.size(), nanf), db3(dbo.size(), nanf), dS03(dS0o.size(), nanf);
     GdnCudaForwardParams f3 = fp;
     f3.o = o3.data() + 2, f3.S_out = nullptr;
-    gdn_chunk_forward_cuda(f3, nullptr);
+    gdn_chunk_forward_cuda(f3, plan, nullptr);
     GdnCudaBackwardParams b3 = bp;
     b3.dq = dq3.data() + 2, b3.dk = dk3.data() + 2, b3.dv = dv3.data() + 2, b3.dg = dg3.data(), b3.dbeta = db3.data(), b3.dS0 = dS03.data();
-    gdn_chunk_backward_cuda(b3, nullptr);
+    gdn_chunk_backward_cuda(b3, plan, nullptr);
     auto eq = [](const std::vector<uint16_t>& x, const std::vector<uint16_t>& want) { return std::equal(want.begin(), want.end(), x.begin() + 2); };
     const bool same = eq(o3, ob) && eq(dq3, dqb) && eq(dk3, dkb) && eq(dv3, dvb) && std::memcmp(dg3.data(), dgo.data(), dg3.size() * 4) == 0 &&
                       std::memcmp(db3.data(), dbo.data(), db3.size() * 4) == 0;
@@ -159,9 +163,10 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
     std::vector<uint16_t> dq2(dqb.size(), 0xFFFF), dk2(dkb.size(), 0xFFFF), dv2(dvb.size(), 0xFFFF);
     std::vector<float> dg2(dgo.size(), nanf), db2(dbo.size(), nanf), dS02(dS0o.size(), nanf);
     GdnCudaBackwardParams b2 = bp;
-    b2.dims.dvl_fused = 0;
+    GdnPlanForcing unfused = force;
+    unfused.dvl_fused = 0;
     b2.dq = dq2.data(), b2.dk = dk2.data(), b2.dv = dv2.data(), b2.dg = dg2.data(), b2.dbeta = db2.data(), b2.dS0 = dS02.data();
-    gdn_chunk_backward_cuda(b2, nullptr);
+    gdn_chunk_backward_cuda(b2, plan_gdn_for_testing(b2.dims, gdn_current_device(), unfused), nullptr);
     const bool same = dq2 == dqb && dk2 == dkb && dv2 == dvb && std::memcmp(dg2.data(), dgo.data(), dg2.size() * 4) == 0 &&
                       std::memcmp(db2.data(), dbo.data(), db2.size() * 4) == 0 &&
                       std::memcmp(dS02.data(), dS0o.data(), dS02.size() * 4) == 0;
@@ -195,7 +200,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
     f4.q = xq.data(), f4.k = xk.data(), f4.ld_q = f4.ld_k = Hk * D, f4.o = o4.data(), f4.S_out = nullptr, f4.saved = nullptr;
     f4.q_hat = yq.data(), f4.k_hat = yk.data(), f4.ld_hat = Hk * D, f4.q_rnorm = rq4.data(), f4.k_rnorm = rk4.data();
     f4.q_scale = float(1 / std::sqrt(double(D))), f4.k_scale = 1.f;
-    gdn_chunk_forward_cuda(f4, nullptr);
+    gdn_chunk_forward_cuda(f4, plan, nullptr);
     std::vector<double> rq_want(rows * Hk), rk_want(rows * Hk);
     for (int64_t r = 0; r < rows * Hk; ++r) {
       double sq = 0, sk = 0;
@@ -222,7 +227,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
     GdnCudaBackwardParams b3 = bp;
     b3.dq = dq3.data(), b3.dk = dk3.data(), b3.dv = dv3.data(), b3.dg = dg3.data(), b3.dbeta = db3.data(), b3.dS0 = dS03.data();
     b3.q_rnorm = rq.data(), b3.k_rnorm = rk.data(), b3.q_scale = sq, b3.k_scale = 1.f;
-    gdn_chunk_backward_cuda(b3, nullptr);
+    gdn_chunk_backward_cuda(b3, plan, nullptr);
     auto want = [&](const std::vector<uint16_t>& y, int64_t ldy, const std::vector<uint16_t>& dy, const std::vector<float>& r, float s) {
       std::vector<double> dx(dy.size());
       for (int64_t row = 0; row < rows; ++row)
@@ -458,39 +463,37 @@ static void wgmma() {
   };
   expect("N 48", "N must be 16, 32, 64 or 128", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 48, 16, false, nullptr); });
   expect("K 24", "K must be a multiple of 16", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 64, 24, false, nullptr); });
-  // A one-chunk tensor-core forward with one field of its dims set out of range
+  // The plan for one chunk of the tensor-core kernels with one choice forced out of range
   auto forward_with = [](auto&& set) {
-    GdnCudaForwardParams f;
-    f.dims.B = 1, f.dims.T = 64, f.dims.Hk = f.dims.Hv = 1, f.dims.dk = f.dims.dv = 64;
-    f.dims.impl = GdnCudaImpl::kTensorCore;
-    set(f.dims);
-    std::vector<uint16_t> x(64 * 64);
-    std::vector<float> gb(64);
-    f.q = f.k = f.v = x.data(), f.ld_q = f.ld_k = f.ld_v = f.ld_o = 64, f.g = f.beta = gb.data(), f.o = x.data();
-    gdn_chunk_forward_cuda(f, nullptr);
+    GdnCudaDims d;
+    d.B = 1, d.T = 64, d.Hk = d.Hv = 1, d.dk = d.dv = 64;
+    d.impl = GdnCudaImpl::kTensorCore;
+    GdnPlanForcing f;
+    set(f);
+    plan_gdn_for_testing(d, gdn_current_device(), f);
   };
   expect("wgmma 8", "wgmma must be -1 (by the sizes) or 0..7",
-         [&] { forward_with([](GdnCudaDims& d) { d.wgmma = 8; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.wgmma = 8; }); });
   expect("overlap 2", "overlap must be -1 (the default), 0 (off) or 1 (on)",
-         [&] { forward_with([](GdnCudaDims& d) { d.overlap = 2; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.overlap = 2; }); });
   expect("colwarp 4", "colwarp must be -1 (by the sizes) or 0..3",
-         [&] { forward_with([](GdnCudaDims& d) { d.colwarp = 4; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp = 4; }); });
   expect("colwarp_cols 48", "colwarp_cols must be 0 (by the sizes), 16, 32 or 64",
-         [&] { forward_with([](GdnCudaDims& d) { d.colwarp_cols = 48; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp_cols = 48; }); });
   expect("wgmma 4 with colwarp 2", "both pick the reverse state pass",
-         [&] { forward_with([](GdnCudaDims& d) { d.wgmma = 4, d.colwarp = 2; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.wgmma = 4, d.colwarp = 2; }); });
   expect("dvl_fused 2", "dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on)",
-         [&] { forward_with([](GdnCudaDims& d) { d.dvl_fused = 2; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.dvl_fused = 2; }); });
   expect("dvl_fused 1 at head dim 64", "dvl_fused 1 takes head dim 128",
-         [&] { forward_with([](GdnCudaDims& d) { d.dvl_fused = 1; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.dvl_fused = 1; }); });
   expect("chase_prep 2", "chase_prep must be -1 (by the sizes), 0 (off) or 1 (on)",
-         [&] { forward_with([](GdnCudaDims& d) { d.chase_prep = 2; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 2; }); });
   expect("chase_prep 1 with colwarp 1", "chase_prep 1 takes the mma.sync output kernel and forward state pass",
-         [&] { forward_with([](GdnCudaDims& d) { d.chase_prep = 1, d.colwarp = 1; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1, d.colwarp = 1; }); });
   expect("chase_prep 1 with overlap 0", "chase_prep 1 takes the mma.sync output kernel and forward state pass",
-         [&] { forward_with([](GdnCudaDims& d) { d.chase_prep = 1, d.overlap = 0; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1, d.overlap = 0; }); });
   expect("qk_persist 2", "qk_persist must be -1 (by the sizes), 0 (off) or 1 (on)",
-         [&] { forward_with([](GdnCudaDims& d) { d.qk_persist = 2; }); });
+         [&] { forward_with([](GdnPlanForcing& d) { d.qk_persist = 2; }); });
 }
 
 int main(int argc, char** argv) {

@@ -1,0 +1,154 @@
+// plan_gdn: the kernel choices of the chunked gated delta rule on the GPU (kernels/cuda/gdn_plan.h;
+// the reasons: docs/gdn_kernels.md, "The plan").
+#include "kernels/cuda/gdn_plan.h"
+
+#include "core/error.h"
+
+namespace dt {
+
+namespace {
+
+constexpr int kChunk = 64;  // the tensor-core kernels' chunk
+
+// The tensor-core kernels are built for dk = dv in {64, 128} and chunk 64 (their speed matters
+// there); every other case (small or unequal head dims, other chunks) runs the fp32 SIMT kernels.
+bool tensor_cores(const GdnCudaDims& d) {
+  const bool dims = d.dk == d.dv && (d.dk == 64 || d.dk == 128);
+  if (d.impl == GdnCudaImpl::kSimt) return false;
+  if (d.impl == GdnCudaImpl::kTensorCore) {
+    DT_CHECK(d.chunk == kChunk,
+             "gdn_chunk: the tensor-core kernels take chunk {}, got {} (use GdnCudaImpl::kSimt for others)", kChunk,
+             d.chunk);
+    DT_CHECK(dims,
+             "gdn_chunk: the tensor-core kernels take dk = dv in {{64, 128}}, got dk = {}, dv = {} (use "
+             "GdnCudaImpl::kSimt or kAuto for others)",
+             d.dk, d.dv);
+    return true;
+  }
+  return d.chunk == kChunk && dims;
+}
+
+// Whether a state pass of `cols` columns a CTA (D / cols CTAs a head) leaves at least half of the
+// SMs to a kernel chasing it.
+bool beside(const GdnCudaDims& d, int sms, int cols) { return 2 * d.B * d.Hv * (d.dk / cols) <= sms; }
+
+}  // namespace
+
+GdnPlan plan_gdn(const GdnCudaDims& d, const GdnDevice& device) {
+  GdnPlan p;
+  p.tensor_cores = tensor_cores(d);
+  if (!p.tensor_cores) return p;
+  if (d.dk == 64) {
+    // One 64-column CTA a head (faster than two of 32: the forward pass multiplies S and D o V' in
+    // plain bf16), 2 stages (a third costs a CTA a SM); the output kernel and grad_qk chase the
+    // state passes.
+    p.state_cols = p.fwd_cols = p.bwd_cols = 64;
+    p.state_stages = 2;
+    p.chase_output = p.chase_grad_qk = true;
+    return p;
+  }
+  // Head dim 128: 3 stages (one CTA a SM cannot hide the next chunk's loads behind another CTA's
+  // work). The narrowest tiles whose CTAs (8 a head at 16 columns, 4 at 32, 2 at 64) leave at least
+  // half of the SMs to the kernels chasing the state passes; with more heads 64 columns (one wave).
+  p.sms = device.sms;
+  p.state_stages = 3;
+  const int64_t heads = d.B * d.Hv;
+  p.state_cols = 16 * heads <= p.sms ? 16 : 8 * heads <= p.sms ? 32 : 64;
+  p.fwd_cols = p.bwd_cols = p.state_cols;
+  if (p.state_cols == 64) {  // the column-warp forward pass, faster there than the mma.sync one
+    p.colwarp = 1;
+    p.colwarp_cols = 64;
+  }
+  p.dvl_fused = true;     // it slows the reverse chain less than dv_local's kernel takes on every SM
+  p.chase_output = true;  // beside the narrow tiles, and beside the column-warp pass
+  p.prep_beside = p.state_cols <= 32;  // few heads beside a long chain: prep's CTAs find room beside it
+  p.chase_grad_qk = beside(d, p.sms, p.state_cols);
+  p.qk_persist = p.state_cols == 32;  // more chunks than the free SMs finish during the chain
+  return p;
+}
+
+GdnPlan plan_gdn_for_testing(const GdnCudaDims& d, const GdnDevice& device, const GdnPlanForcing& f) {
+  GdnPlan p;
+  p.tensor_cores = tensor_cores(d);
+  if (!p.tensor_cores) return p;
+  const int D = static_cast<int>(d.dk);
+  p.state_stages = f.state_stages == 0 ? (D == 128 ? 3 : 2) : f.state_stages;
+  DT_CHECK(p.state_stages == 2 || (p.state_stages == 3 && D == 128),
+           "gdn_chunk: state_stages {} is not available for head dim {} (2 everywhere, 3 at head dim 128)",
+           f.state_stages, D);
+  if (D == 128) p.sms = device.sms;
+  if (f.state_cols != 0) {
+    DT_CHECK(D == 64 ? (f.state_cols == 32 || f.state_cols == 64)
+                     : (f.state_cols == 16 || f.state_cols == 32 || f.state_cols == 64),
+             "gdn_chunk: state_cols {} is not available for head dim {} (64: 32 or 64; 128: 16, 32 or 64)",
+             f.state_cols, D);
+    p.state_cols = f.state_cols;
+  } else {
+    p.state_cols = plan_gdn(d, device).state_cols;
+  }
+  DT_CHECK(f.wgmma >= -1 && f.wgmma <= 7,
+           "gdn_chunk: wgmma must be -1 (by the sizes) or 0..7 (bits: 1 the output kernel, 2 the forward state pass, 4 "
+           "the reverse one), got {}",
+           f.wgmma);
+  // the sizes' column-warp forward pass only where nothing about the tiles is forced
+  const bool by_sizes = D == 128 && f.state_cols == 0 && f.state_stages == 0 && p.state_cols == 64;
+  p.wgmma = f.wgmma >= 0 ? f.wgmma : 0;
+  DT_CHECK(f.colwarp >= -1 && f.colwarp <= 3,
+           "gdn_chunk: colwarp must be -1 (by the sizes) or 0..3 (bits: 1 the forward state pass, 2 the reverse one), "
+           "got {}",
+           f.colwarp);
+  DT_CHECK(f.colwarp_cols == 0 || f.colwarp_cols == 16 || f.colwarp_cols == 32 || f.colwarp_cols == 64,
+           "gdn_chunk: colwarp_cols must be 0 (by the sizes), 16, 32 or 64, got {}", f.colwarp_cols);
+  p.colwarp = f.colwarp >= 0 ? f.colwarp : (by_sizes && !(p.wgmma & 2) ? 1 : 0);
+  // A state pass is taken by one kernel: wgmma bits 2 / 4 and colwarp bits 1 / 2 name the same passes.
+  DT_CHECK(f.wgmma < 0 || f.colwarp < 0 || !((f.wgmma >> 1) & f.colwarp),
+           "gdn_chunk: wgmma {} and colwarp {} both pick the {} state pass; clear one of the two bits", f.wgmma,
+           f.colwarp, (f.wgmma >> 1) & f.colwarp & 1 ? "forward" : "reverse");
+  p.wgmma &= ~(p.colwarp << 1);
+  p.colwarp_cols = f.colwarp_cols ? f.colwarp_cols : by_sizes ? 64 : 32;
+  DT_CHECK(f.overlap >= -1 && f.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
+           f.overlap);
+  DT_CHECK(f.dvl_fused >= -1 && f.dvl_fused <= 1,
+           "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", f.dvl_fused);
+  DT_CHECK(f.chase_prep >= -1 && f.chase_prep <= 1,
+           "gdn_chunk: chase_prep must be -1 (by the sizes), 0 (off) or 1 (on), got {}", f.chase_prep);
+  DT_CHECK(f.qk_persist >= -1 && f.qk_persist <= 1,
+           "gdn_chunk: qk_persist must be -1 (by the sizes), 0 (off) or 1 (on), got {}", f.qk_persist);
+  // the fused reverse pass: the mma.sync one at 16 or 32 columns with 3 stages, or at 64 (which runs 2)
+  const bool fusable = D == 128 && !(p.colwarp & 2) && !(p.wgmma & 5) &&
+                       ((p.state_cols <= 32 && p.state_stages == 3) || p.state_cols == 64);
+  DT_CHECK(f.dvl_fused != 1 || fusable,
+           "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, and 16 or 32 "
+           "columns with 3 stages or 64 columns; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set "
+           "dvl_fused to -1 or 0)",
+           D, p.wgmma, p.colwarp, p.state_cols, p.state_stages);
+  p.dvl_fused = f.dvl_fused == 1 ||
+                (f.dvl_fused == -1 && fusable && (p.state_cols == 64 || beside(d, p.sms, p.state_cols)));
+  // forward: the output kernel chasing the state pass (not the wgmma output kernel), prep beside it
+  p.fwd_cols = (p.colwarp & 1) ? p.colwarp_cols : (p.wgmma & 2) ? 64 : p.state_cols;
+  const bool fwd_beside = beside(d, p.sms, p.fwd_cols);
+  const bool chase =
+      f.overlap == 1 || (f.overlap == -1 && (D == 64 || (p.wgmma & 2) || (p.colwarp & 1) || fwd_beside));
+  p.chase_output = chase && !(p.wgmma & 1);
+  const bool mma_sync = !(p.wgmma & 3) && !(p.colwarp & 1);
+  DT_CHECK(f.chase_prep != 1 || (mma_sync && fwd_beside && p.chase_output),
+           "gdn_chunk: chase_prep 1 takes the mma.sync output kernel and forward state pass, chasing (overlap -1 or "
+           "1), on at most half of the SMs; got wgmma {}, colwarp {}, overlap {}, {} state-pass CTAs for {} SMs (set "
+           "chase_prep to -1 or 0)",
+           p.wgmma, p.colwarp, f.overlap, d.B * d.Hv * (D / p.fwd_cols), p.sms);
+  p.prep_beside = (f.chase_prep == 1 || (f.chase_prep == -1 && D == 128 && fwd_beside && p.fwd_cols <= 32)) &&
+                  mma_sync && p.chase_output;
+  // backward: grad_qk chasing the reverse state pass (not the wgmma one), persistent
+  p.bwd_cols = (p.colwarp & 2) ? p.colwarp_cols : p.state_cols;
+  p.chase_grad_qk = (f.overlap == 1 || (f.overlap == -1 && (D == 64 || beside(d, p.sms, p.bwd_cols)))) &&
+                    !(p.wgmma & 4);
+  DT_CHECK(f.qk_persist != 1 || (p.chase_grad_qk && D == 128),
+           "gdn_chunk: qk_persist 1 takes head dim 128 and grad_qk chasing the reverse state pass (overlap -1 where "
+           "the state pass leaves SMs free, or 1; not its wgmma version); got head dim {}, overlap {}, wgmma {} (set "
+           "qk_persist to -1 or 0)",
+           D, f.overlap, p.wgmma);
+  p.qk_persist = p.chase_grad_qk && D == 128 && (f.qk_persist == 1 || (f.qk_persist == -1 && p.bwd_cols == 32));
+  return p;
+}
+
+}  // namespace dt
