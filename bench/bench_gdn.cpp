@@ -332,18 +332,13 @@ int main(int argc, char** argv) {
                "for a profiler: no ceilings, and only the runs launched one by one (no L2-flushed or graph timings); "
                "--chase-prep 0 unless given (ncu runs kernels one at a time, and the state pass would wait for "
                "prep, launched after it)");
-  app.add_option("--wgmma", opts.wgmma,
-                 "wgmma kernels: -1 by the sizes (default), else bits: 1 the forward's output kernel, 2 the forward "
-                 "state pass, 4 the reverse one")
-      ->check(CLI::Range(-1, 7));
   app.add_option("--overlap", opts.overlap,
                  "the output kernel and grad_qk chasing the state passes: -1 by the kernels (default), 0 off, 1 on")
       ->check(CLI::Range(-1, 1));
   app.add_option("--colwarp", opts.colwarp,
-                 "column-warp state passes: -1 by the sizes (default), else bits: 1 the forward, 2 the reverse")
-      ->check(CLI::Range(-1, 3));
-  app.add_option("--colwarp-cols", opts.colwarp_cols, "column-warp state passes: columns per CTA (0: by the sizes)")
-      ->check(CLI::IsMember({0, 16, 32, 64}));
+                 "the column-warp forward state pass (head dim 128, 64 columns a CTA): -1 by the sizes (default), 0 "
+                 "off, 1 on")
+      ->check(CLI::Range(-1, 1));
   app.add_option("--dvl-fused", opts.dvl_fused,
                  "dv_local's work in the reverse state pass: -1 by the sizes (default), 0 off, 1 on")
       ->check(CLI::Range(-1, 1));
@@ -403,9 +398,8 @@ int main(int argc, char** argv) {
                   "; state_cols " + std::to_string(opts.state_cols) + "; state_stages " +
                   std::to_string(opts.state_stages) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
-                  (opts.wgmma < 0 ? "; wgmma by the sizes" : fmt::format("; wgmma {}", opts.wgmma)) +
                   (opts.overlap < 0 ? "" : fmt::format("; overlap {}", opts.overlap)) +
-                  (opts.colwarp < 0 ? "" : fmt::format("; colwarp {} ({} columns)", opts.colwarp, opts.colwarp_cols)) +
+                  (opts.colwarp < 0 ? "" : fmt::format("; colwarp {}", opts.colwarp)) +
                   (opts.dvl_fused < 0 ? "" : fmt::format("; dvl_fused {}", opts.dvl_fused)) +
                   (opts.chase_prep < 0 ? "" : fmt::format("; chase_prep {}", opts.chase_prep)) +
                   (opts.qk_persist < 0 ? "" : fmt::format("; qk_persist {}", opts.qk_persist));

@@ -1,8 +1,6 @@
-// The GDN gated RMSNorm kernels on the GPU (kernels/cuda/gdn_norm.cu): the forward and every
-// backward variant (GdnCudaNormParams::bwd_variant) at the model's shapes, against a device copy's
-// bandwidth measured in the same run.
-//   bench_gdn_norm [--shapes ROWS,H,D;...] [--variants 0,1,...] [--iters N] [--warmup N] [--json OUT]
-//                  [--no-ceiling]
+// The GDN gated RMSNorm kernels on the GPU (kernels/cuda/gdn_norm.cu): the forward and the backward
+// at the model's shapes, against a device copy's bandwidth measured in the same run.
+//   bench_gdn_norm [--shapes ROWS,H,D;...] [--iters N] [--warmup N] [--json OUT] [--no-ceiling]
 // Default shapes: the 124M hybrid (16 x 1024 tokens, 12 value heads of 64) and the mid one
 // (4 x 4096 tokens, 16 heads of 128). Times are medians over N runs, each timed with CUDA events.
 // Bytes counted per element: forward reads o, z and writes y (6 B of bf16); backward reads o, z, dy
@@ -51,20 +49,6 @@ std::vector<NormShape> parse_shapes(const std::string& s) {
   return out;
 }
 
-std::vector<int> parse_variants(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    int v = -1;
-    DT_CHECK(std::sscanf(item.c_str(), "%d", &v) == 1 && v >= 0 && v < dt::kGdnNormBwdVariants,
-             "bench_gdn_norm: --variants item '{}' is not a backward variant 0 to {}", item,
-             dt::kGdnNormBwdVariants - 1);
-    out.push_back(v);
-  }
-  return out;
-}
-
 // A device allocation, freed on scope exit.
 struct DevMem {
   void* p = nullptr;
@@ -81,7 +65,7 @@ struct Timing {
   double us, gbs;
 };
 
-std::vector<Timing> bench_shape(const NormShape& s, const std::vector<int>& variants, int warmup, int iters) {
+std::vector<Timing> bench_shape(const NormShape& s, int warmup, int iters) {
   const size_t n = static_cast<size_t>(s.rows * s.H * s.d);
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
@@ -107,11 +91,8 @@ std::vector<Timing> bench_shape(const NormShape& s, const std::vector<int>& vari
   std::vector<Timing> out;
   const double fwd_ms = dt_bench::median_ms([&] { dt::gdn_norm_forward_cuda(p, nullptr); }, warmup, iters);
   out.push_back({"forward", fwd_ms * 1e3, 6.0 * s.elems() / (fwd_ms * 1e-3) / 1e9});
-  for (int v : variants) {
-    p.bwd_variant = v;
-    const double ms = dt_bench::median_ms([&] { dt::gdn_norm_backward_cuda(p, nullptr); }, warmup, iters);
-    out.push_back({"backward_v" + std::to_string(v), ms * 1e3, 10.0 * s.elems() / (ms * 1e-3) / 1e9});
-  }
+  const double bwd_ms = dt_bench::median_ms([&] { dt::gdn_norm_backward_cuda(p, nullptr); }, warmup, iters);
+  out.push_back({"backward", bwd_ms * 1e3, 10.0 * s.elems() / (bwd_ms * 1e-3) / 1e9});
   return out;
 }
 
@@ -119,14 +100,12 @@ std::vector<Timing> bench_shape(const NormShape& s, const std::vector<int>& vari
 #endif
 
 int main(int argc, char** argv) {
-  CLI::App app{"bench_gdn_norm: the GDN gated RMSNorm forward and backward variants (CUDA)"};
+  CLI::App app{"bench_gdn_norm: the GDN gated RMSNorm forward and backward (CUDA)"};
   std::string shapes = "16384,12,64;16384,16,128";
-  std::string variants;
   std::string json_out;
   int iters = 50, warmup = 10;
   bool no_ceiling = false;
   app.add_option("--shapes", shapes, "ROWS,H,D;... (ROWS = batch x tokens)");
-  app.add_option("--variants", variants, "backward variants to time, e.g. 0,3 (default: all)");
   app.add_option("--iters", iters, "timed runs per measurement (median)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
   app.add_option("--json", json_out, "write the results here");
@@ -142,11 +121,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_gdn_norm: no CUDA device\n");
       return 1;
     }
-    std::vector<int> vs;
-    if (variants.empty())
-      for (int v = 0; v < dt::kGdnNormBwdVariants; ++v) vs.push_back(v);
-    else
-      vs = parse_variants(variants);
     cudaDeviceProp prop{};
     BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
     const double copy_gbs = no_ceiling ? NAN : dt_bench::copy_gbs(size_t(1) << 30, warmup, iters);
@@ -155,10 +129,9 @@ int main(int argc, char** argv) {
     nlohmann::json out;
     out["device"] = prop.name;
     out["copy_GBps"] = copy_gbs;
-    out["default_bwd_variant"] = dt::kGdnNormBwdDefault;
     out["note"] = "bytes: forward 6 per element (o, z in; y out), backward 10 (o, z, dy in; d_o, dz out), bf16";
     for (const NormShape& s : parse_shapes(shapes)) {
-      for (const Timing& t : bench_shape(s, vs, warmup, iters)) {
+      for (const Timing& t : bench_shape(s, warmup, iters)) {
         std::printf("%-24s %-12s %9.1f %9.0f %7.0f%%\n", s.key().c_str(), t.kernel.c_str(), t.us, t.gbs,
                     100 * t.gbs / copy_gbs);
         out["shapes"][s.key()][t.kernel] = {{"us", t.us}, {"GBps", t.gbs}, {"frac_of_copy", t.gbs / copy_gbs}};

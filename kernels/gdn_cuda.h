@@ -210,15 +210,7 @@ struct GdnCudaNormParams {
   uint16_t* d_o = nullptr;
   uint16_t* dz = nullptr;
   float* dw = nullptr;
-  // Backward kernel (kernels/cuda/gdn_norm.cu says what each does): 0 three accurate sigmoids per
-  // element; 1 one accurate sigmoid; 2 one fast sigmoid (__expf, __fdividef); 3 as 2, with the next
-  // item's loads in flight during the math and one wave of CTAs. -1: $DT_GDN_NORM_BWD (read once)
-  // if set, else kGdnNormBwdDefault. All give d_o, dz within the same tolerances and a dw of fixed
-  // bits for given sizes and variant; benchmarks and tests sweep it.
-  int bwd_variant = -1;
 };
-constexpr int kGdnNormBwdVariants = 4;
-constexpr int kGdnNormBwdDefault = 3;  // the fastest: H200, bench_gdn_norm, 124M shape 193, 123, 117, 111 us for 0..3
 void gdn_norm_forward_cuda(const GdnCudaNormParams& p, void* stream);
 void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream);
 

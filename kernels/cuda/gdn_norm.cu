@@ -12,29 +12,19 @@
 // (row, head) items in a fixed order into its own partial row, the second pass adds the partial
 // rows in a fixed order (32 lanes per column, then the lanes in order). Same inputs, same bits.
 //
-// Backward variants (GdnCudaNormParams::bwd_variant, $DT_GDN_NORM_BWD), timed against each other by
-// bench/bench_gdn_norm.cpp (H200, 16384 rows x 12 heads x 64: variants 0 to 3 193, 123, 117,
-// 111 us; x 16 x 128: 376, 190, 179, 170 us; the forward 48 and 105). Default 3
-// (kGdnNormBwdDefault); the others stay for the comparison:
-//   0  the first kernel: silu(z) twice and silu'(z) once per element, each an accurate sigmoid
-//      with a branch on the sign of z (divergent: z has either sign within a warp).
-//   1  one branch-free accurate sigmoid per element, s = sigmoid(z), and the math rearranged so
-//      that no more values stay live across the two group sums than before (o, c, b, w):
-//        c = dy silu(z) = dy z s     b = dy w silu'(z) = dy w s (1 + z (1 - s))
-//        r = 1 / sqrt(mean(o^2) + eps)     m = mean(dn n) = r mean(c w o)
-//        d_o = r (c w - n m)    dz = b n    dw += c n        (n = o r)
-//      w is loaded once per lane, not once per item.
-//   2  as 1 with a fast sigmoid: e^-|z| by __expf (ex2.approx) and 1 / (1 + e) by __fdividef
-//      (rcp.approx). Error bounds (CUDA guide): __expf 2 + floor(1.173 |z|) ulp, __fdividef 2 ulp,
-//      so s is within 2e-6 relative for |z| < 10; beyond, e's error weighs in s by e / (1 + e)
-//      < 5e-5 (z > 10), or s < 5e-5 itself (z < -10). Against the bf16 rounding of d_o and dz
-//      (2^-9 relative; relative RMS errors of 1.7e-3 measured in the emulator, tolerance 1e-2)
-//      that is noise.
-//   3  as 2, software-pipelined: the next item's o, z, dy (raw bf16 vectors) load while this
-//      item's math runs, and the grid is one wave (at most kNormBwdWaveCtas CTAs, each a whole
-//      number of warp steps) instead of up to 1024 CTAs of a few steps each.
+// The backward takes one sigmoid per element, s = sigmoid(z), with the math arranged so that no
+// more values stay live across the two group sums than needed (o, c, b, w):
+//   c = dy silu(z) = dy z s     b = dy w silu'(z) = dy w s (1 + z (1 - s))
+//   r = 1 / sqrt(mean(o^2) + eps)     m = mean(dn n) = r mean(c w o)
+//   d_o = r (c w - n m)    dz = b n    dw += c n        (n = o r)
+// w is loaded once per lane. The sigmoid is the fast one: e^-|z| by __expf (ex2.approx) and
+// 1 / (1 + e) by __fdividef (rcp.approx). Error bounds (CUDA guide): __expf 2 + floor(1.173 |z|)
+// ulp, __fdividef 2 ulp, so s is within 2e-6 relative for |z| < 10; beyond, e's error weighs in s
+// by e / (1 + e) < 5e-5 (z > 10), or s < 5e-5 itself (z < -10). Against the bf16 rounding of d_o
+// and dz (2^-9 relative) that is noise. On the 16-byte path the kernel is software-pipelined: the
+// next item's o, z, dy (raw bf16 vectors) load while this item's math runs, and the grid is one
+// wave (at most kNormBwdWaveCtas CTAs, each a whole number of warp steps).
 #include <algorithm>
-#include <cstdlib>
 
 #include "kernels/cuda/gdn_chunk.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"
@@ -50,23 +40,18 @@ constexpr int kNormMaxElems = 8;         // features per lane: NV vectors of V
 constexpr int kNormDimStep = 8;
 constexpr int kNormMaxDim = 256;
 constexpr int kNormMaxBlocks = 1024;     // partial rows of dw
-// Variant 3's grid: 3 CTAs of 256 threads on each of the 132 SMs of an H100 / H200 (its
+// The pipelined backward's grid: 3 CTAs of 256 threads on each of the 132 SMs of an H100 / H200 (its
 // __launch_bounds__ asks for 3). A constant, not the device's count, so that the split and dw's
 // bits depend on the sizes only.
 constexpr int kNormBwdWaveCtas = 132 * 3;
 
 __device__ __forceinline__ float silu_f(float x) { return x * sigmoid_f(x); }
-__device__ __forceinline__ float silu_grad_f(float x) {
-  const float s = sigmoid_f(x);
-  return s * (1.f + x * (1.f - s));
-}
 
 // sigmoid(x) without a branch and without e^|x|: e = e^-|x| in (0, 1], 1 / (1 + e) for x >= 0,
-// e / (1 + e) below. kFast: ex2.approx and rcp.approx instead of the accurate expf and division.
-template <bool kFast>
+// e / (1 + e) below; ex2.approx and rcp.approx (__expf, __fdividef; see the top of the file).
 __device__ __forceinline__ float sigmoid_nb(float x) {
-  const float e = kFast ? __expf(-fabsf(x)) : expf(-fabsf(x));
-  const float q = kFast ? __fdividef(1.f, 1.f + e) : 1.f / (1.f + e);
+  const float e = __expf(-fabsf(x));
+  const float q = __fdividef(1.f, 1.f + e);
   return x >= 0.f ? q : e * q;
 }
 
@@ -118,77 +103,8 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_norm_forward_kernel(GdnCu
   }
 }
 
-// Pass 1: d_o, dz over the CTA's items [first, first + per_block), and partial[blockIdx.x][:] =
-// their share of dw, summed per lane in item order, then over (warp, slot) in order.
-template <int V, int NV>
-__global__ void __launch_bounds__(kNormWarps * 32) gdn_norm_backward_kernel(GdnCudaNormParams p, float* partial,
-                                                                            int64_t per_block) {
-  __shared__ float red[kNormWarps][32][kNormMaxElems];
-  const NormLane l = norm_lane<V>(p.d);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t items = p.rows * p.H, first = blockIdx.x * per_block;
-  const int64_t last = first + per_block < items ? first + per_block : items;
-  float dw[NV][V];
-#pragma unroll
-  for (int i = 0; i < NV; ++i)
-#pragma unroll
-    for (int k = 0; k < V; ++k) dw[i][k] = 0.f;
-  for (int64_t base = first + warp * l.per_warp; base < last; base += kNormWarps * l.per_warp) {
-    const int64_t item = base + l.slot;
-    float ov[NV][V], zv[NV][V], dyv[NV][V], wv[NV][V], ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < NV; ++i) {
-      const int vec = l.g + l.G * i;
-      const bool on = item < last && vec < l.nvec;
-#pragma unroll
-      for (int k = 0; k < V; ++k) ov[i][k] = 0.f, zv[i][k] = 0.f, dyv[i][k] = 0.f, wv[i][k] = 0.f;
-      if (on) {
-        const int64_t e = item * p.d + vec * V;
-        load_bf16v<V>(p.o + e, ov[i]), load_bf16v<V>(p.z + e, zv[i]), load_bf16v<V>(p.dy + e, dyv[i]);
-        load_f32v<V>(p.w + vec * V, wv[i]);
-      }
-#pragma unroll
-      for (int k = 0; k < V; ++k) ss += ov[i][k] * ov[i][k];
-    }
-    const float r = rsqrtf(group_sum(ss, l.G) / static_cast<float>(p.d) + p.eps);
-    float dot = 0.f;  // sum dn n, dn = dy w silu(z)
-#pragma unroll
-    for (int i = 0; i < NV; ++i)
-#pragma unroll
-      for (int k = 0; k < V; ++k) dot += dyv[i][k] * wv[i][k] * silu_f(zv[i][k]) * ov[i][k] * r;
-    const float mean_dn_n = group_sum(dot, l.G) / static_cast<float>(p.d);
-#pragma unroll
-    for (int i = 0; i < NV; ++i) {
-      const int vec = l.g + l.G * i;
-      if (item >= last || vec >= l.nvec) continue;
-      float d_o[V], dz[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float n = ov[i][k] * r, gate = silu_f(zv[i][k]);
-        d_o[k] = r * (dyv[i][k] * wv[i][k] * gate - n * mean_dn_n);
-        dz[k] = dyv[i][k] * n * wv[i][k] * silu_grad_f(zv[i][k]);
-        dw[i][k] += dyv[i][k] * n * gate;
-      }
-      const int64_t e = item * p.d + vec * V;
-      store_bf16v<V>(p.d_o + e, d_o), store_bf16v<V>(p.dz + e, dz);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < NV; ++i)
-#pragma unroll
-    for (int k = 0; k < V; ++k) red[warp][lane][i * V + k] = dw[i][k];
-  __syncthreads();
-  for (int64_t f = threadIdx.x; f < p.d; f += blockDim.x) {
-    const int vec = static_cast<int>(f / V), k = static_cast<int>(f % V), g = vec % l.G, i = vec / l.G;
-    float s = 0.f;
-    for (int w = 0; w < kNormWarps; ++w)
-      for (int slot = 0; slot < l.per_warp; ++slot) s += red[w][slot * l.G + g][i * V + k];
-    partial[blockIdx.x * p.d + f] = s;
-  }
-}
-
 // Raw bf16 vectors of one item's o, z, dy for one lane (zeros where the lane has nothing): what the
-// pipelined variant holds in flight, 3 x NV x 2V bytes.
+// pipelined kernel holds in flight, 3 x NV x 2V bytes.
 template <int V, int NV>
 struct NormRaw {
   typename Bf16Vec<V>::type o[NV], z[NV], dy[NV];
@@ -220,9 +136,11 @@ __device__ __forceinline__ void bf16_unpack(const typename Bf16Vec<V>::type& raw
   for (int k = 0; k < V; ++k) f[k] = __bfloat162float(__ushort_as_bfloat16(u.h[k]));
 }
 
-// Pass 1 of variants 1 to 3 (see the top of the file): one sigmoid per element; same items per CTA,
-// same lane layout and the same dw summation order as gdn_norm_backward_kernel.
-template <int V, int NV, bool kFast, bool kPrefetch>
+// Pass 1: d_o, dz over the CTA's items [first, first + per_block), and partial[blockIdx.x][:] =
+// their share of dw, summed per lane in item order, then over (warp, slot) in order. One sigmoid
+// per element (see the top of the file). kPrefetch: the next item's loads in flight during this
+// one's math.
+template <int V, int NV, bool kPrefetch>
 __global__ void __launch_bounds__(kNormWarps * 32, kPrefetch ? 3 : 1)
     gdn_norm_backward_one_sigmoid_kernel(GdnCudaNormParams p, float* partial, int64_t per_block) {
   __shared__ float red[kNormWarps][32][kNormMaxElems];
@@ -256,7 +174,7 @@ __global__ void __launch_bounds__(kNormWarps * 32, kPrefetch ? 3 : 1)
       bf16_unpack<V>(cur.o[i], ov[i]), bf16_unpack<V>(cur.z[i], zv), bf16_unpack<V>(cur.dy[i], dyv);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const float z = zv[k], s = sigmoid_nb<kFast>(z);
+        const float z = zv[k], s = sigmoid_nb(z);
         cv[i][k] = dyv[k] * z * s;
         bv[i][k] = dyv[k] * wv[i][k] * (s * (1.f + z * (1.f - s)));
         ss += ov[i][k] * ov[i][k];
@@ -349,39 +267,12 @@ void gdn_norm_forward_cuda(const GdnCudaNormParams& p, void* stream) {
 
 namespace {
 
-// GdnCudaNormParams::bwd_variant -1: $DT_GDN_NORM_BWD, read once, else the default.
-int norm_bwd_variant(int asked) {
-  static const int from_env = [] {
-    const char* v = std::getenv("DT_GDN_NORM_BWD");
-    if (!v || !*v) return -1;
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    DT_CHECK(*end == '\0' && x >= 0 && x < kGdnNormBwdVariants,
-             "DT_GDN_NORM_BWD='{}': expected a gated norm backward variant 0 to {} (kernels/cuda/gdn_norm.cu)", v,
-             kGdnNormBwdVariants - 1);
-    return static_cast<int>(x);
-  }();
-  DT_CHECK(asked >= -1 && asked < kGdnNormBwdVariants,
-           "gdn_norm_backward_cuda: bwd_variant {} out of range (-1: the default, or 0 to {})", asked,
-           kGdnNormBwdVariants - 1);
-  return asked >= 0 ? asked : from_env >= 0 ? from_env : kGdnNormBwdDefault;
-}
-
+// The 16-byte path pipelined (the next item's loads in flight, one wave of CTAs); the 1-feature
+// fallback (misaligned tensors) spills when pipelined and is not.
 template <int V, int NV>
-void launch_norm_backward(int variant, unsigned blocks, const GdnCudaNormParams& p, float* partial,
-                          int64_t per_block, cudaStream_t s) {
-  const unsigned t = kNormWarps * 32;
-  switch (variant) {
-    case 0: gdn_norm_backward_kernel<V, NV><<<blocks, t, 0, s>>>(p, partial, per_block); break;
-    case 1: gdn_norm_backward_one_sigmoid_kernel<V, NV, false, false><<<blocks, t, 0, s>>>(p, partial, per_block); break;
-    case 2: gdn_norm_backward_one_sigmoid_kernel<V, NV, true, false><<<blocks, t, 0, s>>>(p, partial, per_block); break;
-    default:  // the 1-feature fallback (misaligned tensors) spills when pipelined: it keeps variant 2's kernel
-      if constexpr (V == 1)
-        gdn_norm_backward_one_sigmoid_kernel<V, NV, true, false><<<blocks, t, 0, s>>>(p, partial, per_block);
-      else
-        gdn_norm_backward_one_sigmoid_kernel<V, NV, true, true><<<blocks, t, 0, s>>>(p, partial, per_block);
-      break;
-  }
+void launch_norm_backward(unsigned blocks, const GdnCudaNormParams& p, float* partial, int64_t per_block,
+                          cudaStream_t s) {
+  gdn_norm_backward_one_sigmoid_kernel<V, NV, V != 1><<<blocks, kNormWarps * 32, 0, s>>>(p, partial, per_block);
 }
 
 }  // namespace
@@ -396,13 +287,12 @@ void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   const bool vec = aligned16(p.o) && aligned16(p.z) && aligned16(p.w) && aligned16(p.dy) && aligned16(p.d_o) &&
                    aligned16(p.dz);
-  const int variant = norm_bwd_variant(p.bwd_variant);
-  // The split depends on the sizes (and the variant) only, so the summation order (and the bits)
-  // are fixed. Variants 0-2: at least 4 warp steps per CTA, at most kNormMaxBlocks CTAs; 3 (16-byte
-  // path): one wave of CTAs, each a whole number of warp steps (the last CTA fewer).
+  // The split depends on the sizes only, so the summation order (and the bits) are fixed. The
+  // 16-byte path: one wave of CTAs, each a whole number of warp steps (the last CTA fewer); the
+  // 1-feature one: at least 4 warp steps per CTA, at most kNormMaxBlocks CTAs.
   const int64_t per_cta = kNormWarps * items_per_warp(p.d, vec ? 8 : 1);
   int64_t per_block = 0;
-  if (variant == 3 && vec) {
+  if (vec) {
     const int64_t steps = (items + per_cta - 1) / per_cta;
     per_block = (steps + kNormBwdWaveCtas - 1) / kNormBwdWaveCtas * per_cta;
   } else {
@@ -413,10 +303,10 @@ void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream) {
   void* partial = nullptr;
   DT_GDN_CUDA_CHECK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.d * sizeof(float), s), op);
   if (vec)
-    launch_norm_backward<8, 1>(variant, static_cast<unsigned>(blocks), p, static_cast<float*>(partial), per_block, s);
+    launch_norm_backward<8, 1>(static_cast<unsigned>(blocks), p, static_cast<float*>(partial), per_block, s);
   else
-    launch_norm_backward<1, kNormMaxElems>(variant, static_cast<unsigned>(blocks), p, static_cast<float*>(partial),
-                                           per_block, s);
+    launch_norm_backward<1, kNormMaxElems>(static_cast<unsigned>(blocks), p, static_cast<float*>(partial), per_block,
+                                           s);
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
   gdn_norm_dw_kernel<<<static_cast<unsigned>((p.d + 31) / 32), 32 * kDwLanes, 0, s>>>(static_cast<const float*>(partial),
                                                                                     blocks, p.d, p.dw);

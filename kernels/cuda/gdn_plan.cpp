@@ -55,10 +55,7 @@ GdnPlan plan_gdn(const GdnCudaDims& d, const GdnDevice& device) {
   const int64_t heads = d.B * d.Hv;
   p.state_cols = 16 * heads <= p.sms ? 16 : 8 * heads <= p.sms ? 32 : 64;
   p.fwd_cols = p.bwd_cols = p.state_cols;
-  if (p.state_cols == 64) {  // the column-warp forward pass, faster there than the mma.sync one
-    p.colwarp = 1;
-    p.colwarp_cols = 64;
-  }
+  p.colwarp = p.state_cols == 64;  // the column-warp forward pass, faster there than the mma.sync one
   p.dvl_fused = true;     // it slows the reverse chain less than dv_local's kernel takes on every SM
   p.chase_output = true;  // beside the narrow tiles, and beside the column-warp pass
   p.prep_beside = p.state_cols <= 32;  // few heads beside a long chain: prep's CTAs find room beside it
@@ -86,26 +83,13 @@ GdnPlan plan_gdn_for_testing(const GdnCudaDims& d, const GdnDevice& device, cons
   } else {
     p.state_cols = plan_gdn(d, device).state_cols;
   }
-  DT_CHECK(f.wgmma >= -1 && f.wgmma <= 7,
-           "gdn_chunk: wgmma must be -1 (by the sizes) or 0..7 (bits: 1 the output kernel, 2 the forward state pass, 4 "
-           "the reverse one), got {}",
-           f.wgmma);
   // the sizes' column-warp forward pass only where nothing about the tiles is forced
   const bool by_sizes = D == 128 && f.state_cols == 0 && f.state_stages == 0 && p.state_cols == 64;
-  p.wgmma = f.wgmma >= 0 ? f.wgmma : 0;
-  DT_CHECK(f.colwarp >= -1 && f.colwarp <= 3,
-           "gdn_chunk: colwarp must be -1 (by the sizes) or 0..3 (bits: 1 the forward state pass, 2 the reverse one), "
-           "got {}",
+  DT_CHECK(f.colwarp >= -1 && f.colwarp <= 1, "gdn_chunk: colwarp must be -1 (by the sizes), 0 (off) or 1 (on), got {}",
            f.colwarp);
-  DT_CHECK(f.colwarp_cols == 0 || f.colwarp_cols == 16 || f.colwarp_cols == 32 || f.colwarp_cols == 64,
-           "gdn_chunk: colwarp_cols must be 0 (by the sizes), 16, 32 or 64, got {}", f.colwarp_cols);
-  p.colwarp = f.colwarp >= 0 ? f.colwarp : (by_sizes && !(p.wgmma & 2) ? 1 : 0);
-  // A state pass is taken by one kernel: wgmma bits 2 / 4 and colwarp bits 1 / 2 name the same passes.
-  DT_CHECK(f.wgmma < 0 || f.colwarp < 0 || !((f.wgmma >> 1) & f.colwarp),
-           "gdn_chunk: wgmma {} and colwarp {} both pick the {} state pass; clear one of the two bits", f.wgmma,
-           f.colwarp, (f.wgmma >> 1) & f.colwarp & 1 ? "forward" : "reverse");
-  p.wgmma &= ~(p.colwarp << 1);
-  p.colwarp_cols = f.colwarp_cols ? f.colwarp_cols : by_sizes ? 64 : 32;
+  DT_CHECK(f.colwarp != 1 || D == 128,
+           "gdn_chunk: colwarp 1 takes head dim 128 (the column-warp forward state pass, 64 columns a CTA), got {}", D);
+  p.colwarp = f.colwarp >= 0 ? f.colwarp == 1 : by_sizes;
   DT_CHECK(f.overlap >= -1 && f.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
            f.overlap);
   DT_CHECK(f.dvl_fused >= -1 && f.dvl_fused <= 1,
@@ -115,38 +99,32 @@ GdnPlan plan_gdn_for_testing(const GdnCudaDims& d, const GdnDevice& device, cons
   DT_CHECK(f.qk_persist >= -1 && f.qk_persist <= 1,
            "gdn_chunk: qk_persist must be -1 (by the sizes), 0 (off) or 1 (on), got {}", f.qk_persist);
   // the fused reverse pass: the mma.sync one at 16 or 32 columns with 3 stages, or at 64 (which runs 2)
-  const bool fusable = D == 128 && !(p.colwarp & 2) && !(p.wgmma & 5) &&
-                       ((p.state_cols <= 32 && p.state_stages == 3) || p.state_cols == 64);
+  const bool fusable = D == 128 && ((p.state_cols <= 32 && p.state_stages == 3) || p.state_cols == 64);
   DT_CHECK(f.dvl_fused != 1 || fusable,
-           "gdn_chunk: dvl_fused 1 takes head dim 128, the mma.sync output kernel and reverse state pass, and 16 or 32 "
-           "columns with 3 stages or 64 columns; got head dim {}, wgmma {}, colwarp {}, {} columns, {} stages (set "
-           "dvl_fused to -1 or 0)",
-           D, p.wgmma, p.colwarp, p.state_cols, p.state_stages);
+           "gdn_chunk: dvl_fused 1 takes head dim 128, and 16 or 32 columns with 3 stages or 64 columns; got head "
+           "dim {}, {} columns, {} stages (set dvl_fused to -1 or 0)",
+           D, p.state_cols, p.state_stages);
   p.dvl_fused = f.dvl_fused == 1 ||
                 (f.dvl_fused == -1 && fusable && (p.state_cols == 64 || beside(d, p.sms, p.state_cols)));
-  // forward: the output kernel chasing the state pass (not the wgmma output kernel), prep beside it
-  p.fwd_cols = (p.colwarp & 1) ? p.colwarp_cols : (p.wgmma & 2) ? 64 : p.state_cols;
+  // forward: the output kernel chasing the state pass, prep beside it
+  p.fwd_cols = p.colwarp ? 64 : p.state_cols;
   const bool fwd_beside = beside(d, p.sms, p.fwd_cols);
-  const bool chase =
-      f.overlap == 1 || (f.overlap == -1 && (D == 64 || (p.wgmma & 2) || (p.colwarp & 1) || fwd_beside));
-  p.chase_output = chase && !(p.wgmma & 1);
-  const bool mma_sync = !(p.wgmma & 3) && !(p.colwarp & 1);
+  p.chase_output = f.overlap == 1 || (f.overlap == -1 && (D == 64 || p.colwarp || fwd_beside));
+  const bool mma_sync = !p.colwarp;
   DT_CHECK(f.chase_prep != 1 || (mma_sync && fwd_beside && p.chase_output),
-           "gdn_chunk: chase_prep 1 takes the mma.sync output kernel and forward state pass, chasing (overlap -1 or "
-           "1), on at most half of the SMs; got wgmma {}, colwarp {}, overlap {}, {} state-pass CTAs for {} SMs (set "
+           "gdn_chunk: chase_prep 1 takes the mma.sync forward state pass, chased by the output kernel (overlap -1 "
+           "or 1), on at most half of the SMs; got colwarp {}, overlap {}, {} state-pass CTAs for {} SMs (set "
            "chase_prep to -1 or 0)",
-           p.wgmma, p.colwarp, f.overlap, d.B * d.Hv * (D / p.fwd_cols), p.sms);
+           p.colwarp ? 1 : 0, f.overlap, d.B * d.Hv * (D / p.fwd_cols), p.sms);
   p.prep_beside = (f.chase_prep == 1 || (f.chase_prep == -1 && D == 128 && fwd_beside && p.fwd_cols <= 32)) &&
                   mma_sync && p.chase_output;
-  // backward: grad_qk chasing the reverse state pass (not the wgmma one), persistent
-  p.bwd_cols = (p.colwarp & 2) ? p.colwarp_cols : p.state_cols;
-  p.chase_grad_qk = (f.overlap == 1 || (f.overlap == -1 && (D == 64 || beside(d, p.sms, p.bwd_cols)))) &&
-                    !(p.wgmma & 4);
+  // backward: grad_qk chasing the reverse state pass, persistent
+  p.bwd_cols = p.state_cols;
+  p.chase_grad_qk = f.overlap == 1 || (f.overlap == -1 && (D == 64 || beside(d, p.sms, p.bwd_cols)));
   DT_CHECK(f.qk_persist != 1 || (p.chase_grad_qk && D == 128),
            "gdn_chunk: qk_persist 1 takes head dim 128 and grad_qk chasing the reverse state pass (overlap -1 where "
-           "the state pass leaves SMs free, or 1; not its wgmma version); got head dim {}, overlap {}, wgmma {} (set "
-           "qk_persist to -1 or 0)",
-           D, f.overlap, p.wgmma);
+           "the state pass leaves SMs free, or 1); got head dim {}, overlap {} (set qk_persist to -1 or 0)",
+           D, f.overlap);
   p.qk_persist = p.chase_grad_qk && D == 128 && (f.qk_persist == 1 || (f.qk_persist == -1 && p.bwd_cols == 32));
   return p;
 }

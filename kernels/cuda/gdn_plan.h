@@ -25,9 +25,7 @@ struct GdnPlan {
   int sms = 132;
   int state_cols = 64;    // columns of S per CTA of the mma.sync state passes: 16, 32 or 64
   int state_stages = 2;   // chunks' tiles in flight in the mma.sync state passes: 2, or 3 at head dim 128
-  int wgmma = 0;          // the wgmma kernels, bits: 1 the output kernel, 2 the forward state pass, 4 the reverse one
-  int colwarp = 0;        // the column-warp state passes, bits: 1 forward, 2 reverse
-  int colwarp_cols = 32;  // columns per CTA of the column-warp passes: 16, 32 or 64
+  bool colwarp = false;   // the forward state pass is the column-warp one (head dim 128, 64 columns a CTA)
   int fwd_cols = 64;      // columns per CTA of the forward state pass that runs (whichever kernel)
   int bwd_cols = 64;      // the same of the reverse state pass
   bool dvl_fused = false;     // dv_local's work inside the reverse state pass (head dim 128)
@@ -48,10 +46,8 @@ GdnPlan plan_gdn(const GdnCudaDims& d, const GdnDevice& device);
 struct GdnPlanForcing {
   int state_cols = 0;    // 0, or 16, 32, 64 (head dim 64: 32 or 64)
   int state_stages = 0;  // 0, or 2, 3 (3 at head dim 128 only)
-  int wgmma = -1;        // -1, or bits 0..7 (GdnPlan::wgmma)
   int overlap = -1;      // -1, 0 (no kernel chases a state pass) or 1 (both chase)
-  int colwarp = -1;      // -1, or bits 0..3 (GdnPlan::colwarp)
-  int colwarp_cols = 0;  // 0, or 16, 32, 64
+  int colwarp = -1;      // -1, 0 or 1 (GdnPlan::colwarp; head dim 128)
   int dvl_fused = -1;    // -1, 0 or 1
   int chase_prep = -1;   // -1, 0 or 1 (GdnPlan::prep_beside)
   int qk_persist = -1;   // -1, 0 or 1

@@ -404,46 +404,6 @@ __device__ __forceinline__ void load_tile(uint16_t* s, int lds, const uint16_t* 
   }
 }
 
-// As load_tile into any layout: at(r, c) gives the shared-memory address of row r's 8 elements
-// [c, c + 8) (16 bytes; e.g. gdn_mma.cuh's core-matrix layouts for wgmma).
-// Each quarter-warp takes one 16-byte piece of 8 consecutive rows (the row index runs fastest): in
-// the core-matrix layouts those are one core matrix's 128 contiguous bytes, so the copies into
-// shared memory are free of bank conflicts (a quarter-warp along one row would hit 8 core matrices
-// 128 bytes apart: 8-way).
-template <int ROWS, int COLS, int NTHREADS, class At>
-__device__ __forceinline__ void load_tile_at(At at, const uint16_t* g, int64_t ldg, int valid, bool vec) {
-  constexpr int kPerRow = COLS / 8;
-  static_assert(ROWS % 8 == 0, "ROWS: a multiple of 8");
-  for (int idx = threadIdx.x; idx < ROWS * kPerRow; idx += NTHREADS) {
-    const int r = (idx / (8 * kPerRow)) * 8 + idx % 8, c = ((idx / 8) % kPerRow) * 8;
-    uint16_t* dst = at(r, c);
-    if (vec) {
-      cp_async_16(dst, r < valid ? g + r * ldg + c : g, r < valid ? 16 : 0);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dst[e] = r < valid ? g[r * ldg + c + e] : uint16_t(0);
-    }
-  }
-}
-
-// load_tile_at's addresses in gdn_mma.cuh's core-matrix layouts, for a tile of kGroup bytes per 8-row
-// (K-major) or 8-k (MN-major) group: KMajorAt(r, c) is row r's elements [c, c + 8); MnMajorAt(k, n)
-// of a tile stored [k][n] is row k's elements [n, n + 8).
-template <uint32_t kGroup>
-struct KMajorAt {
-  unsigned char* tile;
-  __device__ uint16_t* operator()(int r, int c) const {
-    return reinterpret_cast<uint16_t*>(tile + wgmma_kmajor_offset(r, c, 128, kGroup));
-  }
-};
-template <uint32_t kGroup>
-struct MnMajorAt {
-  unsigned char* tile;
-  __device__ uint16_t* operator()(int k, int n) const {
-    return reinterpret_cast<uint16_t*>(tile + wgmma_mnmajor_offset(n, k, kGroup, 128));
-  }
-};
-
 // ROWS x COLS fp32, always 16-byte aligned (workspace).
 template <int ROWS, int COLS, int NTHREADS = kTcThreads>
 __device__ __forceinline__ void load_tile_f32(float* s, int lds, const float* g, int64_t ldg, int tid = -1) {
@@ -604,8 +564,8 @@ __device__ __forceinline__ void store_acc_bf16(uint16_t* s, int ld, int m0, cons
 // slot (the slots' order is the CTAs' order of leaving, not part of any result). Otherwise (the
 // default, and the emulator) TcTimelineScope is empty and the kernels are as without it.
 enum TcKernelId : uint32_t {
-  kTlPrep, kTlPrepFed, kTlStateForward, kTlOutput, kTlOutputWg, kTlDvLocal, kTlStateBackward, kTlGradQk,
-  kTlGradWy, kTlStateForwardWg, kTlStateBackwardWg, kTlStateForwardCw, kTlStateBackwardCw
+  kTlPrep, kTlPrepFed, kTlStateForward, kTlOutput, kTlDvLocal, kTlStateBackward, kTlGradQk, kTlGradWy,
+  kTlStateForwardCw
 };
 struct TcTimeline {
   GdnCudaStamp* stamps = nullptr;  // device memory, cap slots
@@ -666,20 +626,18 @@ struct TcArgs {
   // the plan's choices (kernels/cuda/gdn_plan.h, GdnPlan: the fields of the same names)
   int state_cols = 0;    // columns of S per CTA of the mma.sync state passes
   int state_stages = 2;  // chunks' tiles in flight in the mma.sync state passes
-  int wgmma = 0;         // bits: 1 the output kernel, 2 the forward state pass, 4 the reverse one
-  int colwarp = 0;       // bits: 1 forward, 2 reverse
-  int colwarp_cols = 0;  // columns per CTA of the column-warp passes
+  bool colwarp = false;  // the forward state pass is the column-warp one (64 columns a CTA)
   int sms = 132;         // the SM count the kernels assume
-  // A kernel chasing the state pass before it (GdnCudaDims::overlap: the forward's output kernel,
+  // A kernel chasing the state pass before it (GdnPlan::chase_output, chase_grad_qk: the forward's output kernel,
   // the backward's grad_qk): ready[ch] counts the state pass's CTAs (ready_count per head) that have
   // written chunk ch's states (S and V'; dS' and dV'). null: no chase.
   int* ready = nullptr;
   int ready_count = 0;
-  // The forward state pass fed by prep beside it (GdnCudaDims::chase_prep, gdn_tc_prep_fed_kernel):
+  // The forward state pass fed by prep beside it (GdnPlan::prep_beside, gdn_tc_prep_fed_kernel):
   // fed[ch] becomes 1 once chunk ch's G, W, U (and k_hat) are written, and the state pass waits for
   // it. null: prep runs first.
   int* fed = nullptr;
-  // grad_qk persistent (GdnCudaDims::qk_persist): its next chunk's ticket, zeroed before the
+  // grad_qk persistent (GdnPlan::qk_persist): its next chunk's ticket, zeroed before the
   // reverse state pass
   bool qk_persist = false;
   int* qk_ticket = nullptr;
@@ -719,7 +677,7 @@ struct TcArgs {
   uint16_t* dk_part = nullptr;   // [ch][64][D]    (V' dS^T) o D + (dM o Gam)^T Q (bf16)
   float* dG_part = nullptr;      // [ch][64]
   float *dq_vh = nullptr, *dk_vh = nullptr;  // [B*T][Hv][D] fp32, only when Hv > Hk
-  // dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused, as tc_inputs decided it): M =
+  // dv_local's work in the reverse state pass (GdnPlan::dvl_fused, as tc_inputs decided it): M =
   // lower(Q K^T o Gam) in bf16, [ch][64][64], written by the output kernel, read by that pass
   bool dvl_fused = false;
   uint16_t* Mb = nullptr;
@@ -762,7 +720,7 @@ __device__ __forceinline__ int tc_cta_rotation(const TcArgs& a) {
 // thread, after a barrier that every writing thread passed); the chasing kernel's CTA for chunk ch
 // waits for all of them (ready_count) before it loads them.
 // chunks_ready_signal counts chunks ch0 .. ch0 + n - 1 after one release fence. The mma.sync state
-// passes count theirs kSignalEvery at a time (the column-warp and wgmma ones, one at a time): the
+// passes count theirs kSignalEvery at a time (the column-warp one, one at a time): the
 // fence holds the signalling warp for hundreds of cycles, and the chain's other warps wait for it at
 // the next barrier (docs/gdn_kernels.md, "Running beside the chains"; 8 at a time gains nothing more).
 inline constexpr int kSignalEvery = 4;
@@ -1011,12 +969,9 @@ void tc_set_smem(Kernel kernel, size_t bytes, const char* op) {
 // prep: G, W, U. state_forward: the entering states S and V' per chunk (bf16), and S_out. output: o from Q, K, G, S and V' (chunks in parallel).
 void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op);
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op);
-void tc_state_forward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op);   // gdn_tc_state_wg.cu
-void tc_state_backward_wg(const TcArgs& a, int D, cudaStream_t s, const char* op);  // gdn_tc_state_wg.cu
 void tc_state_forward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op);   // gdn_tc_state_cw.cu
-void tc_state_backward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op);  // gdn_tc_state_cw.cu
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op);
-// prep feeding the mma.sync forward state pass launched before it (TcArgs::fed; GdnCudaDims::chase_prep):
+// prep feeding the mma.sync forward state pass launched before it (TcArgs::fed; GdnPlan::prep_beside):
 // a 1-D grid, chunk-major, by programmatic dependent launch; the output kernel after it. Their code
 // is loaded by tc_prep_fed_load before the state pass is launched (a kernel loaded on its first
 // launch waits for the kernels running: the state pass, waiting for it).

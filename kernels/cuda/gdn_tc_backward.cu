@@ -16,8 +16,8 @@
 //              dKb = T^T dW, dVb = T^T dV';  dk = dk_part + (P' + P'^T) K + diag(beta e^G) dKb,
 //              dv = diag(beta) dVb, dbeta, dG, and dg = reverse_cumsum(dG)
 //   sum_heads  when Hv > Hk: dq, dk summed over the value heads of each key head, fixed order.
-// grad_qk chases the reverse state pass at head dim 64 by default (TcArgs::ready, GdnCudaDims::
-// overlap: started while the state pass runs, each CTA waiting for its chunk's dS' and dV').
+// grad_qk chases the reverse state pass where the plan says so (TcArgs::ready, GdnPlan::chase_grad_qk:
+// started while the state pass runs, each CTA waiting for its chunk's dS' and dV').
 // No atomics in the sums: same inputs, same bits (the chase's counts only say when a chunk is ready).
 #include "kernels/cuda/gdn_tc.cuh"
 
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
 // the 64-row product K dS' is split over k: warps w and w + 4 each take half of the 128 and swap
 // half of their n-tiles (swap_k_halves), so each finishes dV' for BV / 2 of the columns.
 
-// kFused (GdnCudaDims::dvl_fused): four more warps do dv_local's work a chunk ahead (dvl_producer);
+// kFused (GdnPlan::dvl_fused): four more warps do dv_local's work a chunk ahead (dvl_producer);
 // two buffers of M beside the ring.
 template <int D, int BV, int kStages, bool kFused = false>
 struct StateBwdLayout {
@@ -137,7 +137,7 @@ struct StateBwdLayout {
 // producer's; the producer's warps (each kC / kDvlWarps rows of dvl).
 inline constexpr int kStateWarpsBarrier = 5, kDvlBarrier = 6, kDvlWarps = 4;
 
-// dv_local's work in the reverse state pass (GdnCudaDims::dvl_fused; docs/gdn_kernels.md, "Running
+// dv_local's work in the reverse state pass (GdnPlan::dvl_fused; docs/gdn_kernels.md, "Running
 // beside the chains"), by warps kWarps .. kWarps + kDvlWarps - 1: per chunk they copy G, dO's
 // columns [y0, y0 + BV) and M (the forward's, a.Mb), then leave dvl = M^T dO and dOg = dO o e^G in
 // the chunk's stage, each rounded to bf16 as dv_local rounds them. Visit j (chunk NC - 1 - j) is made while the state warps work on visit j - 1, from
@@ -422,7 +422,7 @@ __device__ __forceinline__ void l2norm_grad_rows(float (&acc)[1][NT][4], const u
   }
 }
 
-// kPersist (chasing only; GdnCudaDims::qk_persist): one CTA a SM, taking chunks
+// kPersist (chasing only; GdnPlan::qk_persist): one CTA a SM, taking chunks
 // by ticket (TcArgs::qk_ticket: the same order, set by arrival, not the sums) and copying the next
 // chunk's Q, K, dO into a second set of tiles while this one's products run.
 template <int D, bool kChase, bool kPersist>
@@ -950,8 +950,6 @@ void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 }
 
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  if (a.colwarp & 2) return tc_state_backward_cw(a, D, s, op);
-  if (a.wgmma & 4) return tc_state_backward_wg(a, D, s, op);
   // (D, columns, stages) as the plan (gdn_plan.h) chose them; 64 columns of 128 run 2 stages here (the
   // third would not fit in shared memory).
   const bool s3 = a.state_stages == 3;

@@ -8,14 +8,14 @@
 //   prep    (chunk, h, b) in parallel: G, K K^T, T (fp32; bf16 copy for the backward), W and U
 //           (bf16)                                                                -> workspace
 //           (or beside the state pass, launched after it, which waits for each chunk: TcArgs::fed,
-//           GdnCudaDims::chase_prep)
+//           GdnPlan::prep_beside)
 //   state   (column tile of S, h, b), sequential over chunks: S kept in fp32 registers (mma
 //           accumulators); per chunk V' = U - W S and S' = e^{G_n} S + K^T (D o V'), saving the
 //           entering S and V' (both bf16) per chunk; the next chunks' tiles are prefetched (cp.async)
 //           meanwhile.
 //   output  (chunk x h x b, chunk-major) in parallel: M = lower(Q K^T o Gam), O = (Q o e^G) S + M V';
-//           by default it chases the state pass (TcArgs::ready, GdnCudaDims::overlap: started while
-//           the state pass runs, each CTA waiting for its chunk's S and V').
+//           it chases the state pass (TcArgs::ready, GdnPlan::chase_output: started while the
+//           state pass runs, each CTA waiting for its chunk's S and V').
 // The sequential pass does only the state chain; everything it does not need runs in the
 // parallel kernels (O inside the state pass would take its shared memory and lengthen the chain).
 // The saved S and V' also serve the backward (gdn_tc_launch.cu), which then skips prep and the
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kTcThreads) gdn_tc_prep_kernel(TcArgs a) {
   prep_chunk<D>(a, tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z), dynamic_smem());
 }
 
-// prep feeding the forward state pass launched before it (TcArgs::fed; GdnCudaDims::chase_prep):
+// prep feeding the forward state pass launched before it (TcArgs::fed; GdnPlan::prep_beside):
 // a 1-D grid, chunk-major (the order in which the state pass takes the chunks),
 // each CTA counting its chunk once written. The output kernel after it (programmatic dependent
 // launch) starts once every CTA here has; its CTAs wait for the state pass, which waits only for
@@ -505,102 +505,6 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_tc_output_kernel(TcArgs a) {
   if (a.ready && ck.c == a.NC - 1) grid_dependency_wait();
 }
 
-// ---------------------------------------------------------------------------------------------
-// Output with wgmma (sm_90a; GdnCudaDims::wgmma bit 1; slower than gdn_tc_output_kernel, an option
-// with its test): grid (NC, Hv, B), D / 64 warpgroups; warpgroup w forms columns [64 w, + 64) of O. The tiles sit in gdn_mma.cuh's
-// core-matrix layouts: Q and K K-major (64 x D), S and V' MN-major (stored [k][n]: D x D, 64 x D).
-// Each warpgroup forms all of M = lower(Q K^T o Gam) (64 x 64) and keeps it as high + low bf16 A
-// fragments in registers; O = e^G o (Q S) + M V' in one set of accumulators. Same numerics as
-// gdn_tc_output_kernel (M split, S and V' as saved in bf16); other summation order.
-template <int D>
-struct OutputWgLayout {
-  static constexpr uint32_t kGroup = (D / 8) * 128;  // D-wide tiles: bytes between 8-row (K-major) or 8-k (MN-major) groups
-  size_t Q = 0, K = 0, S = 0, Vp = 0, G = 0, bytes = 0;
-  __host__ __device__ constexpr OutputWgLayout() {
-    SmemPlan p;
-    Q = p.take(kC * D * 2), K = p.take(kC * D * 2), S = p.take(D * D * 2), Vp = p.take(kC * D * 2);
-    G = p.take(kC * 4);
-    bytes = p.bytes;
-  }
-};
-
-template <int D>
-__global__ void __launch_bounds__(D / 64 * 128) gdn_tc_output_wg_kernel(TcArgs a) {
-  TcTimelineScope tl_scope(a.tl, kTlOutputWg);
-  constexpr OutputWgLayout<D> L{};
-  constexpr int kThreads = D / 64 * 128;
-  constexpr uint32_t kG = L.kGroup;
-  unsigned char* sm = dynamic_smem();
-  unsigned char *sQ = sm + L.Q, *sK = sm + L.K, *sS = sm + L.S, *sVp = sm + L.Vp;
-  float* sG = reinterpret_cast<float*>(sm + L.G);
-  const TcChunk ck = tc_chunk(a, blockIdx.x, blockIdx.y, blockIdx.z);
-  // three copy groups in the order the products use them: Q, K, G (Q K^T); S (Q S); V' (M V')
-  load_tile_at<kC, D, kThreads>(KMajorAt<kG>{sQ}, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n, a.vec_in);
-  load_tile_at<kC, D, kThreads>(KMajorAt<kG>{sK}, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n, a.vec_in);
-  load_tile_f32<1, kC, kThreads>(sG, kC, a.G + ck.ch * kC, kC);
-  cp_async_commit();
-  load_tile_at<D, D, kThreads>(MnMajorAt<kG>{sS}, a.S + ck.ch * D * D, D, D, true);
-  cp_async_commit();
-  load_tile_at<kC, D, kThreads>(MnMajorAt<kG>{sVp}, a.Vn + ck.ch * kC * D, D, kC, true);
-  cp_async_commit();
-  cp_async_wait<2>();
-  fence_proxy_async();
-  __syncthreads();
-  if (a.q_hat) {  // Q's l2norm taken here (the forward's q_hat and q_r)
-    l2norm_tile_rows_at<D, kThreads, 4>(KMajorAt<kG>{sQ}, ck.n, a.q_scale, a.q_hat + ck.r0 * a.ld_hat + ck.kh * D,
-                                        a.ld_hat, a.q_r + ck.r0 * a.Hk + ck.kh, a.Hk, a.vec_hat);
-    fence_proxy_async();
-    __syncthreads();
-  }
-  const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, m0 = 16 * ((threadIdx.x / 32) % 4);
-  auto q_desc = [&](int k0) { return wgmma_desc_k(sQ + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG); };
-  float qk[32], o[32];  // Q K^T (all 64 columns), O (this warpgroup's 64 columns)
-  wgmma_fence();
-#pragma unroll
-  for (int k0 = 0; k0 < D; k0 += 16)
-    wgmma_bf16<64>(qk, q_desc(k0), wgmma_desc_k(sK + wgmma_kmajor_offset(0, k0, 128, kG), 128, kG), k0 > 0);
-  wgmma_commit();
-  cp_async_wait<1>();
-  fence_proxy_async();
-  __syncthreads();  // S's tile
-  wgmma_fence();
-#pragma unroll
-  for (int k0 = 0; k0 < D; k0 += 16)
-    wgmma_bf16<64, 1>(o, q_desc(k0), wgmma_desc_mn(sS + wgmma_mnmajor_offset(64 * wg, k0, kG, 128), kG, 128), k0 > 0);
-  wgmma_commit();
-  wgmma_wait<1>();  // Q K^T done; Q S may still run while M is formed
-  wgmma_fence_operand(qk);
-  // M's rows as A fragments, high + low parts
-  uint32_t mh[kC / 16][4], ml[kC / 16][4];
-  causal_decay_fragments(mh, ml, [&](int j, int e) { return qk[4 * j + e]; }, sG, m0, lane);
-  wgmma_wait<0>();
-  wgmma_fence_operand(o);
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[4 * j + e] *= __expf(sG[m0 + acc_row(0, e, lane)]);
-  cp_async_wait<0>();
-  fence_proxy_async();
-  __syncthreads();  // the V' tile
-  wgmma_fence();
-#pragma unroll
-  for (int s = 0; s < kC / 16; ++s) {
-    const uint64_t vd = wgmma_desc_mn(sVp + wgmma_mnmajor_offset(64 * wg, 16 * s, kG, 128), kG, 128);
-    wgmma_bf16_ra<64, 1>(o, mh[s], vd, 1);
-    wgmma_bf16_ra<64, 1>(o, ml[s], vd, 1);
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-  wgmma_fence_operand(o);
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; e += 2) {
-      const int i = m0 + acc_row(0, e, lane), y = 64 * wg + acc_col(j, e, lane);
-      if (i < ck.n) st_bf16x2(a.o + (ck.r0 + i) * a.ld_o + ck.h * D + y, o[4 * j + e], o[4 * j + e + 1], a.vec_out);
-    }
-}
-
 template <int D>
 void prep_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr PrepLayout<D> L{};
@@ -631,14 +535,6 @@ auto output_kernel(const TcArgs& a) {
 // M stays in registers (its two bf16 parts in shared memory would cost 18 KB and a CTA per SM).
 template <int D>
 void output_d(const TcArgs& a, cudaStream_t s, const char* op) {
-  if (a.wgmma & 1) {
-    constexpr OutputWgLayout<D> W{};
-    tc_set_smem(gdn_tc_output_wg_kernel<D>, W.bytes, op);
-    const dim3 grid(static_cast<unsigned>(a.NC), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
-    gdn_tc_output_wg_kernel<D><<<grid, D / 64 * 128, W.bytes, s>>>(a);
-    DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
-    return;
-  }
   constexpr OutputLayout<D, D> L{};
   const auto kernel = output_kernel<D>(a);
   tc_set_smem(kernel, L.bytes, op);
@@ -661,8 +557,7 @@ void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 }
 
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  if (a.colwarp & 1) return tc_state_forward_cw(a, D, s, op);
-  if (a.wgmma & 2) return tc_state_forward_wg(a, D, s, op);
+  if (a.colwarp) return tc_state_forward_cw(a, D, s, op);
   // (D, columns, stages) as the plan (gdn_plan.h) chose them.
   const bool s3 = a.state_stages == 3;
   if (D == 64) a.state_cols == 64 ? state_forward_d<64, 64>(a, s, op) : state_forward_d<64, 32>(a, s, op);

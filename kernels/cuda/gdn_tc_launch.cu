@@ -75,7 +75,7 @@ TcArgs tc_inputs(const GdnCudaDims& d, const GdnPlan& plan, const uint16_t* q, c
   a.B = d.B, a.T = d.T, a.Hk = d.Hk, a.Hv = d.Hv, a.NC = (d.T + kC - 1) / kC;
   a.sms = plan.sms;
   a.state_cols = plan.state_cols, a.state_stages = plan.state_stages;
-  a.wgmma = plan.wgmma, a.colwarp = plan.colwarp, a.colwarp_cols = plan.colwarp_cols;
+  a.colwarp = plan.colwarp;
   a.dvl_fused = plan.dvl_fused;
   a.q = q, a.k = k, a.v = v, a.ld_q = ld_q, a.ld_k = ld_k, a.ld_v = ld_v;
   a.g = g, a.beta = beta, a.S0 = S0;
@@ -334,10 +334,9 @@ void gdn_cuda_timeline(GdnCudaStamp* stamps, unsigned* n, unsigned cap) {
 }
 
 const char* gdn_cuda_timeline_kernel(uint32_t kernel) {
-  static const char* const names[] = {"prep",    "prep_fed",     "state_fwd",    "output",       "output_wg",
-                                      "dv_local", "state_bwd",    "grad_qk",      "grad_wy",      "state_fwd_wg",
-                                      "state_bwd_wg", "state_fwd_cw", "state_bwd_cw"};
-  static_assert(sizeof(names) / sizeof(names[0]) == gdn_cuda::kTlStateBackwardCw + 1, "a name for each kernel");
+  static const char* const names[] = {"prep",      "prep_fed", "state_fwd", "output",      "dv_local",
+                                      "state_bwd", "grad_qk",  "grad_wy",   "state_fwd_cw"};
+  static_assert(sizeof(names) / sizeof(names[0]) == gdn_cuda::kTlStateForwardCw + 1, "a name for each kernel");
   return kernel < sizeof(names) / sizeof(names[0]) ? names[kernel] : "?";
 }
 

@@ -1,7 +1,7 @@
-// Pieces shared by the state passes that keep the state transposed in registers (S^T: columns of
-// S as the rows of mma accumulators, so that both products of a chunk take their A operand from
-// registers): the wgmma passes (gdn_tc_state_wg.cu) and the column-warp passes
-// (gdn_tc_state_cw.cu); the ring of tile stages between a producer and the consumers.
+// Pieces of the state pass that keeps the state transposed in registers (S^T: columns of S as the
+// rows of mma accumulators, so that both products of a chunk take their A operand from
+// registers): the column-warp pass (gdn_tc_state_cw.cu); the ring of tile stages between a
+// producer and the consumers.
 #pragma once
 
 #include "kernels/cuda/gdn_tc.cuh"
@@ -9,7 +9,7 @@
 namespace dt {
 namespace gdn_cuda {
 
-// Accumulator pairs (columns 8 j + 2t, + 1 of rows g and g + 8) of an m64nN product as the A
+// Accumulator pairs (columns 8 j + 2t, + 1 of rows g and g + 8) of an m16nN product as the A
 // fragments of k-steps j / 2: register (j & 1) * 2 + e / 2 of k-step j / 2 (e = 0: row g, 2: row g + 8).
 __device__ __forceinline__ int ra_reg(int j, int e) { return (j & 1) * 2 + e / 2; }
 
@@ -22,8 +22,8 @@ __device__ __forceinline__ void stage_transposed(uint16_t* dst, int ld, int s, c
   stsm_x4_trans(dst + (8 * (2 * s + m / 2) + lane % 8) * ld + 16 * warp + 8 * (m % 2), r);
 }
 
-// The ring of kStages stages between the producer threads (the CTA's first ones: a warpgroup in
-// the wgmma passes, a warp in the column-warp ones) and the consumers (the rest): named barriers
+// The ring of kStages stages between the producer threads (the CTA's first warp) and the
+// consumers (the rest): named barriers
 // kFull + s (the producer's copies into stage s have landed) and kEmpty + s (the consumers are done
 // with stage s), kThreads threads each (the CTA); kConsumers is free for the consumers' own use.
 template <int kStages, int kThreads>
@@ -56,7 +56,7 @@ struct TileRing {
 };
 
 // Columns [y0 + 16 warp, + 16) of head bh's D x D fp32 state X in [bh][D][D], transposed, as warp
-// `warp`'s accumulators (16 x D: the wgmma consumer's m64nD rows, or a column warp's tiles):
+// `warp`'s accumulators (16 x D: a column warp's tiles):
 // x[4 j + e] = X^T[16 warp + g + 8 (e / 2)][8 j + 2 t + e % 2], lane = 4 g + t.
 template <int D>
 __device__ __forceinline__ int64_t state_t_at(int64_t bh, int j, int e, int y0, int warp, int lane) {

@@ -1,24 +1,19 @@
-// The state passes with one warp per 16 columns of the state (GdnCudaDims::colwarp): forward
-// (bit 1), then reverse (bit 2). Same results as the mma.sync tile passes (gdn_tc_forward.cu,
-// gdn_tc_backward.cu), other summation order. As the wgmma passes (gdn_tc_state_wg.cu), each
-// consumer warp keeps its columns of the state transposed, S^T (16 x D, fp32), as mma.sync
-// accumulators, so that both products of a chunk take their A operand straight from registers
-// (the accumulator pairs are the A fragments) and the chain passes nothing through shared memory
-// and meets no barrier but the ring's:
-//   forward  V'^T = U^T - S^T W^T               A = S^T (negated)     B = W  ([i][d]: ldmatrix)
-//            S^T <- e^{G_n} S^T + Vd^T K        A = Vd^T              B = K  ([i][d]: ldmatrix.trans)
-//   reverse  dV'^T = dvl^T + (dS'^T K^T) o D    A = dS'^T             B = K  (ldmatrix)
-//            dS^T = e^{G_n} dS'^T + dOg^T Q - dV'^T W                 B = Q, W (ldmatrix.trans)
-// with Vd = D o V', D_i = exp(G_n - G_i). Where the wgmma passes take 64 columns a CTA (wgmma's M),
-// a CTA here has NW consumer warps (16 NW columns: 16, 32 or 64) and one producer warp that copies
-// the chunks' tiles into a ring (TileRing, cp.async), so the sizes can trade the number of CTAs a
-// head (parallel chains) against each CTA's tile loads (a head's CTAs each load the chunk's W and K
-// tiles). Each warp stages its saved outputs (S entering the chunk and V'; dS' and dV') transposed
-// by stmatrix in its own columns of a shared tile and stores them in 16-byte pieces.
+// The forward state pass with one warp per 16 columns of the state (GdnPlan::colwarp). Same
+// results as the mma.sync tile pass (gdn_tc_forward.cu), other summation order. Each consumer warp
+// keeps its columns of the state transposed, S^T (16 x D, fp32), as mma.sync accumulators, so that
+// both products of a chunk take their A operand straight from registers (the accumulator pairs are
+// the A fragments) and the chain passes nothing through shared memory and meets no barrier but the
+// ring's:
+//   V'^T = U^T - S^T W^T               A = S^T (negated)     B = W  ([i][d]: ldmatrix)
+//   S^T <- e^{G_n} S^T + Vd^T K        A = Vd^T              B = K  ([i][d]: ldmatrix.trans)
+// with Vd = D o V', D_i = exp(G_n - G_i). A CTA has NW consumer warps (16 NW columns) and one
+// producer warp that copies the chunks' tiles into a ring (TileRing, cp.async). Each warp stages
+// its saved outputs (S entering the chunk and V') transposed by stmatrix in its own columns of a
+// shared tile and stores them in 16-byte pieces.
 // Grid (D / (16 NW), Hv, B); 32 (NW + 1) threads: warp 0 produces, warps 1..NW consume.
-// A chunk takes longer than in the mma.sync passes, as one warp per scheduler issues its ~600
-// instructions; only the forward pass at 64 columns beats the others, and the sizes take it there
-// (head dim 128; docs/gdn_kernels.md, "The plan").
+// A chunk takes longer than in the mma.sync pass, as one warp per scheduler issues its ~600
+// instructions; at 64 columns a CTA (head dim 128, many heads) it is the faster one, and the plan
+// takes it there only (docs/gdn_kernels.md, "The plan").
 #include "kernels/cuda/gdn_tc_state.cuh"
 
 namespace dt {
@@ -199,119 +194,6 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_forward_cw_kernel(
   store_state_cw<D>(S, a.S_out, bh, y0, w, lane);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reverse: per stage K, Q, W (64 x D), dOg and dvl (64 x 16 NW), G; staging of dS' and dV'.
-template <int D, int NW, int kStages>
-struct StateBwdCwLayout {
-  static constexpr int kLd = D + 8, kLdY = 16 * NW + 8;
-  size_t K = 0, Q = 0, W = 0, dOg = 0, dvl = 0, G = 0, stage = 0, S = 0, V = 0, bytes = 0;
-  __host__ __device__ constexpr StateBwdCwLayout() {
-    SmemPlan p;
-    K = p.take(kC * kLd * 2), Q = p.take(kC * kLd * 2), W = p.take(kC * kLd * 2);
-    dOg = p.take(kC * kLdY * 2), dvl = p.take(kC * kLdY * 2), G = p.take(kC * 4);
-    stage = p.bytes;
-    p.take(stage * (kStages - 1));
-    S = p.take(D * kLdY * 2), V = p.take(kC * kLdY * 2);
-    bytes = p.bytes;
-  }
-};
-
-template <int D, int NW, int kStages>
-__global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_backward_cw_kernel(TcArgs a) {
-  TcTimelineScope tl_scope(a.tl, kTlStateBackwardCw);
-  constexpr StateBwdCwLayout<D, NW, kStages> L{};
-  constexpr int kLd = L.kLd, kLdY = L.kLdY, kCols = 16 * NW;
-  using Ring = TileRing<kStages, 32 * (NW + 1)>;
-  unsigned char* sm = dynamic_smem();
-  const int y0 = blockIdx.x * kCols;
-  const int64_t h = blockIdx.y, b = blockIdx.z, bh = b * a.Hv + h;
-  grid_launch_dependents();  // the chasing grad_qk may start once every CTA here runs
-
-  if (threadIdx.x < 32) {  // producer: the j-th chunk visited (c = NC - 1 - j) into stage j % kStages
-    Ring::produce(a.NC, [&](int64_t j, int s) {
-      unsigned char* st = sm + s * L.stage;
-      const TcChunk ck = tc_chunk(a, a.NC - 1 - j, h, b);
-      load_tile<kC, D, 32>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n,
-                           a.vec_in);
-      load_tile<kC, D, 32>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + ck.r0 * a.ld_q + ck.kh * D, a.ld_q, ck.n,
-                           a.vec_in);
-      load_tile<kC, D, 32>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ck.ch * kC * D, D, kC, true);
-      load_tile<kC, kCols, 32>(reinterpret_cast<uint16_t*>(st + L.dOg), kLdY, a.dOg + ck.ch * kC * D + y0, D, kC, true);
-      load_tile<kC, kCols, 32>(reinterpret_cast<uint16_t*>(st + L.dvl), kLdY, a.dvl + ck.ch * kC * D + y0, D, kC, true);
-      load_tile_f32<1, kC, 32>(reinterpret_cast<float*>(st + L.G), kC, a.G + ck.ch * kC, kC);
-    });
-    return;
-  }
-
-  const int w = threadIdx.x / 32 - 1, lane = threadIdx.x % 32, t = lane % 4, yw = 16 * w;
-  const bool leader = threadIdx.x == 32;  // the chase counts: after barriers of all consumers
-  uint16_t* sSo = reinterpret_cast<uint16_t*>(sm + L.S);
-  uint16_t* sVo = reinterpret_cast<uint16_t*>(sm + L.V);
-  float dS[D / 8][4];  // dS'^T, this warp's 16 columns
-  load_state_cw<D>(dS, a.dS_out, bh, y0, w, lane);
-  for (int64_t j = 0; j < a.NC; ++j) {
-    const unsigned char* st = sm + (j % kStages) * L.stage;
-    const uint16_t* sK = reinterpret_cast<const uint16_t*>(st + L.K);
-    const uint16_t* sQ = reinterpret_cast<const uint16_t*>(st + L.Q);
-    const uint16_t* sW = reinterpret_cast<const uint16_t*>(st + L.W);
-    const uint16_t* sdOg = reinterpret_cast<const uint16_t*>(st + L.dOg);
-    const uint16_t* sdvl = reinterpret_cast<const uint16_t*>(st + L.dvl);
-    const float* sG = reinterpret_cast<const float*>(st + L.G);
-    const int64_t ch = bh * a.NC + a.NC - 1 - j;
-    // dS'^T as A fragments; dS' (as saved) staged in this warp's columns
-    uint32_t ad[D / 16][4];
-    acc_as_a<D>(ad, dS);
-    __syncwarp();  // this warp's stores of the chunk before have read the staging tiles
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k) stage_transposed(sSo, kLdY, k, ad[k], w, lane);
-    Ring::acquire(j);  // this chunk's tiles landed
-    // the chunk visited two steps ago: its dS' and dV' were stored before the barrier of the last one
-    if (j >= 2) chunk_ready_signal(a, ch + 2, leader);
-    // P = dS'^T K^T (dV'^T = dvl^T + P o D below)
-    float P[8][4];
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) P[jj][e] = 0.f;
-    warp_mma_ra<8, D, false>(P, ad, sK, kLd, lane);
-    // off the chain: dS^T = e^{G_n} dS'^T + dOg^T Q, while P runs
-    const float gl = sG[kC - 1], eg = __expf(gl);
-#pragma unroll
-    for (int jj = 0; jj < D / 8; ++jj)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dS[jj][e] *= eg;
-    uint32_t ao[4][4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) load_a<true>(ao[k], sdOg, kLdY, yw, 16 * k, lane);
-    warp_mma_ra<D / 8, kC, true>(dS, ao, sQ, kLd, lane);
-    __syncwarp();  // the staged dS' is complete
-    store_tile<D, 16>(a.dS + ch * D * D + y0 + yw, D, sSo + yw, kLdY, lane, 32);
-    float X[8][4];  // dvl^T
-    tile_t_as_acc(X, sdvl, kLdY, yw, lane);
-    // dV'^T (bf16: staged, and negated as the A fragments of - dV'^T W)
-    uint32_t av[4][4];
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      const float d0 = __expf(gl - sG[8 * jj + 2 * t]), d1 = __expf(gl - sG[8 * jj + 2 * t + 1]);
-#pragma unroll
-      for (int e = 0; e < 4; e += 2)
-        av[jj / 2][ra_reg(jj, e)] = bf16x2_bits(X[jj][e] + d0 * P[jj][e], X[jj][e + 1] + d1 * P[jj][e + 1]);
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) stage_transposed(sVo, kLdY, k, av[k], w, lane);
-    negate_a(av);
-    warp_mma_ra<D / 8, kC, true>(dS, av, sW, kLd, lane);
-    __syncwarp();
-    store_tile<kC, 16>(a.dVn + ch * kC * D + y0 + yw, D, sVo + yw, kLdY, lane, 32);
-    Ring::release(j, a.NC);
-  }
-  if (a.ready) {
-    named_barrier(Ring::kConsumers, 32 * NW);  // every consumer's stores issued
-    for (int64_t c = a.NC >= 2 ? 1 : 0; c >= 0; --c) chunk_ready_signal(a, bh * a.NC + c, leader);
-  }
-  store_state_cw<D>(dS, a.dS0, bh, y0, w, lane);
-}
-
 template <int D, int NW, class Kernel>
 void launch_cw(Kernel kernel, size_t bytes, const TcArgs& a, cudaStream_t s, const char* op) {
   tc_set_smem(kernel, bytes, op);
@@ -320,33 +202,19 @@ void launch_cw(Kernel kernel, size_t bytes, const TcArgs& a, cudaStream_t s, con
   DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
 }
 
-// 3 stages, or 2 where 3 do not fit (the reverse pass at D = 128 with 64 columns: 240 KB).
 template <int D, int NW>
 void forward_cw(const TcArgs& a, cudaStream_t s, const char* op) {
   launch_cw<D, NW>(gdn_tc_state_forward_cw_kernel<D, NW, 3>, StateCwLayout<D, NW, 3>{}.bytes, a, s, op);
-}
-template <int D, int NW>
-void backward_cw(const TcArgs& a, cudaStream_t s, const char* op) {
-  constexpr int kStages = D == 128 && NW == 4 ? 2 : 3;
-  launch_cw<D, NW>(gdn_tc_state_backward_cw_kernel<D, NW, kStages>, StateBwdCwLayout<D, NW, kStages>{}.bytes, a, s,
-                   op);
 }
 
 }  // namespace
 
 namespace gdn_cuda {
 
-// TcArgs::colwarp_cols / 16 consumer warps a CTA (16, 32 or 64 columns).
+// The plan takes it at head dim 128 with 64 columns a CTA (4 consumer warps), 3 stages.
 void tc_state_forward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  const int nw = a.colwarp_cols / 16;
-  if (D == 64) nw == 1 ? forward_cw<64, 1>(a, s, op) : nw == 2 ? forward_cw<64, 2>(a, s, op) : forward_cw<64, 4>(a, s, op);
-  else nw == 1 ? forward_cw<128, 1>(a, s, op) : nw == 2 ? forward_cw<128, 2>(a, s, op) : forward_cw<128, 4>(a, s, op);
-}
-
-void tc_state_backward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  const int nw = a.colwarp_cols / 16;
-  if (D == 64) nw == 1 ? backward_cw<64, 1>(a, s, op) : nw == 2 ? backward_cw<64, 2>(a, s, op) : backward_cw<64, 4>(a, s, op);
-  else nw == 1 ? backward_cw<128, 1>(a, s, op) : nw == 2 ? backward_cw<128, 2>(a, s, op) : backward_cw<128, 4>(a, s, op);
+  DT_CHECK(D == 128, "{}: the column-warp state pass is built for head dim 128, got {}", op, D);
+  forward_cw<128, 4>(a, s, op);
 }
 
 }  // namespace gdn_cuda

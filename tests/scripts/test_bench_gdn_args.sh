@@ -13,12 +13,9 @@ expect_refused() {  # expect_refused "message part" args...
   fi
   grep -q -- "$want" "$err" || { echo "bench_gdn $*: wrong message (want '$want'):"; cat "$err"; exit 1; }
 }
-expect_refused "--wgmma" --wgmma 8
-expect_refused "--wgmma" --wgmma -2
 expect_refused "--overlap" --overlap 2
 expect_refused "--overlap" --overlap -2
-expect_refused "--colwarp" --colwarp 4
-expect_refused "--colwarp-cols" --colwarp-cols 48
+expect_refused "--colwarp" --colwarp 2
 expect_refused "--dvl-fused" --dvl-fused 2
 expect_refused "--chase-prep" --chase-prep 2
 expect_refused "--qk-persist" --qk-persist 2

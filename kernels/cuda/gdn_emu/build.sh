@@ -8,7 +8,7 @@
 # hide, but it runs the real kernel code on any machine: every tensor-core kernel passed here
 # before its first GPU run, and passed there too.
 #   kernels/cuda/gdn_emu/build.sh            -> build-gdnemu/emu_gdn
-#   build-gdnemu/emu_gdn quick|lengths|d128|wide|cols|misc|long|dims|pointwise|norm|conv|wgmma|colwarp|fused|persist [simt]
+#   build-gdnemu/emu_gdn quick|lengths|d128|wide|cols|misc|long|dims|pointwise|norm|conv|colwarp|fused|persist [simt]
 # (norm: the gated norm at sizes where its one-wave backward variant takes several steps per CTA; slow.)
 # (dims: head dims 8 to 64, dk != dv, through kAuto, which must pick the SIMT kernels.)
 # CMake builds the same thing as the target emu_gdn (kernels/cuda/gdn_emu/CMakeLists.txt) and ctest runs
@@ -18,7 +18,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 R=$(cd "$HERE/../../.." && pwd)
 B=${EMU_BUILD:-$R/build-gdnemu}  # EMU_BUILD: another build directory
 mkdir -p "$B/src" "$B/obj"
-for f in gdn_chunk gdn_tc_forward gdn_tc_backward gdn_tc_launch gdn_norm gdn_pointwise gdn_recurrent gdn_conv gdn_wgmma_check gdn_tc_state_wg gdn_tc_state_cw; do
+for f in gdn_chunk gdn_tc_forward gdn_tc_backward gdn_tc_launch gdn_norm gdn_pointwise gdn_recurrent gdn_conv gdn_tc_state_cw; do
   python3 "$HERE/gen.py" "$R/kernels/cuda/$f.cu" "$B/src/$f.cpp"   # <<<grid, block, smem, stream>>> -> emu::launch
 done
 FLAGS="-std=c++20 -O2 -g -pthread -Wno-unknown-pragmas -I $HERE/include -I $R"

@@ -24,12 +24,6 @@ struct Warp {
 };
 static std::unique_ptr<std::barrier<>> g_block_bar;
 static std::vector<std::unique_ptr<Warp>> g_warps;
-// A warpgroup (4 warps): its barrier and the exchange of register-A wgmma fragments.
-struct Group {
-  std::barrier<> bar{128};
-  uint32_t a[128][4];
-};
-static std::vector<std::unique_ptr<Group>> g_groups;
 static std::vector<unsigned char> g_smem;
 static std::array<std::unique_ptr<std::barrier<>>, 16> g_named;  // bar.sync ids, made at first use
 static std::mutex g_named_mutex;
@@ -65,8 +59,6 @@ void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& b
       for (unsigned x = 0; x < grid.x; ++x) {
         g_block_bar = std::make_unique<std::barrier<>>(nt);
         g_warps.clear();
-        g_groups.clear();
-        for (unsigned w = 0; w < nt / 128; ++w) g_groups.push_back(std::make_unique<Group>());
         for (unsigned w = 0; w < (nt + 31) / 32; ++w) g_warps.push_back(std::make_unique<Warp>(std::min(32u, nt - 32 * w)));
         g_smem.assign(smem + 16, 0xFF);  // NaN poison
         for (auto& b : g_named) b.reset();
@@ -78,7 +70,6 @@ void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& b
             body();
             dt::gdn_cuda::cp_async_wait_n(0);
             warp().bar.arrive_and_drop();
-            if (t / 128 < g_groups.size()) g_groups[t / 128]->bar.arrive_and_drop();
             g_block_bar->arrive_and_drop();
           });
         for (auto& th : ts) th.join();
@@ -230,101 +221,6 @@ void cp_async_wait_n(int n) {
   if (n == 0 && !tl_open.empty()) {  // uncommitted copies never complete on the GPU: flag them
     std::fprintf(stderr, "emu: cp.async without commit at wait\n");
     std::abort();
-  }
-}
-// wgmma: one pending product per issue, its D registers' inputs saved and the registers poisoned;
-// committed into groups; a wait computes this thread's elements of the completed groups from
-// shared memory as it is at the wait.
-struct Wgmma {
-  float* d;
-  int n;
-  uint64_t da, db;
-  std::vector<float> c;  // D's registers at the issue (accumulate), else zeros
-  bool chained;          // accumulate onto the result of an earlier pending product on d
-  bool trans_b;          // B MN-major
-  std::vector<float> a;  // A (64 x 16) from the warpgroup's registers (register-A form), else empty
-};
-static thread_local std::vector<Wgmma> tl_wg_open;
-static thread_local std::deque<std::vector<Wgmma>> tl_wg_groups;
-static thread_local bool tl_wg_fenced = false;
-
-void wgmma_fence() { tl_wg_fenced = true; }
-void wgmma_issue(float* d, int n, uint64_t da, uint64_t db, int accumulate, bool trans_b) {
-  if (!tl_wg_fenced) {
-    std::fprintf(stderr, "emu: wgmma issued without wgmma_fence first\n");
-    std::abort();
-  }
-  if (emu::g_blockDim.x % 128) {
-    std::fprintf(stderr, "emu: wgmma in a block of %u threads (whole warpgroups only)\n", emu::g_blockDim.x);
-    std::abort();
-  }
-  // Accumulating onto registers a pending product will write chains onto that product's result
-  // (the hardware orders products on the same accumulators); the pending ones complete in order.
-  bool chained = false;
-  for (const Wgmma& p : tl_wg_open) chained |= p.d == d;
-  for (const auto& grp : tl_wg_groups)
-    for (const Wgmma& p : grp) chained |= p.d == d;
-  Wgmma w{d, n, da, db, std::vector<float>(n / 2, 0.f), accumulate && chained, trans_b, {}};
-  if (accumulate && !chained) std::memcpy(w.c.data(), d, sizeof(float) * (n / 2));
-  for (int i = 0; i < n / 2; ++i) d[i] = std::numeric_limits<float>::quiet_NaN();
-  tl_wg_open.push_back(std::move(w));
-}
-// Register A: the warpgroup's fragments are gathered at the issue (the instruction is collective).
-void wgmma_issue_ra(float* d, int n, const uint32_t (&a)[4], uint64_t db, int accumulate, bool trans_b, bool neg_a) {
-  emu::Group& grp = *emu::g_groups.at(emu::tl_threadIdx.x / 128);
-  const int me = emu::tl_threadIdx.x % 128;
-  for (int i = 0; i < 4; ++i) grp.a[me][i] = a[i];
-  grp.bar.arrive_and_wait();
-  std::vector<float> A(64 * 16);
-  for (int th = 0; th < 128; ++th) {
-    const int w = th / 32, g = (th % 32) >> 2, t = th & 3, r0 = 16 * w + g;
-    const uint32_t* f = grp.a[th];
-    A[r0 * 16 + 2 * t] = lo(f[0]), A[r0 * 16 + 2 * t + 1] = hi(f[0]);
-    A[(r0 + 8) * 16 + 2 * t] = lo(f[1]), A[(r0 + 8) * 16 + 2 * t + 1] = hi(f[1]);
-    A[r0 * 16 + 2 * t + 8] = lo(f[2]), A[r0 * 16 + 2 * t + 9] = hi(f[2]);
-    A[(r0 + 8) * 16 + 2 * t + 8] = lo(f[3]), A[(r0 + 8) * 16 + 2 * t + 9] = hi(f[3]);
-  }
-  grp.bar.arrive_and_wait();
-  if (neg_a)
-    for (float& x : A) x = -x;
-  wgmma_issue(d, n, 0, db, accumulate, trans_b);
-  tl_wg_open.back().a = std::move(A);
-}
-
-void wgmma_commit() {
-  tl_wg_groups.push_back(std::move(tl_wg_open));
-  tl_wg_open.clear();
-  tl_wg_fenced = false;
-}
-static float smem_bf16(uint32_t byte) {
-  uint16_t b;
-  std::memcpy(&b, emu::dyn_smem() + byte, 2);
-  return __bfloat162float(__ushort_as_bfloat16(b));
-}
-void wgmma_wait_n(int n) {
-  const int L = lane(), g = L >> 2, t = L & 3, row0 = 16 * ((emu::tl_threadIdx.x / 32) % 4);
-  while (static_cast<int>(tl_wg_groups.size()) > n) {
-    for (Wgmma& w : tl_wg_groups.front()) {
-      for (uint64_t desc : {w.da, w.db})  // (da is 0 in the register-A form)
-        if ((desc >> 62) != 0 || ((desc >> 49) & 7) != 0) {
-          std::fprintf(stderr, "emu: wgmma descriptor with swizzling or a base offset (not emulated)\n");
-          std::abort();
-        }
-      auto field = [](uint64_t desc, int at) { return static_cast<uint32_t>((desc >> at) & 0x3FFF) << 4; };
-      const uint32_t a0 = field(w.da, 0), a_lbo = field(w.da, 16), a_sbo = field(w.da, 32);
-      const uint32_t b0 = field(w.db, 0), b_lbo = field(w.db, 16), b_sbo = field(w.db, 32);
-      for (int j = 0; j < w.n / 8; ++j)
-        for (int e = 0; e < 4; ++e) {
-          const int r = row0 + g + 8 * (e >> 1), c = 8 * j + 2 * t + (e & 1);
-          float s = w.chained ? w.d[4 * j + e] : w.c[4 * j + e];
-          for (int k = 0; k < 16; ++k)
-            s += (w.a.empty() ? smem_bf16(a0 + wgmma_kmajor_offset(r, k, a_lbo, a_sbo)) : w.a[r * 16 + k]) *
-                 smem_bf16(b0 + (w.trans_b ? wgmma_mnmajor_offset(c, k, b_lbo, b_sbo)
-                                           : wgmma_kmajor_offset(c, k, b_lbo, b_sbo)));
-          w.d[4 * j + e] = s;
-        }
-    }
-    tl_wg_groups.pop_front();
   }
 }
 }  // namespace gdn_cuda

@@ -17,7 +17,6 @@
 #include "core/error.h"
 #include "kernels/gdn_cuda.h"
 #include "kernels/cuda/gdn_plan.h"
-#include "kernels/cuda/gdn_wgmma_check.h"
 
 using namespace dt;
 
@@ -30,7 +29,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int wgmma = 0; int colwarp = -1, cw_cols = 0; int dvl = -1; bool misaligned = false; int persist = -1; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int colwarp = -1; int dvl = -1; bool misaligned = false; int persist = -1; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -100,8 +99,8 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   GdnCudaForwardParams fp;
   fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl;
   GdnPlanForcing force;
-  force.state_cols = c.cols, force.state_stages = c.stages, force.wgmma = c.wgmma;
-  force.colwarp = c.colwarp, force.colwarp_cols = c.cw_cols, force.dvl_fused = c.dvl, force.qk_persist = c.persist;
+  force.state_cols = c.cols, force.state_stages = c.stages;
+  force.colwarp = c.colwarp, force.dvl_fused = c.dvl, force.qk_persist = c.persist;
   const GdnPlan plan = plan_gdn_for_testing(fp.dims, gdn_current_device(), force);
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -257,8 +256,8 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   report("rec S", Sor, So_r, 5e-3);
 }
 
-// Gated RMSNorm of the output (rows x 3 heads of d), forward once, then every backward variant
-// (GdnCudaNormParams::bwd_variant) onto the same dw start, outputs poisoned before each.
+// Gated RMSNorm of the output (rows x 3 heads of d), forward, then the backward onto a dw of 0.5,
+// outputs poisoned before.
 // off = 1: tensors 2 bytes past a 16-byte boundary (the 1-feature path).
 static void norm_case(std::mt19937_64& rng, int64_t rows, int64_t d, int off) {
   std::normal_distribution<double> nd;
@@ -278,15 +277,11 @@ static void norm_case(std::mt19937_64& rng, int64_t rows, int64_t d, int off) {
   auto fl = [off](const std::vector<uint16_t>& b) { std::vector<float> f(b.size() - off); for (size_t i = 0; i < f.size(); ++i) f[i] = b2f(b[off + i]); return f; };
   std::printf("norm d=%ld off=%d rows=%ld\n", (long)d, off, (long)rows);
   report("y", fl(yb), y, 5e-3);
-  for (int variant = 0; variant < kGdnNormBwdVariants; ++variant) {
-    std::fill(dob.begin(), dob.end(), 0xFFFF), std::fill(dzb.begin(), dzb.end(), 0xFFFF), std::fill(dw.begin(), dw.end(), 0.5f);
-    p.bwd_variant = variant;
-    gdn_norm_backward_cuda(p, nullptr);
-    std::printf(" bwd_variant %d\n", variant);
-    report("d_o", fl(dob), d_o, 1e-2);
-    report("dz", fl(dzb), dz, 1e-2);
-    report("dw", dw, dwr, 1e-4);
-  }
+  std::fill(dob.begin(), dob.end(), 0xFFFF), std::fill(dzb.begin(), dzb.end(), 0xFFFF), std::fill(dw.begin(), dw.end(), 0.5f);
+  gdn_norm_backward_cuda(p, nullptr);
+  report("d_o", fl(dob), d_o, 1e-2);
+  report("dz", fl(dzb), dz, 1e-2);
+  report("dw", dw, dwr, 1e-4);
 }
 
 static void pointwise() {
@@ -428,27 +423,9 @@ static void l2norm_rejects() {
   expect("backward (simt), k_rnorm alone", "come together", [&] { gdn_chunk_backward_cuda(b1, nullptr); });
 }
 
-// The wgmma building blocks (kernels/cuda/gdn_wgmma_check.cu): D = A B^T for one 64 x N tile at
-// every N the wrapper takes and K of one, several and sixteen k-steps, against a double product;
-// and the check's refusals.
-static void wgmma() {
-  std::mt19937_64 rng(17);
-  std::normal_distribution<double> nd;
-  for (bool b_kn : {false, true})
-  for (int N : {16, 32, 64, 128})
-    for (int K : {16, 48, 256}) {
-      std::vector<uint16_t> A(64 * K), B(N * K);
-      for (auto& x : A) x = f2b(float(nd(rng)));
-      for (auto& x : B) x = f2b(float(nd(rng)));
-      std::vector<double> want(64 * N, 0.0);
-      for (int m = 0; m < 64; ++m)
-        for (int n = 0; n < N; ++n)
-          for (int k = 0; k < K; ++k) want[m * N + n] += double(b2f(A[m * K + k])) * b2f(B[b_kn ? k * N + n : n * K + k]);
-      std::vector<float> got(want.size(), std::nanf(""));  // poisoned
-      gdn_wgmma_check_cuda(A.data(), B.data(), got.data(), N, K, b_kn, nullptr);  // emulated device memory is the host's
-      std::printf("wgmma N %3d K %3d, B %s\n", N, K, b_kn ? "[k][n] (MN-major)" : "[n][k] (K-major)");
-      report("D", got, want, 1e-5);
-    }
+// The plan refusing forced choices that have no kernel (plan_gdn_for_testing), for one chunk of the
+// tensor-core kernels at head dim 64.
+static void plan_rejects() {
   auto expect = [](const char* what, const char* needle, auto&& f) {
     try {
       f();
@@ -461,9 +438,6 @@ static void wgmma() {
     std::printf("  %s: no error  <-- FAIL\n", what);
     ++failures;
   };
-  expect("N 48", "N must be 16, 32, 64 or 128", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 48, 16, false, nullptr); });
-  expect("K 24", "K must be a multiple of 16", [] { gdn_wgmma_check_cuda(nullptr, nullptr, nullptr, 64, 24, false, nullptr); });
-  // The plan for one chunk of the tensor-core kernels with one choice forced out of range
   auto forward_with = [](auto&& set) {
     GdnCudaDims d;
     d.B = 1, d.T = 64, d.Hk = d.Hv = 1, d.dk = d.dv = 64;
@@ -472,53 +446,36 @@ static void wgmma() {
     set(f);
     plan_gdn_for_testing(d, gdn_current_device(), f);
   };
-  expect("wgmma 8", "wgmma must be -1 (by the sizes) or 0..7",
-         [&] { forward_with([](GdnPlanForcing& d) { d.wgmma = 8; }); });
+  std::printf("plan options given something wrong\n");
   expect("overlap 2", "overlap must be -1 (the default), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.overlap = 2; }); });
-  expect("colwarp 4", "colwarp must be -1 (by the sizes) or 0..3",
-         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp = 4; }); });
-  expect("colwarp_cols 48", "colwarp_cols must be 0 (by the sizes), 16, 32 or 64",
-         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp_cols = 48; }); });
-  expect("wgmma 4 with colwarp 2", "both pick the reverse state pass",
-         [&] { forward_with([](GdnPlanForcing& d) { d.wgmma = 4, d.colwarp = 2; }); });
+  expect("colwarp 2", "colwarp must be -1 (by the sizes), 0 (off) or 1 (on)",
+         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp = 2; }); });
+  expect("colwarp 1 at head dim 64", "colwarp 1 takes head dim 128",
+         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp = 1; }); });
   expect("dvl_fused 2", "dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.dvl_fused = 2; }); });
   expect("dvl_fused 1 at head dim 64", "dvl_fused 1 takes head dim 128",
          [&] { forward_with([](GdnPlanForcing& d) { d.dvl_fused = 1; }); });
   expect("chase_prep 2", "chase_prep must be -1 (by the sizes), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 2; }); });
-  expect("chase_prep 1 with colwarp 1", "chase_prep 1 takes the mma.sync output kernel and forward state pass",
-         [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1, d.colwarp = 1; }); });
-  expect("chase_prep 1 with overlap 0", "chase_prep 1 takes the mma.sync output kernel and forward state pass",
+  expect("chase_prep 1 with overlap 0", "chase_prep 1 takes the mma.sync forward state pass",
          [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1, d.overlap = 0; }); });
   expect("qk_persist 2", "qk_persist must be -1 (by the sizes), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.qk_persist = 2; }); });
+  expect("qk_persist 1 at head dim 64", "qk_persist 1 takes head dim 128",
+         [&] { forward_with([](GdnPlanForcing& d) { d.qk_persist = 1; }); });
 }
 
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "quick";
-  if (which == "wgmma") {  // the building blocks, then with wgmma the forward's output kernel (wgmma 1), both
-                           // state passes (6), all (7): D 64 and 128, partial chunks, one row, GQA, the l2norm
-                           // inside, more chunks than the rings' stages (the GPU test takes each bit alone too)
-    wgmma();
-    for (auto [T, Hk, Hv, D, l2, wg] : {std::tuple{130, 1, 2, 64, false, 1}, {200, 1, 2, 64, false, 6}, {200, 1, 1, 128, false, 6},
-                                        {1, 1, 1, 64, false, 6}, {130, 2, 2, 128, true, 7}}) {
-      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.l2 = l2, c.wgmma = wg, c.seed = 300 + T + D + wg;
-      run_case(c, GdnCudaImpl::kTensorCore);
-    }
-    std::printf("%s\n", failures ? "FAILURES" : "all ok");
-    return failures != 0;
-  }
-  if (which == "colwarp") {  // the column-warp state passes (colwarp 3, forward 1 and reverse 2 apart): D 64 and 128 at
-                             // 16, 32 and 64 columns a CTA, more chunks than the ring's stages, partial chunks, one
-                             // row, GQA, edge gates, no S0 / dS_out, beside the wgmma output kernel
-    for (auto [T, Hv, D, cols, cw, gates] : {std::tuple{200, 2, 64, 16, 3, 0}, {200, 1, 64, 32, 3, 2}, {130, 2, 64, 64, 1, 0},
-                                             {1, 2, 64, 32, 3, 0}, {300, 1, 128, 16, 3, 0}, {130, 1, 128, 32, 2, 3},
-                                             {65, 2, 128, 64, 3, 1}}) {
-      Case c; c.T = T, c.Hk = 1, c.Hv = Hv, c.D = D, c.colwarp = cw, c.cw_cols = cols, c.gates = gates, c.seed = 500 + T + D + cols;
+  if (which == "colwarp") {  // the column-warp forward state pass (colwarp 1; head dim 128, 64 columns a CTA) with the
+                             // reverse pass by the sizes: more chunks than the ring's stages, partial chunks, one
+                             // row, GQA, edge gates, no S0 / dS_out
+    for (auto [T, Hv, gates] : {std::tuple{200, 2, 0}, {130, 1, 3}, {65, 2, 1}, {1, 2, 0}}) {
+      Case c; c.T = T, c.Hk = 1, c.Hv = Hv, c.D = 128, c.colwarp = 1, c.gates = gates, c.seed = 500 + T + 128 + 64;
       if (T == 130) c.S0 = false, c.dS = false;
-      std::printf("colwarp %d, %d columns a CTA:\n", cw, cols);
+      std::printf("colwarp 1:\n");
       run_case(c, GdnCudaImpl::kTensorCore);
     }
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
@@ -571,6 +528,7 @@ int main(int argc, char** argv) {
     add(1, 65, 2, 2, 128); cases.back().l2 = true, cases.back().misaligned = true;
     Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11, s.l2 = true; cases.push_back(s);
     l2norm_rejects();
+    plan_rejects();
   }
   else if (which == "lengths") { for (int64_t T : {1, 15, 63, 64, 65, 300}) add(2, T, 1, 2, 64); }
   else if (which == "d128") { for (int64_t T : {1, 65, 300}) add(1, T, 2, 2, 128); }
@@ -602,7 +560,7 @@ int main(int argc, char** argv) {
     Case s; s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12; cases.push_back(s);
   }
   if (cases.empty()) {
-    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv, wgmma, colwarp, fused, persist)\n",
+    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv, colwarp, fused, persist)\n",
                  which.c_str());
     return 2;
   }
