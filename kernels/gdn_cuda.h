@@ -91,10 +91,10 @@ struct GdnCudaBackwardParams {
 };
 
 // The chunked gated delta rule (docs/model.md; the kernels: docs/gdn_kernels.md). Stream-ordered
-// on `stream` (a cudaStream_t; null = the legacy default stream). The workspace comes from
-// cudaMallocAsync on the same stream (the device's default memory pool, whose release threshold
-// the first call raises so that freed blocks stay cached: after the first call of a size no
-// cudaMalloc happens) and is freed before return (stream-ordered). Deterministic: no atomics, every sum is taken in a fixed
+// on `stream` (a cudaStream_t; null = the legacy default stream). The workspace comes from a
+// stream-ordered allocation on the same stream, from a memory pool of these kernels' own that keeps
+// freed blocks cached (after the first call of a size no cudaMalloc happens; the device's default
+// pool is not touched), and is freed before return (stream-ordered). Deterministic: no atomics, every sum is taken in a fixed
 // order, so the same inputs give the same bits.
 void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, void* stream);
 void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, void* stream);

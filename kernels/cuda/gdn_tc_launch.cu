@@ -1,10 +1,11 @@
 // The public entry points of the chunked gated delta rule on the GPU (kernels/gdn_cuda.h): the
-// checks, the choice between the tensor-core kernels (gdn_tc_forward.cu, gdn_tc_backward.cu) and
-// the plain fp32 ones (gdn_chunk.cu), and the workspace: one stream-ordered allocation from the
-// device's default memory pool, whose release threshold is raised so that freed blocks stay
-// cached (after the first call of a size, cudaMallocAsync does not reach the driver).
+// checks, the kernels plan_gdn (gdn_plan.h) picks, launched in its order, and the workspace: one
+// stream-ordered allocation from the tensor-core kernels' own memory pool, which keeps freed blocks
+// cached (after the first call of a size no allocation reaches the driver).
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cuda/gdn_plan.h"
 #include "kernels/cuda/gdn_tc.cuh"
@@ -83,23 +84,36 @@ TcArgs tc_inputs(const GdnCudaDims& d, const GdnPlan& plan, const uint16_t* q, c
   return a;
 }
 
-// One stream-ordered allocation of `bytes` from the device's default pool, whose release threshold
-// is raised so that freed blocks stay cached (no driver call after the first of a size). Under
-// stream capture (a CUDA graph) the allocation becomes the graph's own memory node, and the pool's
-// attribute, which may not be set while capturing, is left alone.
-char* tc_alloc(int64_t bytes, cudaStream_t s, const char* op) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DT_GDN_CUDA_CHECK(cudaStreamIsCapturing(s, &capture), op);
-  if (capture == cudaStreamCaptureStatusNone) {
-    int dev = 0;
-    DT_GDN_CUDA_CHECK(cudaGetDevice(&dev), op);
-    cudaMemPool_t pool;
-    DT_GDN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev), op);
+// The tensor-core workspace's own memory pool on the current device, made on its first use, with
+// the largest release threshold: freed blocks stay cached in it, so after the first call of a size
+// no allocation reaches the driver. The device's default pool, which other code shares, is left as
+// it is. Under stream capture (a CUDA graph) an allocation becomes the graph's own memory node,
+// made with this pool's properties.
+cudaMemPool_t workspace_pool(const char* op) {
+  static std::mutex mutex;
+  static std::vector<cudaMemPool_t> pools;  // by device
+  int dev = 0;
+  DT_GDN_CUDA_CHECK(cudaGetDevice(&dev), op);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (pools.size() <= static_cast<size_t>(dev)) pools.resize(static_cast<size_t>(dev) + 1, nullptr);
+  if (!pools[dev]) {
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cudaMemPool_t pool = nullptr;
+    DT_GDN_CUDA_CHECK(cudaMemPoolCreate(&pool, &props), op);
     uint64_t keep = UINT64_MAX;
     DT_GDN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), op);
+    pools[dev] = pool;
   }
+  return pools[dev];
+}
+
+// One stream-ordered allocation of `bytes` from the workspace pool.
+char* tc_alloc(int64_t bytes, cudaStream_t s, const char* op) {
   void* base = nullptr;
-  DT_GDN_CUDA_CHECK(cudaMallocAsync(&base, static_cast<size_t>(bytes), s), op);
+  DT_GDN_CUDA_CHECK(cudaMallocFromPoolAsync(&base, static_cast<size_t>(bytes), workspace_pool(op), s), op);
   return static_cast<char*>(base);
 }
 

@@ -118,10 +118,18 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
   *v = s ? std::atoi(s) : 132;
   return cudaSuccess;
 }
-inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) { *p = nullptr; return cudaSuccess; }
+// Memory pools: one stands for all (device memory is the host's).
+enum cudaMemAllocationType { cudaMemAllocationTypePinned = 1 };
+enum cudaMemLocationType { cudaMemLocationTypeDevice = 1 };
+struct cudaMemLocation { cudaMemLocationType type; int id; };
+struct cudaMemPoolProps { cudaMemAllocationType allocType; cudaMemLocation location; };
+inline cudaError_t cudaMemPoolCreate(cudaMemPool_t* p, const cudaMemPoolProps*) {
+  static int pool;
+  *p = reinterpret_cast<cudaMemPool_t>(&pool);
+  return cudaSuccess;
+}
 inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
-enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone, cudaStreamCaptureStatusActive };
-inline cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* c) {  // no graphs here
-  *c = cudaStreamCaptureStatusNone;
+inline cudaError_t cudaMallocFromPoolAsync(void** p, size_t n, cudaMemPool_t, cudaStream_t) {
+  *p = emu::alloc(n);
   return cudaSuccess;
 }
