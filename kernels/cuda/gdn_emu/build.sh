@@ -18,7 +18,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 R=$(cd "$HERE/../../.." && pwd)
 B=${EMU_BUILD:-$R/build-gdnemu}  # EMU_BUILD: another build directory
 mkdir -p "$B/src" "$B/obj"
-for f in gdn_chunk gdn_tc_forward gdn_tc_backward gdn_tc_launch gdn_norm gdn_pointwise gdn_recurrent gdn_conv gdn_tc_state_cw; do
+for f in gdn_chunk gdn_tc_forward gdn_tc_backward gdn_tc_grad gdn_tc_launch gdn_norm gdn_pointwise gdn_recurrent gdn_conv gdn_tc_state_cw; do
   python3 "$HERE/gen.py" "$R/kernels/cuda/$f.cu" "$B/src/$f.cpp"   # <<<grid, block, smem, stream>>> -> emu::launch
 done
 FLAGS="-std=c++20 -O2 -g -pthread -Wno-unknown-pragmas -I $HERE/include -I $R"
