@@ -58,7 +58,7 @@ GdnPlan plan_gdn(const GdnCudaDims& d, const GdnDevice& device) {
   p.colwarp = p.state_cols == 64;  // the column-warp forward pass, faster there than the mma.sync one
   p.dvl_fused = true;     // it slows the reverse chain less than dv_local's kernel takes on every SM
   p.chase_output = true;  // beside the narrow tiles, and beside the column-warp pass
-  p.prep_beside = p.state_cols <= 32;  // few heads beside a long chain: prep's CTAs find room beside it
+  p.prep_beside = p.state_cols <= 32 && device.dependent_launch;  // few heads beside a long chain: room for prep
   p.chase_grad_qk = beside(d, p.sms, p.state_cols);
   p.qk_persist = p.state_cols == 32;  // more chunks than the free SMs finish during the chain
   return p;
@@ -111,12 +111,16 @@ GdnPlan plan_gdn_for_testing(const GdnCudaDims& d, const GdnDevice& device, cons
   const bool fwd_beside = beside(d, p.sms, p.fwd_cols);
   p.chase_output = f.overlap == 1 || (f.overlap == -1 && (D == 64 || p.colwarp || fwd_beside));
   const bool mma_sync = !p.colwarp;
+  DT_CHECK(f.chase_prep != 1 || device.dependent_launch,
+           "gdn_chunk: chase_prep 1 needs kernels of one stream running at the same time (programmatic dependent "
+           "launch, compute capability 9.0 or later)");
   DT_CHECK(f.chase_prep != 1 || (mma_sync && fwd_beside && p.chase_output),
            "gdn_chunk: chase_prep 1 takes the mma.sync forward state pass, chased by the output kernel (overlap -1 "
            "or 1), on at most half of the SMs; got colwarp {}, overlap {}, {} state-pass CTAs for {} SMs (set "
            "chase_prep to -1 or 0)",
            p.colwarp ? 1 : 0, f.overlap, d.B * d.Hv * (D / p.fwd_cols), p.sms);
-  p.prep_beside = (f.chase_prep == 1 || (f.chase_prep == -1 && D == 128 && fwd_beside && p.fwd_cols <= 32)) &&
+  p.prep_beside = (f.chase_prep == 1 || (f.chase_prep == -1 && D == 128 && fwd_beside && p.fwd_cols <= 32 &&
+                                           device.dependent_launch)) &&
                   mma_sync && p.chase_output;
   // backward: grad_qk chasing the reverse state pass, persistent
   p.bwd_cols = p.state_cols;

@@ -13,6 +13,10 @@ namespace dt {
 // What the plan needs to know about the device.
 struct GdnDevice {
   int sms = 132;  // streaming multiprocessors
+  // Kernels of one stream may run at the same time by programmatic dependent launch (compute
+  // capability 9.0 and later). Without it prep is not launched beside the forward state pass,
+  // which would wait for it.
+  bool dependent_launch = true;
 };
 
 struct GdnPlan {

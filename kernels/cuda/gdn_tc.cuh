@@ -30,7 +30,7 @@ struct TcTimeline {
   unsigned* n = nullptr;      // device: slots taken (zeroed by the caller)
   unsigned cap = 0;
 };
-#if defined(DT_GDN_TIMELINE) && !defined(DT_GDN_EMULATED)
+#ifdef DT_GDN_TIMELINE
 __device__ __forceinline__ uint64_t tl_now() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

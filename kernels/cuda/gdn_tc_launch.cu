@@ -174,7 +174,11 @@ void check_l2norm_params(const GdnCudaForwardParams& p, const char* op) {
 GdnDevice gdn_current_device() {
   GdnDevice device;
   int dev = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&device.sms, cudaDevAttrMultiProcessorCount, dev);
+  if (cudaGetDevice(&dev) != cudaSuccess) return device;
+  cudaDeviceGetAttribute(&device.sms, cudaDevAttrMultiProcessorCount, dev);
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
+    device.dependent_launch = major >= 9;
   return device;
 }
 
@@ -251,11 +255,7 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, const GdnPlan& plan, 
   int* ready = a.ready;
   a.ready = nullptr;
   if (plan.chase_output) start_counts(a, ready, D / plan.fwd_cols, s, op);
-  bool feed = plan.prep_beside;
-#ifdef DT_GDN_EMULATED
-  feed = false;  // the emulator runs kernels one after another: prep first there
-#endif
-  if (feed) {
+  if (plan.prep_beside) {
     // The state pass first, then prep and the output kernel, each by programmatic dependent launch
     // (starting once every CTA of the kernel before it runs); their code loaded before: loaded on
     // its first launch, prep would wait for the state pass, which waits for it).

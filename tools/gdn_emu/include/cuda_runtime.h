@@ -1,7 +1,6 @@
 // Emulation shim of the CUDA runtime for running kernels on the CPU: one std::thread per CUDA
 // thread, one block at a time, std::barrier for __syncthreads and for warp collectives.
 #pragma once
-#define DT_GDN_EMULATED 1  // kernels/cuda/gdn_tc_launch.cu: kernels that run side by side on the GPU run in order here
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -45,7 +44,7 @@ typedef struct CUstream_st* cudaStream_t;
 typedef struct CUmemPool_st* cudaMemPool_t;
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount, cudaDevAttrComputeCapabilityMajor };
 enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold };
 enum cudaMemcpyKind { cudaMemcpyDefault };
 
@@ -112,8 +111,14 @@ inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 struct cudaFuncAttributes {};
 template <class K>
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, K) { return cudaSuccess; }
-// EMU_SMS: another SM count (e.g. 1, so that small grids take every rotation of tc_cta_rotation)
-inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
+// 132 SMs, or EMU_SMS (e.g. 1, so that small grids take every rotation of tc_cta_rotation).
+// Compute capability 8: the emulator runs kernels one after another, as a device without
+// programmatic dependent launch does, so plan_gdn launches no kernel that waits for a later one.
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int) {
+  if (attr == cudaDevAttrComputeCapabilityMajor) {
+    *v = 8;
+    return cudaSuccess;
+  }
   const char* s = std::getenv("EMU_SMS");
   *v = s ? std::atoi(s) : 132;
   return cudaSuccess;
