@@ -87,8 +87,7 @@ TcArgs tc_inputs(const GdnCudaDims& d, const GdnPlan& plan, const uint16_t* q, c
 // The tensor-core workspace's own memory pool on the current device, made on its first use, with
 // the largest release threshold: freed blocks stay cached in it, so after the first call of a size
 // no allocation reaches the driver. The device's default pool, which other code shares, is left as
-// it is. Under stream capture (a CUDA graph) an allocation becomes the graph's own memory node,
-// made with this pool's properties.
+// it is.
 cudaMemPool_t workspace_pool(const char* op) {
   static std::mutex mutex;
   static std::vector<cudaMemPool_t> pools;  // by device
@@ -110,10 +109,16 @@ cudaMemPool_t workspace_pool(const char* op) {
   return pools[dev];
 }
 
-// One stream-ordered allocation of `bytes` from the workspace pool.
+// One stream-ordered allocation of `bytes` from the workspace pool. Under stream capture it becomes
+// the graph's own memory node (cudaMallocAsync), and no pool is made or touched while capturing.
 char* tc_alloc(int64_t bytes, cudaStream_t s, const char* op) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DT_GDN_CUDA_CHECK(cudaStreamIsCapturing(s, &capture), op);
   void* base = nullptr;
-  DT_GDN_CUDA_CHECK(cudaMallocFromPoolAsync(&base, static_cast<size_t>(bytes), workspace_pool(op), s), op);
+  if (capture != cudaStreamCaptureStatusNone)
+    DT_GDN_CUDA_CHECK(cudaMallocAsync(&base, static_cast<size_t>(bytes), s), op);
+  else
+    DT_GDN_CUDA_CHECK(cudaMallocFromPoolAsync(&base, static_cast<size_t>(bytes), workspace_pool(op), s), op);
   return static_cast<char*>(base);
 }
 
