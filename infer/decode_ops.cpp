@@ -2,12 +2,15 @@
 // or the CPU references (infer/cpu/decode_ref.h).
 #include "infer/decode_ops.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
 #include "infer/cpu/decode_ref.h"
+#include "kernels/ops.h"
 #ifdef DELTATRON_HAVE_CUDA
 #include "infer/cuda/decode_cuda.h"
 #endif
@@ -220,13 +223,18 @@ bool decode_gemv_supported(Device device, int64_t N, int64_t C) {
   return device == Device::kCPU && N >= 1 && C >= 1;
 }
 
-void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const Tensor& x, const Tensor& x2) {
+void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in) {
   const char* op = "decode_gemv";
+  const Tensor& x = in.x;
   DT_CHECK(x.ndim() == 2 && x.is_contiguous(), "{}: x {} must be a contiguous [N, C] tensor", op, x.str());
   const int64_t N = x.size(0), C = x.size(1), ldx = C;
-  if (x2.defined())
-    DT_CHECK(x2.shape == x.shape && x2.is_contiguous() && x2.dtype == x.dtype,
-             "{}: x2 {} must be contiguous, of x's shape and dtype ({})", op, x2.str(), x.str());
+  const bool two = in.kind == GemvInput::kSwiGLU || in.kind == GemvInput::kGate;
+  if (two)
+    DT_CHECK(in.x2.defined() && in.x2.shape == x.shape && in.x2.is_contiguous() && in.x2.dtype == x.dtype,
+             "{}: x2 {} must be contiguous, of x's shape and dtype ({})", op, in.x2.str(), x.str());
+  if (in.kind == GemvInput::kRmsNorm)
+    DT_CHECK(in.norm_w.defined() && in.norm_w.numel() == C && in.norm_w.is_contiguous(),
+             "{}: the norm weight {} must be contiguous with {} elements", op, in.norm_w.str(), C);
   DT_CHECK(outs.size() >= 1 && outs.size() <= 4, "{}: {} weights (1 to 4)", op, outs.size());
   DT_CHECK(decode_gemv_supported(ctx.device, N, C), "{}: {} sequences of {} inputs are not supported on the {}", op,
            N, C, ctx.device == Device::kCUDA ? "GPU (at most 8 sequences, inputs a multiple of 8)" : "CPU");
@@ -252,19 +260,81 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const Tensor
       s.residual = g.residual.defined() ? bf16(g.residual) : nullptr;
       s.row_end = end += g.w.size(0);
     }
-    p.x = bf16(x), p.x2 = x2.defined() ? bf16(x2) : nullptr, p.N = N, p.C = C, p.ldx = ldx;
+    if (two) check_gpu(op, DType::kBF16, {{"x2", &in.x2}});
+    if (in.kind == GemvInput::kRmsNorm) check_gpu(op, DType::kF32, {{"norm_w", &in.norm_w}});
+    p.in = in.kind, p.x = bf16(x), p.x2 = two ? bf16(in.x2) : nullptr;
+    p.norm_w = in.kind == GemvInput::kRmsNorm ? in.norm_w.ptr<float>() : nullptr;
+    p.eps = static_cast<float>(in.eps), p.zero_centered = in.zero_centered;
+    p.N = N, p.C = C, p.ldx = ldx;
     return decode_cuda::gemv(p, ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
+    if (in.kind == GemvInput::kRmsNorm) check_tensors(op, x.dtype, {{"norm_w", &in.norm_w}});
     for (const GemvOut& g : outs) {
       check_tensors(op, x.dtype, {{"w", &g.w}, {"y", &g.y}});
-      decode_gemv_ref<T>(g.y.ptr<T>(), g.w.ptr<T>(), x.ptr<T>(), x2.defined() ? x2.ptr<T>() : nullptr,
-                         g.residual.defined() ? g.residual.ptr<T>() : nullptr, N, C, ldx, g.w.size(0));
+      decode_gemv_ref<T>(g.y.ptr<T>(), g.w.ptr<T>(), in.kind, x.ptr<T>(), two ? in.x2.ptr<T>() : nullptr,
+                         in.kind == GemvInput::kRmsNorm ? in.norm_w.ptr<T>() : nullptr, static_cast<T>(in.eps),
+                         in.zero_centered, g.residual.defined() ? g.residual.ptr<T>() : nullptr, N, C, ldx,
+                         g.w.size(0));
     }
   });
+}
+
+void decode_attn_prep(Context& ctx, const AttnPrepArgs& a, const DecodePosition& pos) {
+  const char* op = "decode_attn_prep";
+  const int64_t H = a.n_heads, Hkv = a.n_kv_heads, hd = a.head_dim;
+  DT_CHECK(a.qg.defined() && a.k.defined() && a.v.defined() && a.q.defined() && a.k_cache.defined() &&
+               a.v_cache.defined(),
+           "{}: a tensor is not given", op);
+  const int64_t N = a.qg.size(0), qw = a.gate.defined() ? 2 * hd : hd, cap = a.k_cache.size(1);
+  DT_CHECK(a.qg.numel() == N * H * qw && a.q.numel() == N * H * hd && a.k.numel() == N * Hkv * hd &&
+               a.v.numel() == N * Hkv * hd && (!a.gate.defined() || a.gate.numel() == N * H * hd),
+           "{}: qg {}, q {}, k {}, v {} do not hold {} sequences of {} query and {} KV heads of {}", op, a.qg.str(),
+           a.q.str(), a.k.str(), a.v.str(), N, H, Hkv, hd);
+  DT_CHECK(a.k_cache.ndim() == 4 && a.k_cache.shape == a.v_cache.shape && a.k_cache.size(0) == N &&
+               a.k_cache.size(2) == Hkv && a.k_cache.size(3) == hd,
+           "{}: the caches {} and {} must be [{}, cap, {}, {}]", op, a.k_cache.str(), a.v_cache.str(), N, Hkv, hd);
+  DT_CHECK(a.qn_w.defined() == a.kn_w.defined() && (!a.qn_w.defined() || (a.qn_w.numel() == hd && a.kn_w.numel() == hd)),
+           "{}: the q and k norm weights must both be given, of {} elements, or neither", op, hd);
+  DT_CHECK(pos.host >= 0 && pos.host < cap, "{}: position {} outside the cache's capacity {}", op, pos.host, cap);
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16,
+              {{"qg", &a.qg}, {"k", &a.k}, {"v", &a.v}, {"q", &a.q}, {"k_cache", &a.k_cache}, {"v_cache", &a.v_cache}});
+    if (a.gate.defined()) check_gpu(op, DType::kBF16, {{"gate", &a.gate}});
+    if (a.qn_w.defined()) check_gpu(op, DType::kF32, {{"qn_w", &a.qn_w}, {"kn_w", &a.kn_w}});
+    decode_cuda::AttnPrepParams p;
+    p.qg = bf16(a.qg), p.k = bf16(a.k), p.v = bf16(a.v);
+    p.qn_w = a.qn_w.defined() ? a.qn_w.ptr<float>() : nullptr, p.kn_w = a.kn_w.defined() ? a.kn_w.ptr<float>() : nullptr;
+    p.q = bf16(a.q), p.gate = a.gate.defined() ? bf16(a.gate) : nullptr;
+    p.k_cache = bf16(a.k_cache), p.v_cache = bf16(a.v_cache);
+    p.N = N, p.H = H, p.Hkv = Hkv, p.hd = hd, p.cap = cap, p.pos = pos.host, p.pos_dev = counter_ptr(op, pos);
+    p.eps = static_cast<float>(a.eps), p.zero_centered = a.zero_centered, p.interleaved = false;
+    p.rot = static_cast<int>(a.rotary_dim), p.theta = a.theta;
+    return decode_cuda::attn_prep(p, ctx.stream);
+  }
+#endif
+  // The CPU: the unfused ops, which are the reference.
+  Tensor q = a.qg.view({N, 1, H, qw});
+  if (a.gate.defined()) {
+    head_split_forward(ctx, a.q.view({N, 1, H, hd}), a.gate.view({N, 1, H, hd}), q);
+    q = a.q.view({N, 1, H, hd});
+  }
+  if (a.qn_w.defined()) {  // in place: k is the step's scratch
+    std::vector<double> rstd(static_cast<size_t>(N * std::max(H, Hkv)));  // holds either dtype; unused
+    const Tensor rq(rstd.data(), a.qg.dtype, Device::kCPU, {N * H}), rk(rstd.data(), a.qg.dtype, Device::kCPU, {N * Hkv});
+    rmsnorm_forward(ctx, a.q.view({N * H, hd}), rq, q.view({N * H, hd}), a.qn_w, a.eps, a.zero_centered);
+    rmsnorm_forward(ctx, a.k.view({N * Hkv, hd}), rk, a.k.view({N * Hkv, hd}), a.kn_w, a.eps, a.zero_centered);
+  } else if (!a.gate.defined()) {
+    device_copy(a.q.data, a.q.device, a.qg.data, a.qg.device, a.q.bytes());
+  }
+  decode_rope(ctx, a.q.view({N, H, hd}), pos, a.rotary_dim, a.theta, /*interleaved=*/false);
+  decode_rope(ctx, a.k.view({N, Hkv, hd}), pos, a.rotary_dim, a.theta, /*interleaved=*/false);
+  cache_write(ctx, a.k_cache, a.k, pos);
+  cache_write(ctx, a.v_cache, a.v, pos);
 }
 
 void gdn_decode_step(Context& ctx, const Tensor& y, const Tensor& state, const Tensor& qkv, const Tensor& z,

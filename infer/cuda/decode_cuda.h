@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "infer/gemv_input.h"
+
 namespace dt::decode_cuda {
 
 // Head dims the attention kernels take: the value dim (Dv, MLA's kv_lora_rank) up to 512, the
@@ -52,13 +54,18 @@ struct GemvSegment {
   const uint16_t* residual = nullptr;
   int64_t row_end = 0;
 };
-// y_s[n] = W_s x[n] for every segment s, fp32 sums. x bf16 [N, C] (rows ldx apart, C a multiple of
-// 8); with x2 (same layout) the input is bf16(silu(x) x2), SwiGLU's output.
+// The GEMV's input x bf16 [N, C] (rows ldx apart, C a multiple of 8) is taken as x' by `in`
+// (infer/gemv_input.h; x2 in x's layout, norm_w fp32 [C], the norm's sums in rmsnorm_forward's order).
+// y_s[n] = W_s x'[n] for every segment s, fp32 sums.
 struct GemvParams {
   GemvSegment seg[kGemvMaxSegments];
   int n_seg = 0;
+  GemvInput in = GemvInput::kPlain;
   const uint16_t* x = nullptr;
   const uint16_t* x2 = nullptr;
+  const float* norm_w = nullptr;
+  float eps = 0.f;
+  bool zero_centered = false;
   int64_t N = 0, C = 0, ldx = 0;
 };
 void gemv(const GemvParams& p, void* stream);
@@ -78,6 +85,26 @@ struct GdnStepParams {
   float q_scale = 1.f, eps = 1e-6f;
 };
 void gdn_step(const GdnStepParams& p, void* stream);
+
+// The softmax attention layer's token before the attention, per sequence n: qg bf16 [N, H qw]
+// holds each query head's hd features (then, with an output gate, its hd gate features: qw = 2 hd,
+// else hd); k, v bf16 [N, Hkv hd]. Each query and key head is RMS-normed over hd (with qn_w, kn_w
+// fp32 [hd]; skipped when null; rmsnorm_forward's sums, eps and zero_centered), rounded to bf16,
+// then rotated (RoPE on its first `rot` features at the position, as rope()), and rounded again:
+// the queries into q [N, H, hd], the keys into k_cache [N, cap, Hkv, hd] at the position, the
+// values copied into v_cache likewise, and the gates into gate [N, H, hd] (when qw = 2 hd).
+struct AttnPrepParams {
+  const uint16_t *qg = nullptr, *k = nullptr, *v = nullptr;
+  const float *qn_w = nullptr, *kn_w = nullptr;
+  uint16_t *q = nullptr, *gate = nullptr, *k_cache = nullptr, *v_cache = nullptr;
+  int64_t N = 0, H = 0, Hkv = 0, hd = 0, cap = 0, pos = 0;
+  const int32_t* pos_dev = nullptr;
+  float eps = 0.f;
+  bool zero_centered = false, interleaved = false;
+  int rot = 0;
+  double theta = 0;
+};
+void attn_prep(const AttnPrepParams& p, void* stream);
 
 // counter[0] += 1 (the step's last kernel: the next replay runs one position further).
 void advance(int32_t* counter, void* stream);
