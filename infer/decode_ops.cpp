@@ -218,7 +218,7 @@ bool decode_gemv_supported(Device device, int64_t N, int64_t C) {
 #ifdef DELTATRON_HAVE_CUDA
   if (device == Device::kCUDA)
     return N >= 1 && N <= decode_cuda::kGemvMaxRows && C >= 8 && C % 8 == 0 &&
-           N * C * 2 <= decode_cuda::kGemvMaxInputBytes;
+           decode_cuda::gemv_smem_bytes(N, C, GemvInput::kRmsNorm) <= decode_cuda::kGemvMaxInputBytes;
 #endif
   return device == Device::kCPU && N >= 1 && C >= 1;
 }

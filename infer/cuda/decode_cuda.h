@@ -42,7 +42,12 @@ void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_
 
 inline constexpr int64_t kGemvMaxRows = 8;           // sequences a GEMV takes
 inline constexpr int kGemvMaxSegments = 4;           // weights sharing one input
-inline constexpr int64_t kGemvMaxInputBytes = 160 * 1024;  // N x C bf16 input, in shared memory
+inline constexpr int64_t kGemvMaxInputBytes = 160 * 1024;  // the input in shared memory: gemv_smem_bytes
+// The GEMV's shared memory: the input x' [N, C] bf16 (16-byte aligned), then for the norm its
+// weight [C] fp32.
+inline constexpr int64_t gemv_smem_bytes(int64_t N, int64_t C, GemvInput in) {
+  return (N * C + 7) / 8 * 16 + (in == GemvInput::kRmsNorm ? C * 4 : 0);
+}
 
 // One weight of a GEMV: w bf16 [rows, C] (16-byte aligned), y [N, rows] (fp32, or bf16 with an
 // optional residual bf16 [N, rows] added before the rounding; it may be y itself). row_end: the
@@ -54,8 +59,9 @@ struct GemvSegment {
   const uint16_t* residual = nullptr;
   int64_t row_end = 0;
 };
-// The GEMV's input x bf16 [N, C] (rows ldx apart, C a multiple of 8) is taken as x' by `in`
-// (infer/gemv_input.h; x2 in x's layout, norm_w fp32 [C], the norm's sums in rmsnorm_forward's order).
+// The GEMV's input x bf16 [N, C] (16-byte aligned, rows ldx apart, C and ldx multiples of 8) is
+// taken as x' by `in` (infer/gemv_input.h; x2 in x's layout, norm_w fp32 [C]; the norm's sum of
+// squares in a fixed order).
 // y_s[n] = W_s x'[n] for every segment s, fp32 sums.
 struct GemvParams {
   GemvSegment seg[kGemvMaxSegments];

@@ -25,95 +25,177 @@ using gdn_cuda::softplus_f;
 namespace {
 
 // ---- GEMV: one warp per output row for all N sequences; the input rows in shared memory (bf16),
-// each lane reads 8 weights (16 bytes) at a time ----
+// each lane reads 8 weights (16 bytes) at a time. At one token a step the GEMVs are bound by
+// latency, not bandwidth, so a warp issues its row's first kGemvPrefetch loads a lane before
+// anything else, and the kernel is launched as a programmatic dependent of the kernel before it
+// (gemv()): its CTAs start, and their weights are on the way, while that kernel finishes; they
+// wait for it (griddepcontrol.wait) before reading the input or writing. ----
 
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = kGemvWarps * 32;
+constexpr int kGemvPrefetch = 4;  // 16-byte loads a lane before the staging: rows of up to 1024 inputs
 
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constant__ GemvParams p) {
-  extern __shared__ uint4 smem_x[];  // [N, C] bf16, 16-byte aligned
-  auto* xs = reinterpret_cast<uint16_t*>(smem_x);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // RMSNorm's 1 / rms of each row, as rmsnorm_forward_kernel sums it: warp n takes row n, each lane
-  // 8 features at a time, then the warp's butterfly.
-  __shared__ float rstd[kGemvMaxRows];
-  static_assert(kGemvWarps >= kGemvMaxRows, "a warp per row");
-  if (p.in == GemvInput::kRmsNorm) {
-    if (warp < p.N) {
-      const uint16_t* xr = p.x + warp * p.ldx;
-      float ss = 0.f;
-      for (int64_t v = lane; v < p.C / 8; v += 32) {
+// Row r of the segments' weights stacked (null past the last row).
+__device__ __forceinline__ const uint4* gemv_row(const GemvParams& p, int64_t r) {
+  int s = 0;
+  while (s < p.n_seg && r >= p.seg[s].row_end) ++s;
+  if (s >= p.n_seg) return nullptr;
+  const int64_t row = r - (s > 0 ? p.seg[s - 1].row_end : 0);
+  return reinterpret_cast<const uint4*>(p.seg[s].w + row * p.C);
+}
+
+// acc[n] += w . x'[n] over one chunk of 8 inputs (c) for the first N of kN input rows; with a norm
+// (nws non-null) x' = bf16(x rs[n] w') is taken here from the raw x in shared memory.
+template <int kN>
+__device__ __forceinline__ void gemv_fma(float* acc, const uint4& wv, const uint4* xs, const float* nws,
+                                         const float* rs, float one, int64_t C, int N, int64_t c) {
+  const uint16_t* wh = reinterpret_cast<const uint16_t*>(&wv);
+  float wf[8], nw[8];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const float f = bf16_bits_to_f32(xr[v * 8 + k]);
-          ss += f * f;
-        }
-      }
-      ss = warp_sum(ss);
-      if (lane == 0) rstd[warp] = 1.f / sqrtf(ss / static_cast<float>(p.C) + p.eps);
-    }
-    __syncthreads();
+  for (int k = 0; k < 8; ++k) wf[k] = bf16_bits_to_f32(wh[k]);
+  if (nws) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) nw[k] = one + nws[c * 8 + k];
   }
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    if (n >= N) break;
+    const uint4 xv = xs[(n * C) / 8 + c];
+    const uint16_t* xh = reinterpret_cast<const uint16_t*>(&xv);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float x = bf16_bits_to_f32(xh[k]);
+      if (nws) x = bf16_bits_to_f32(f32_to_bf16_bits(x * rs[n] * nw[k]));
+      acc[n] += wf[k] * x;
+    }
+  }
+}
+
+// Shared memory: the input [N, C] bf16 (x' itself, or for the norm the raw x), then for the norm
+// its weight [C] fp32. kN >= N rows of registers for the sums.
+template <int kN>
+__global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_constant__ GemvParams p) {
+  extern __shared__ uint4 smem_x[];
+  auto* xs = reinterpret_cast<uint16_t*>(smem_x);
+  const int N = static_cast<int>(p.N);
   const int64_t NC = p.N * p.C;
-  const float one = p.zero_centered ? 1.f : 0.f;
-  for (int64_t i = threadIdx.x; i < NC; i += kGemvThreads) {
-    const int64_t n = i / p.C, c = i % p.C;
-    const uint16_t xb = p.x[n * p.ldx + c];
-    switch (p.in) {
-      case GemvInput::kPlain: xs[i] = xb; break;
-      case GemvInput::kSwiGLU: {  // bf16(silu(gate) up), as swiglu_forward rounds it
-        const float g = bf16_bits_to_f32(xb), u = bf16_bits_to_f32(p.x2[n * p.ldx + c]);
-        xs[i] = f32_to_bf16_bits(g * sigmoid_f32(g) * u);
-        break;
+  float* nws = reinterpret_cast<float*>(xs + (NC + 7) / 8 * 8);
+  __shared__ float red[kGemvWarps][kN];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool norm = p.in == GemvInput::kRmsNorm;
+
+  // The warps take rows blockIdx.x * kGemvWarps + warp, then gridDim.x * kGemvWarps further on, ...
+  // (gemv() launches at most as many CTAs as run at once, so the input is staged once a CTA). The
+  // first row's first loads go out before the staging.
+  const int64_t chunks = p.C / 8, stride = static_cast<int64_t>(gridDim.x) * kGemvWarps;
+  int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  uint4 wpre[kGemvPrefetch];
+  {
+    const uint4* w0 = gemv_row(p, r);
+#pragma unroll
+    for (int k = 0; k < kGemvPrefetch; ++k) {
+      const int64_t c = lane + 32 * k;
+      if (w0 && c < chunks) wpre[k] = __ldg(w0 + c);
+    }
+  }
+  // The weights never change; x, x2 and the outputs are the previous kernels' business until they end.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+
+  // The input in one pass, 8 features (16 bytes) a thread at a time: x' straight from x (and x2),
+  // or for the norm the raw x, its weight and each thread's share of sum x^2 per row.
+  float ss[kN];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) ss[n] = 0.f;
+  for (int64_t i8 = threadIdx.x; i8 < NC / 8; i8 += kGemvThreads) {
+    const int64_t n = i8 * 8 / p.C, c = i8 * 8 % p.C;
+    const uint4 xv = *reinterpret_cast<const uint4*>(p.x + n * p.ldx + c);
+    const uint16_t* xh = reinterpret_cast<const uint16_t*>(&xv);
+    uint4 out = xv;
+    auto* oh = reinterpret_cast<uint16_t*>(&out);
+    if (p.in == GemvInput::kRmsNorm) {
+      float q = 0.f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float f = bf16_bits_to_f32(xh[k]);
+        q += f * f;
       }
-      case GemvInput::kGate:  // bf16(x sigmoid(g)), as sigmoid_gate_forward
-        xs[i] = f32_to_bf16_bits(bf16_bits_to_f32(xb) * sigmoid_f32(bf16_bits_to_f32(p.x2[n * p.ldx + c])));
-        break;
-      case GemvInput::kRmsNorm:
-        xs[i] = f32_to_bf16_bits(bf16_bits_to_f32(xb) * rstd[n] * (one + p.norm_w[c]));
-        break;
+#pragma unroll
+      for (int m = 0; m < kN; ++m)
+        if (m == n) ss[m] += q;
+      if (n == 0)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) nws[c + k] = p.norm_w[c + k];
+    } else if (p.in != GemvInput::kPlain) {
+      const uint4 x2v = *reinterpret_cast<const uint4*>(p.x2 + n * p.ldx + c);
+      const uint16_t* x2h = reinterpret_cast<const uint16_t*>(&x2v);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float a = bf16_bits_to_f32(xh[k]), b = bf16_bits_to_f32(x2h[k]);
+        // SwiGLU: bf16(silu(gate) up), as swiglu_forward rounds it; the gate: bf16(x sigmoid(g)),
+        // as sigmoid_gate_forward
+        oh[k] = f32_to_bf16_bits(p.in == GemvInput::kSwiGLU ? a * sigmoid_f32(a) * b : a * sigmoid_f32(b));
+      }
+    }
+    smem_x[i8] = out;
+  }
+  if (norm) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const float v = warp_sum(ss[n]);
+      if (lane == 0) red[warp][n] = v;
     }
   }
   __syncthreads();
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  int s = 0;
-  while (s < p.n_seg && r >= p.seg[s].row_end) ++s;
-  if (s >= p.n_seg) return;
-  const GemvSegment& g = p.seg[s];
-  const int64_t row = r - (s == 0 ? 0 : p.seg[s - 1].row_end);
-  const int64_t rows = g.row_end - (s == 0 ? 0 : p.seg[s - 1].row_end);
-  const uint4* w = reinterpret_cast<const uint4*>(g.w + row * p.C);
-  float acc[kGemvMaxRows];
+  // 1 / rms of each input row: the warps' partial sums in a fixed order.
+  float rs[kN];
+  if (norm) {
 #pragma unroll
-  for (int n = 0; n < kGemvMaxRows; ++n) acc[n] = 0.f;
-  const int64_t chunks = p.C / 8;
-#pragma unroll 4
-  for (int64_t c = lane; c < chunks; c += 32) {
-    const uint4 wv = w[c];
-    const uint16_t* wh = reinterpret_cast<const uint16_t*>(&wv);
-    float wf[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) wf[k] = bf16_bits_to_f32(wh[k]);
-#pragma unroll
-    for (int n = 0; n < kGemvMaxRows; ++n) {
-      if (n >= p.N) break;
-      const uint4 xv = smem_x[(n * p.C) / 8 + c];
-      const uint16_t* xh = reinterpret_cast<const uint16_t*>(&xv);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc[n] += wf[k] * bf16_bits_to_f32(xh[k]);
+    for (int n = 0; n < kN; ++n) {
+      float t = 0.f;
+      for (int w2 = 0; w2 < kGemvWarps; ++w2) t += red[w2][n];
+      rs[n] = 1.f / sqrtf(t / static_cast<float>(p.C) + p.eps);
     }
   }
+  const float one = p.zero_centered ? 1.f : 0.f;
+  const float* nw = norm ? nws : nullptr;
+
+  for (bool first = true;; first = false, r += stride) {
+    const uint4* w = gemv_row(p, r);
+    if (!w) return;
+    if (!first) {
 #pragma unroll
-  for (int n = 0; n < kGemvMaxRows; ++n) {
-    if (n >= p.N) break;
-    const float v = warp_sum(acc[n]);
-    if (lane == 0) {
-      const int64_t o = n * rows + row;
-      if (g.y_f32) {
-        static_cast<float*>(g.y)[o] = v;
-      } else {
-        const float res = g.residual ? bf16_bits_to_f32(g.residual[o]) : 0.f;
-        static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(v + res);
+      for (int k = 0; k < kGemvPrefetch; ++k) {
+        const int64_t c = lane + 32 * k;
+        if (c < chunks) wpre[k] = __ldg(w + c);
+      }
+    }
+    float acc[kN];
+#pragma unroll
+    for (int n = 0; n < kN; ++n) acc[n] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kGemvPrefetch; ++k) {
+      const int64_t c = lane + 32 * k;
+      if (c < chunks) gemv_fma<kN>(acc, wpre[k], smem_x, nw, rs, one, p.C, N, c);
+    }
+#pragma unroll 4
+    for (int64_t c = lane + 32 * kGemvPrefetch; c < chunks; c += 32)
+      gemv_fma<kN>(acc, __ldg(w + c), smem_x, nw, rs, one, p.C, N, c);
+    int s = 0;
+    while (r >= p.seg[s].row_end) ++s;
+    const GemvSegment& g = p.seg[s];
+    const int64_t row_begin = s > 0 ? p.seg[s - 1].row_end : 0, row = r - row_begin, rows = g.row_end - row_begin;
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      if (n >= N) break;
+      const float v = warp_sum(acc[n]);
+      if (lane == 0) {
+        const int64_t o = n * rows + row;
+        if (g.y_f32) {
+          static_cast<float*>(g.y)[o] = v;
+        } else {
+          const float res = g.residual ? bf16_bits_to_f32(g.residual[o]) : 0.f;
+          static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(v + res);
+        }
       }
     }
   }
@@ -239,8 +321,11 @@ __global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_const
 
 void gemv(const GemvParams& p, void* stream) {
   const char* op = "decode_gemv (GPU)";
-  DT_CHECK(p.x && p.N >= 1 && p.N <= kGemvMaxRows && p.C >= 8 && p.C % 8 == 0 && p.ldx >= p.C,
-           "{}: bad input: N {} (1 to {}), C {} (a multiple of 8), ldx {}", op, p.N, kGemvMaxRows, p.C, p.ldx);
+  DT_CHECK(p.x && p.N >= 1 && p.N <= kGemvMaxRows && p.C >= 8 && p.C % 8 == 0 && p.ldx >= p.C && p.ldx % 8 == 0,
+           "{}: bad input: N {} (1 to {}), C {} (a multiple of 8), ldx {} (a multiple of 8)", op, p.N, kGemvMaxRows,
+           p.C, p.ldx);
+  DT_CHECK(reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.x2) % 16 == 0,
+           "{}: the input is not 16-byte aligned", op);
   DT_CHECK(p.n_seg >= 1 && p.n_seg <= kGemvMaxSegments, "{}: {} weights (1 to {})", op, p.n_seg, kGemvMaxSegments);
   DT_CHECK((p.in != GemvInput::kSwiGLU && p.in != GemvInput::kGate) || p.x2, "{}: the input's second operand is null", op);
   DT_CHECK(p.in != GemvInput::kRmsNorm || p.norm_w, "{}: the input norm's weight is null", op);
@@ -252,15 +337,31 @@ void gemv(const GemvParams& p, void* stream) {
     DT_CHECK(!(g.y_f32 && g.residual), "{}: weight {}: a residual needs a bf16 output", op, s);
     prev = g.row_end;
   }
-  const size_t smem = static_cast<size_t>(p.N * p.C) * 2;
+  const size_t smem = gemv_smem_bytes(p.N, p.C, p.in);
   DT_CHECK(smem <= kGemvMaxInputBytes, "{}: the input ({} bytes) exceeds {} bytes of shared memory", op, smem,
            kGemvMaxInputBytes);
+  // At most the CTAs that run at once (4 an SM: the kernel's launch bounds), each staging the input
+  // once and taking every grid-th group of rows.
+  static thread_local int sms = [] {
+    int dev = 0, n = 0;
+    DT_DENSE_CUDA_CHECK(cudaGetDevice(&dev), "decode_gemv (GPU)");
+    DT_DENSE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "decode_gemv (GPU)");
+    return n;
+  }();
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((prev + kGemvWarps - 1) / kGemvWarps, 4 * sms));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(kGemvThreads), cfg.dynamicSmemBytes = smem;
+  cfg.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N.
+  auto kernel = p.N <= 1 ? gemv_kernel<1> : p.N <= 2 ? gemv_kernel<2> : p.N <= 4 ? gemv_kernel<4> : gemv_kernel<8>;
   if (smem > 48 * 1024)
-    DT_DENSE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)),
+    DT_DENSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);
-  const auto blocks = static_cast<unsigned>((prev + kGemvWarps - 1) / kGemvWarps);
-  gemv_kernel<<<blocks, kGemvThreads, smem, static_cast<cudaStream_t>(stream)>>>(p);
+  DT_DENSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p), op);
   DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
 }
 

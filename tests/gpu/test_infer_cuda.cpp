@@ -82,7 +82,10 @@ TEST(DecodeOpsCuda, RopeMatchesTheCpu) {
 // of the unfused ops in double: query and key heads RMS-normed (or not), RoPE on part or all of
 // the head, the gate split off (or none), head dims with and without a multiple of 8, the position
 // from the host and from the counter; outputs and caches poisoned (the cache rows other than the
-// position must stay so).
+// position must stay so). With the norms the GPU rounds the normed head to bf16 before RoPE, as
+// the unfused kernels store it, and the reference does not: a rotated feature then carries up to
+// 2^-9 (|x1| + |x2|) of error, which for a feature near zero is not relative to it, hence a floor
+// of 2% of the RMS there (a wrong head, pair or position moves features by O(RMS)).
 TEST(DecodeOpsCuda, AttnPrepMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   SEED_TRACE();
@@ -128,7 +131,8 @@ TEST(DecodeOpsCuda, AttnPrepMatchesTheCpu) {
           c.qg = host(hqg, {N, H * qw}), c.k = host(hk, {N, Hkv * hd}), c.v = host(hv, {N, Hkv * hd});
           c.qn_w = norm ? host(hqn, {hd}) : Tensor{}, c.kn_w = norm ? host(hkn, {hd}) : Tensor{};
           decode_attn_prep(cpu, c, DecodePosition{pos, {}});
-          expect_close("q", dq.download(), hq, kBf16Rel, kFloorRel);
+          const double floor = norm ? 2e-2 : kFloorRel;
+          expect_close("q", dq.download(), hq, kBf16Rel, floor);
           if (gated) expect_close("gate", dg.download(), hg, kBf16Rel, kFloorRel);
           // The position's rows against the CPU; every other row still poisoned.
           const std::vector<float> gk = dkc.download(), gv = dvc.download();
@@ -139,7 +143,7 @@ TEST(DecodeOpsCuda, AttnPrepMatchesTheCpu) {
               const std::vector<float> rk(gk.begin() + o, gk.begin() + o + row), rv(gv.begin() + o, gv.begin() + o + row);
               if (t == pos) {
                 expect_close("k cache", rk, std::vector<double>(hkc.begin() + o, hkc.begin() + o + row), kBf16Rel,
-                             kFloorRel);
+                             floor);
                 expect_close("v cache", rv, std::vector<double>(hvc.begin() + o, hvc.begin() + o + row), kBf16Rel,
                              kFloorRel);
               } else {
