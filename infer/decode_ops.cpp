@@ -246,6 +246,13 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
     if (g.residual.defined())
       DT_CHECK(g.residual.numel() == g.y.numel() && g.residual.is_contiguous() && g.residual.dtype == g.y.dtype,
                "{}: residual {} does not match y {}", op, g.residual.str(), g.y.str());
+    if (g.conv_w.defined()) {
+      const int64_t rows = g.w.size(0);
+      DT_CHECK(!g.residual.defined() && g.conv_w.ndim() == 3 && g.conv_w.size(0) == rows && g.conv_w.size(1) == 1 &&
+                   g.conv_w.is_contiguous(),
+               "{}: the conv weight {} must be [{}, 1, K], without a residual", op, g.conv_w.str(), rows);
+      if (g.conv_w.size(2) > 1) check_shape(g.conv_tail, {N, g.conv_w.size(2) - 1, rows}, "decode_gemv conv tail");
+    }
   }
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
@@ -258,6 +265,12 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
       decode_cuda::GemvSegment& s = p.seg[p.n_seg++];
       s.w = bf16(g.w), s.y = g.y.data, s.y_f32 = g.y.dtype == DType::kF32;
       s.residual = g.residual.defined() ? bf16(g.residual) : nullptr;
+      if (g.conv_w.defined()) {
+        check_gpu(op, DType::kF32, {{"conv_w", &g.conv_w}});
+        s.conv_k = g.conv_w.size(2);
+        if (s.conv_k > 1) check_gpu(op, DType::kBF16, {{"conv_tail", &g.conv_tail}});
+        s.conv_w = g.conv_w.ptr<float>(), s.conv_tail = s.conv_k > 1 ? bf16(g.conv_tail) : nullptr;
+      }
       s.row_end = end += g.w.size(0);
     }
     if (two) check_gpu(op, DType::kBF16, {{"x2", &in.x2}});
@@ -275,10 +288,19 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
     if (in.kind == GemvInput::kRmsNorm) check_tensors(op, x.dtype, {{"norm_w", &in.norm_w}});
     for (const GemvOut& g : outs) {
       check_tensors(op, x.dtype, {{"w", &g.w}, {"y", &g.y}});
-      decode_gemv_ref<T>(g.y.ptr<T>(), g.w.ptr<T>(), in.kind, x.ptr<T>(), two ? in.x2.ptr<T>() : nullptr,
-                         in.kind == GemvInput::kRmsNorm ? in.norm_w.ptr<T>() : nullptr, static_cast<T>(in.eps),
-                         in.zero_centered, g.residual.defined() ? g.residual.ptr<T>() : nullptr, N, C, ldx,
-                         g.w.size(0));
+      const int64_t rows = g.w.size(0);
+      std::vector<T> pre(g.conv_w.defined() ? static_cast<size_t>(N * rows) : 0);  // before the conv
+      decode_gemv_ref<T>(pre.empty() ? g.y.ptr<T>() : pre.data(), g.w.ptr<T>(), in.kind, x.ptr<T>(),
+                         two ? in.x2.ptr<T>() : nullptr, in.kind == GemvInput::kRmsNorm ? in.norm_w.ptr<T>() : nullptr,
+                         static_cast<T>(in.eps), in.zero_centered,
+                         g.residual.defined() ? g.residual.ptr<T>() : nullptr, N, C, ldx, rows);
+      if (!pre.empty()) {
+        const int64_t K = g.conv_w.size(2);
+        check_tensors(op, x.dtype, {{"conv_w", &g.conv_w}});
+        if (K > 1) check_tensors(op, x.dtype, {{"conv_tail", &g.conv_tail}});
+        decode_conv_step_ref<T>(g.y.ptr<T>(), K > 1 ? g.conv_tail.ptr<T>() : nullptr, pre.data(), g.conv_w.ptr<T>(), N,
+                                rows, K);
+      }
     }
   });
 }

@@ -67,9 +67,17 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
 
 // ---- Fused ops of a step (infer/cuda/decode_fused.cu on the GPU): fewer, larger kernels ----
 
-// One weight of decode_gemv: y [N, rows] = w [rows, C] x (+ residual [N, rows], optional).
+// One weight of decode_gemv: y [N, rows] = w [rows, C] x (+ residual [N, rows], optional), or with
+// conv_w the GDN conv step on it: y = decode_conv_step of w x with conv_w [rows, 1, K] and conv_tail
+// [N, K - 1, rows] (undefined when K = 1; shifted by one), as decode_conv_step would give.
 struct GemvOut {
-  Tensor w, y, residual;
+  GemvOut(const Tensor& w_, const Tensor& y_, const Tensor& residual_ = {}) : w(w_), y(y_), residual(residual_) {}
+  static GemvOut with_conv(const Tensor& w, const Tensor& y, const Tensor& conv_w, const Tensor& conv_tail) {
+    GemvOut o(w, y);
+    o.conv_w = conv_w, o.conv_tail = conv_tail;
+    return o;
+  }
+  Tensor w, y, residual, conv_w, conv_tail;
 };
 // Whether decode_gemv takes N sequences of C inputs here: on the CPU always; on the GPU for N <= 8
 // sequences and C a multiple of 8 that fits its shared memory (the decoder runs the unfused ops,

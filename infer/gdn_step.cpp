@@ -70,14 +70,15 @@ class GdnStep final : public MixerStep {
     const Tensor qkv_pre = buf(qkv_pre_), qkv = buf(qkv_), z = buf(z_), o = buf(o_), hidden = buf(hidden_);
     const Tensor h2 = hidden.view({N, Hv * dv});
     if (decode_gemv_supported(ctx.device, N, d_model_) && decode_gemv_supported(ctx.device, N, Hv * dv)) {
-      // Four kernels: the input norm and projections in one GEMV, the conv, the rest of the token
-      // in one op, the output projection with the residual.
+      // Three kernels: the input norm, the projections and the conv in one GEMV, the rest of the
+      // token in one op, the output projection with the residual.
       const Tensor z2 = z.view({N, Hv * dv});
       decode_gemv(ctx,
-                  {{w_qkv_, qkv_pre.view({N, conv_dim()}), {}}, {w_z_, z2, {}}, {w_b_, buf(b_).view({N, Hv}), {}},
+                  {GemvOut::with_conv(w_qkv_, qkv.view({N, conv_dim()}), w_conv_, s.conv_tail),
+                   {w_z_, z2, {}},
+                   {w_b_, buf(b_).view({N, Hv}), {}},
                    {w_a_, buf(a_).view({N, Hv}), {}}},
                   io.gemv_in());
-      decode_conv_step(ctx, qkv.view({N, conv_dim()}), s.conv_tail, qkv_pre.view({N, conv_dim()}), w_conv_);
       gdn_decode_step(ctx, h2, s.recurrent, qkv.view({N, conv_dim()}), z2, buf(a_).view({N, Hv}),
                       buf(b_).view({N, Hv}), a_log_, dt_bias_, w_norm_, Hk, dk, 1.0 / std::sqrt(double(dk)), eps_);
       io.project_out(ctx, w_out_, h2);

@@ -52,11 +52,17 @@ inline constexpr int64_t gemv_smem_bytes(int64_t N, int64_t C, GemvInput in) {
 // One weight of a GEMV: w bf16 [rows, C] (16-byte aligned), y [N, rows] (fp32, or bf16 with an
 // optional residual bf16 [N, rows] added before the rounding; it may be y itself). row_end: the
 // running total of the rows of the segments up to this one.
+// With conv_w (fp32 [rows, conv_k]) the output goes through the GDN conv step (conv_step above):
+// y = silu(conv of [conv_tail, bf16(W x)]) with conv_tail bf16 [N, conv_k - 1, rows] (null when
+// conv_k = 1) shifted by one; y bf16, no residual.
 struct GemvSegment {
   const uint16_t* w = nullptr;
   void* y = nullptr;
   bool y_f32 = false;
   const uint16_t* residual = nullptr;
+  const float* conv_w = nullptr;
+  uint16_t* conv_tail = nullptr;
+  int64_t conv_k = 0;
   int64_t row_end = 0;
 };
 // The GEMV's input x bf16 [N, C] (16-byte aligned, rows ldx apart, C and ldx multiples of 8) is

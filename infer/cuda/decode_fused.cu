@@ -192,6 +192,18 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
         const int64_t o = n * rows + row;
         if (g.y_f32) {
           static_cast<float*>(g.y)[o] = v;
+        } else if (g.conv_w) {  // conv_step_kernel's arithmetic on this row's channel: oldest input first
+          const uint16_t pre = f32_to_bf16_bits(v);
+          const float* cw = g.conv_w + row * g.conv_k;
+          uint16_t* tl = g.conv_tail ? g.conv_tail + n * (g.conv_k - 1) * rows + row : nullptr;
+          float u = 0.f;
+          for (int64_t j = 0; j + 1 < g.conv_k; ++j) u += cw[j] * bf16_bits_to_f32(tl[j * rows]);
+          u += cw[g.conv_k - 1] * bf16_bits_to_f32(pre);
+          static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(u / (1.f + __expf(-u)));
+          if (tl) {
+            for (int64_t j = 0; j + 2 < g.conv_k; ++j) tl[j * rows] = tl[(j + 1) * rows];
+            tl[(g.conv_k - 2) * rows] = pre;
+          }
         } else {
           const float res = g.residual ? bf16_bits_to_f32(g.residual[o]) : 0.f;
           static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(v + res);
@@ -335,6 +347,8 @@ void gemv(const GemvParams& p, void* stream) {
     DT_CHECK(g.w && g.y && g.row_end > prev, "{}: weight {}: null pointer or no rows", op, s);
     DT_CHECK(reinterpret_cast<uintptr_t>(g.w) % 16 == 0, "{}: weight {} is not 16-byte aligned", op, s);
     DT_CHECK(!(g.y_f32 && g.residual), "{}: weight {}: a residual needs a bf16 output", op, s);
+    DT_CHECK(!g.conv_w || (!g.y_f32 && !g.residual && g.conv_k >= 1 && (g.conv_k == 1 || g.conv_tail)),
+             "{}: weight {}: the conv needs a bf16 output without residual, conv_k >= 1 and a tail", op, s);
     prev = g.row_end;
   }
   const size_t smem = gemv_smem_bytes(p.N, p.C, p.in);

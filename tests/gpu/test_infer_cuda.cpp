@@ -271,6 +271,38 @@ TEST(DecodeOpsCuda, GemvMatchesTheCpu) {
       }
 }
 
+// The GEMV with the GDN conv on its output against the GEMV and then decode_conv_step, both on the
+// GPU: the same bits, for the outputs and the shifted tails (conv sizes 1, 2 and 4; a second weight
+// without the conv beside it; outputs poisoned).
+TEST(DecodeOpsCuda, GemvWithTheConvIsTheConvStepBitwise) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context();
+  for (int64_t N : {1, 5})
+    for (int64_t K : {1, 2, 4}) {
+      SCOPED_TRACE(fmt::format("N {}, K {}", N, K));
+      const int64_t C = 72, rows = 40, rows2 = 9;
+      const uint64_t salt = 700 + N * 10 + K;
+      Dev dx(DType::kBF16, {N, C}), dw(DType::kBF16, {rows, C}), dw2(DType::kBF16, {rows2, C});
+      Dev dcw(DType::kF32, {rows, 1, K}), dnw(DType::kF32, {C});
+      dx.upload(randn(N * C, salt)), dw.upload(randn(rows * C, salt + 1, 0.2)), dw2.upload(randn(rows2 * C, salt + 2));
+      dcw.upload(randn(rows * K, salt + 3, 0.5, false)), dnw.upload(randn(C, salt + 4, 0.5, false));
+      const std::vector<float> tail = randn(N * std::max<int64_t>(K - 1, 1) * rows, salt + 5);
+      Dev tail_a(DType::kBF16, {N, std::max<int64_t>(K - 1, 1), rows}), tail_b(DType::kBF16, {N, std::max<int64_t>(K - 1, 1), rows});
+      tail_a.upload(tail), tail_b.upload(tail);
+      Dev y_fused(DType::kBF16, {N, rows}), y2(DType::kBF16, {N, rows2}), pre(DType::kBF16, {N, rows}),
+          y_ref(DType::kBF16, {N, rows});
+      for (const Dev* d : {&y_fused, &y2, &pre, &y_ref}) d->poison(ctx);
+      const GemvIn in = GemvIn::rmsnorm(dx, dnw, 1e-6, true);
+      decode_gemv(ctx, {GemvOut::with_conv(dw, y_fused, dcw, K > 1 ? tail_a.t() : Tensor{}), {dw2, y2}}, in);
+      decode_gemv(ctx, {{dw, pre, {}}}, in);
+      decode_conv_step(ctx, y_ref, K > 1 ? tail_b.t() : Tensor{}, pre, dcw);
+      EXPECT_EQ(y_fused.raw(), y_ref.raw()) << "outputs";
+      EXPECT_EQ(tail_a.raw(), tail_b.raw()) << "tails";
+      for (float v : y2.download()) ASSERT_TRUE(std::isfinite(v)) << "the second weight's output";
+    }
+}
+
 // The fused GDN token: GQA-style key heads, head dims from 8 to 128 (dk != dv), a few sequences;
 // the output and the updated state against the double references (y poisoned first). The kernel
 // rounds q^, k^ and o to bf16 where the unfused kernels write them, the reference does not: a bf16
