@@ -5,6 +5,9 @@
 // Defined only when the CUDA backend is built (DELTATRON_HAVE_CUDA).
 #pragma once
 
+#include <optional>
+
+#include "kernels/cuda/dense_mm_launch.h"
 #include "kernels/ops.h"
 
 namespace dt::cuda {
@@ -47,5 +50,10 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double bet
                   double step_size, double bc2_sqrt, double eps, double grad_scale);
 double sum_squares(Context& ctx, std::span<const Tensor> xs);
 void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
+
+// Test-only override (GPU tests, bench_dense_ops): the cross-entropy variant that this context's forward
+// and fused prefer over the plan's default (kernels/cuda/dense_mm_launch.h); std::nullopt restores the
+// default. It holds for this context only; the plan's fallbacks still apply.
+void set_cross_entropy_variant_for_testing(Context& ctx, std::optional<CrossEntropyVariant> variant);
 
 }  // namespace dt::cuda

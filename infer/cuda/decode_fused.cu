@@ -10,15 +10,11 @@
 #include <cstdint>
 
 #include "infer/cuda/decode_cuda.h"
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"
 
-namespace dt::decode_cuda {
+namespace dt::cuda {
 
-using dense_cuda::bf16_bits_to_f32;
-using dense_cuda::f32_to_bf16_bits;
-using dense_cuda::sigmoid_f32;
-using dense_cuda::warp_sum;
 using gdn_cuda::sigmoid_f;  // the GDN gates' own, so the fused token computes them as the unfused kernels do
 using gdn_cuda::softplus_f;
 
@@ -167,12 +163,12 @@ void gemv(const GemvParams& p, void* stream) {
   DT_CHECK(smem <= kGemvMaxInputBytes, "{}: the input ({} bytes) exceeds {} bytes of shared memory", op, smem,
            kGemvMaxInputBytes);
   if (smem > 48 * 1024)
-    DT_DENSE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    DT_CUDA_OK(cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem)),
                         op);
   const auto blocks = static_cast<unsigned>((prev + kGemvWarps - 1) / kGemvWarps);
   gemv_kernel<<<blocks, kGemvThreads, smem, static_cast<cudaStream_t>(stream)>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void gdn_step(const GdnStepParams& p, void* stream) {
@@ -185,7 +181,7 @@ void gdn_step(const GdnStepParams& p, void* stream) {
   const int threads = static_cast<int>(std::max<int64_t>(32, (std::max(p.dk, p.dv) + 31) / 32 * 32));
   gdn_step_kernel<<<dim3(static_cast<unsigned>(p.Hv), static_cast<unsigned>(p.N)), threads, 0,
                     static_cast<cudaStream_t>(stream)>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

@@ -12,8 +12,7 @@
 
 #include <cstdint>
 
-namespace dt {
-namespace dense_cuda {
+namespace dt::cuda {
 
 // ---- embedding (embedding.cu) ----
 
@@ -110,5 +109,4 @@ double sum_squares_launch(const float* const* xs, const int64_t* ns, int64_t cou
 // x = x * factor (the product in double, rounded to fp32).
 void scale_tensors_launch(float* const* xs, const int64_t* ns, int64_t count, double factor, void* stream);
 
-}  // namespace dense_cuda
-}  // namespace dt
+}  // namespace dt::cuda

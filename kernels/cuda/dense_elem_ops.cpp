@@ -51,7 +51,7 @@ void embedding_forward(Context& ctx, const Tensor& y, const Tensor& ids, const T
   const int64_t vocab = w.size(0), dim = w.size(1), n = ids.numel();
   DT_CHECK(y.size(-1) == dim && y.numel() == n * dim, "{}: y {} does not match ids {} and weight {}", op,
            y.shape.str(), ids.shape.str(), w.shape.str());
-  dense_cuda::embedding_forward_launch(bf16(y), static_cast<const int32_t*>(ids.data), bf16(w), n, vocab, dim,
+  embedding_forward_launch(bf16(y), static_cast<const int32_t*>(ids.data), bf16(w), n, vocab, dim,
                                        ctx.stream);
 }
 
@@ -66,8 +66,8 @@ void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const 
   DT_CHECK(dy.size(-1) == dim && dy.numel() == n * dim, "{}: dy {} does not match ids {} and dw {}", op,
            dy.shape.str(), ids.shape.str(), dw.shape.str());
   // Scratch (sort keys and positions, CUB's temporary storage) comes from cudaMallocAsync for now;
-  // dense_cuda::embedding_backward_scratch_bytes gives its size for a preallocated workspace.
-  dense_cuda::embedding_backward_launch(f32(dw), bf16(dy), static_cast<const int32_t*>(ids.data), n, vocab, dim,
+  // embedding_backward_scratch_bytes gives its size for a preallocated workspace.
+  embedding_backward_launch(f32(dw), bf16(dy), static_cast<const int32_t*>(ids.data), n, vocab, dim,
                                         nullptr, ctx.stream);
 }
 
@@ -75,10 +75,10 @@ void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const 
 
 namespace {
 
-dense_cuda::RmsNormParams rmsnorm_params(const char* op, const Tensor& x, const Tensor& w, const Tensor& rstd) {
+RmsNormParams rmsnorm_params(const char* op, const Tensor& x, const Tensor& w, const Tensor& rstd) {
   DT_CHECK(w.ndim() == 1 && x.ndim() >= 1 && x.size(-1) == w.size(0), "{}: weight {} does not match x {}", op,
            w.shape.str(), x.shape.str());
-  dense_cuda::RmsNormParams p;
+  RmsNormParams p;
   p.dim = w.size(0);
   p.rows = p.dim > 0 ? x.numel() / p.dim : 0;
   DT_CHECK(rstd.numel() == p.rows, "{}: rstd {} must have one entry per row of x {} ({} rows)", op,
@@ -96,9 +96,9 @@ void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Te
   check_gpu(op, DType::kBF16, {{"y", &y}, {"x", &x}});
   check_gpu(op, DType::kF32, {{"w", &w}, {"rstd", &rstd}});
   check_same_numel(op, "y", y, "x", x);
-  dense_cuda::RmsNormParams p = rmsnorm_params(op, x, w, rstd);
+  RmsNormParams p = rmsnorm_params(op, x, w, rstd);
   p.eps = static_cast<float>(eps), p.zero_centered = zero_centered, p.y = bf16(y);
-  dense_cuda::rmsnorm_forward_launch(p, ctx.stream);
+  rmsnorm_forward_launch(p, ctx.stream);
 }
 
 void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
@@ -117,11 +117,11 @@ void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Te
     check_gpu(op, DType::kF32, {{"dw", &dw}});
     DT_CHECK(dw.shape == w.shape, "{}: dw {} vs w {}", op, dw.shape.str(), w.shape.str());
   }
-  dense_cuda::RmsNormParams p = rmsnorm_params(op, x, w, rstd);
+  RmsNormParams p = rmsnorm_params(op, x, w, rstd);
   p.zero_centered = zero_centered, p.dy = bf16(dy), p.dx = bf16(dx), p.dw = dw.defined() ? f32(dw) : nullptr;
   p.residual = residual.defined() ? bf16(residual) : nullptr;
-  // dw's per-chunk partials come from cudaMallocAsync (dense_cuda::rmsnorm_backward_scratch_bytes).
-  dense_cuda::rmsnorm_backward_launch(p, nullptr, ctx.stream);
+  // dw's per-chunk partials come from cudaMallocAsync (rmsnorm_backward_scratch_bytes).
+  rmsnorm_backward_launch(p, nullptr, ctx.stream);
 }
 
 // ---- elementwise: SwiGLU, sigmoid gate, residual add ----
@@ -132,7 +132,7 @@ void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Ten
   check_gpu(op, DType::kBF16, {{"h", &h}, {"gate", &gate}, {"up", &up}});
   check_same_numel(op, "h", h, "gate", gate);
   check_same_numel(op, "up", up, "gate", gate);
-  dense_cuda::swiglu_forward_launch(bf16(h), bf16(gate), bf16(up), gate.numel(), ctx.stream);
+  swiglu_forward_launch(bf16(h), bf16(gate), bf16(up), gate.numel(), ctx.stream);
 }
 
 void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const Tensor& dh, const Tensor& gate,
@@ -142,7 +142,7 @@ void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const
   check_gpu(op, DType::kBF16, {{"dgate", &dgate}, {"dup", &dup}, {"dh", &dh}, {"gate", &gate}, {"up", &up}});
   for (auto [name, t] : {Named{"dgate", &dgate}, {"dup", &dup}, {"dh", &dh}, {"up", &up}})
     check_same_numel(op, name, *t, "gate", gate);
-  dense_cuda::swiglu_backward_launch(bf16(dgate), bf16(dup), bf16(dh), bf16(gate), bf16(up), gate.numel(),
+  swiglu_backward_launch(bf16(dgate), bf16(dup), bf16(dh), bf16(gate), bf16(up), gate.numel(),
                                      ctx.stream);
 }
 
@@ -152,7 +152,7 @@ void sigmoid_gate_forward(Context& ctx, const Tensor& y, const Tensor& x, const 
   check_gpu(op, DType::kBF16, {{"y", &y}, {"x", &x}, {"g", &g}});
   check_same_numel(op, "y", y, "x", x);
   check_same_numel(op, "g", g, "x", x);
-  dense_cuda::sigmoid_gate_forward_launch(bf16(y), bf16(x), bf16(g), x.numel(), ctx.stream);
+  sigmoid_gate_forward_launch(bf16(y), bf16(x), bf16(g), x.numel(), ctx.stream);
 }
 
 void sigmoid_gate_backward(Context& ctx, const Tensor& dx, const Tensor& dg, const Tensor& dy, const Tensor& x,
@@ -161,7 +161,7 @@ void sigmoid_gate_backward(Context& ctx, const Tensor& dx, const Tensor& dg, con
   check_context(ctx, op);
   check_gpu(op, DType::kBF16, {{"dx", &dx}, {"dg", &dg}, {"dy", &dy}, {"x", &x}, {"g", &g}});
   for (auto [name, t] : {Named{"dx", &dx}, {"dg", &dg}, {"dy", &dy}, {"g", &g}}) check_same_numel(op, name, *t, "x", x);
-  dense_cuda::sigmoid_gate_backward_launch(bf16(dx), bf16(dg), bf16(dy), bf16(x), bf16(g), x.numel(), ctx.stream);
+  sigmoid_gate_backward_launch(bf16(dx), bf16(dg), bf16(dy), bf16(x), bf16(g), x.numel(), ctx.stream);
 }
 
 void residual_add(Context& ctx, const Tensor& y, const Tensor& a, const Tensor& b) {
@@ -170,24 +170,24 @@ void residual_add(Context& ctx, const Tensor& y, const Tensor& a, const Tensor& 
   check_gpu(op, DType::kBF16, {{"y", &y}, {"a", &a}, {"b", &b}});
   check_same_numel(op, "y", y, "a", a);
   check_same_numel(op, "b", b, "a", a);
-  dense_cuda::residual_add_launch(bf16(y), bf16(a), bf16(b), a.numel(), ctx.stream);
+  residual_add_launch(bf16(y), bf16(a), bf16(b), a.numel(), ctx.stream);
 }
 
 // ---- RoPE ----
 
 namespace {
 
-dense_cuda::RopeParams rope_params(const char* op, const Tensor& y, const Tensor& x, int64_t rotary_dim, double theta,
+RopeParams rope_params(const char* op, const Tensor& y, const Tensor& x, int64_t rotary_dim, double theta,
                                    bool interleaved) {
   check_gpu(op, DType::kBF16, {{"output", &y}, {"input", &x}});
   DT_CHECK(x.ndim() == 4, "{}: input must be [B, T, H, D], got {}", op, x.shape.str());
   DT_CHECK(y.shape == x.shape, "{}: output {} must match input {}", op, y.shape.str(), x.shape.str());
   DT_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= x.size(3),
            "{}: rotary_dim {} must be even and at most the head dim {}", op, rotary_dim, x.size(3));
-  DT_CHECK(rotary_dim <= dense_cuda::kRopeMaxRotaryDim, "{}: rotary_dim {} exceeds the GPU kernel's limit of {}", op,
-           rotary_dim, dense_cuda::kRopeMaxRotaryDim);
+  DT_CHECK(rotary_dim <= kRopeMaxRotaryDim, "{}: rotary_dim {} exceeds the GPU kernel's limit of {}", op,
+           rotary_dim, kRopeMaxRotaryDim);
   DT_CHECK(theta > 0, "{}: rope theta must be positive, got {}", op, theta);
-  dense_cuda::RopeParams p;
+  RopeParams p;
   p.B = x.size(0), p.T = x.size(1), p.H = x.size(2), p.D = x.size(3);
   p.rotary_dim = rotary_dim, p.theta = theta, p.interleaved = interleaved;
   return p;
@@ -198,7 +198,7 @@ dense_cuda::RopeParams rope_params(const char* op, const Tensor& y, const Tensor
 void rope_forward(Context& ctx, const Tensor& y, const Tensor& x, int64_t rotary_dim, double theta, bool interleaved) {
   const char* op = "rope_forward";
   check_context(ctx, op);
-  dense_cuda::rope_forward_launch(bf16(y), bf16(x), rope_params(op, y, x, rotary_dim, theta, interleaved),
+  rope_forward_launch(bf16(y), bf16(x), rope_params(op, y, x, rotary_dim, theta, interleaved),
                                   ctx.stream);
 }
 
@@ -206,7 +206,7 @@ void rope_backward(Context& ctx, const Tensor& dx, const Tensor& dy, int64_t rot
                    bool interleaved) {
   const char* op = "rope_backward";
   check_context(ctx, op);
-  dense_cuda::rope_backward_launch(bf16(dx), bf16(dy), rope_params(op, dx, dy, rotary_dim, theta, interleaved),
+  rope_backward_launch(bf16(dx), bf16(dy), rope_params(op, dx, dy, rotary_dim, theta, interleaved),
                                    ctx.stream);
 }
 
@@ -214,11 +214,11 @@ void rope_backward(Context& ctx, const Tensor& dx, const Tensor& dy, int64_t rot
 
 namespace {
 
-dense_cuda::HeadConcatParams head_concat_params(const char* op, const Tensor& x, const Tensor& a, const Tensor& b) {
+HeadConcatParams head_concat_params(const char* op, const Tensor& x, const Tensor& a, const Tensor& b) {
   check_gpu(op, DType::kBF16, {{"x", &x}, {"a", &a}, {"b", &b}});
   DT_CHECK(x.ndim() >= 2 && a.ndim() == x.ndim() && b.ndim() == x.ndim(),
            "{}: x {}, a {}, b {} must all be [..., heads, dim]", op, x.shape.str(), a.shape.str(), b.shape.str());
-  dense_cuda::HeadConcatParams p;
+  HeadConcatParams p;
   p.H = x.size(-2), p.Hb = b.size(-2), p.da = a.size(-1), p.db = b.size(-1);
   DT_CHECK(a.size(-2) == p.H && (p.Hb == p.H || p.Hb == 1) && p.da + p.db == x.size(-1),
            "{}: x {} is not the per-head concat of a {} and b {} (b has H heads or 1 shared head)", op,
@@ -235,13 +235,13 @@ dense_cuda::HeadConcatParams head_concat_params(const char* op, const Tensor& x,
 void head_concat_forward(Context& ctx, const Tensor& x, const Tensor& a, const Tensor& b) {
   const char* op = "head_concat_forward";
   check_context(ctx, op);
-  dense_cuda::head_concat_forward_launch(bf16(x), bf16(a), bf16(b), head_concat_params(op, x, a, b), ctx.stream);
+  head_concat_forward_launch(bf16(x), bf16(a), bf16(b), head_concat_params(op, x, a, b), ctx.stream);
 }
 
 void head_concat_backward(Context& ctx, const Tensor& da, const Tensor& db, const Tensor& dx) {
   const char* op = "head_concat_backward";
   check_context(ctx, op);
-  dense_cuda::head_concat_backward_launch(bf16(da), bf16(db), bf16(dx), head_concat_params(op, dx, da, db),
+  head_concat_backward_launch(bf16(da), bf16(db), bf16(dx), head_concat_params(op, dx, da, db),
                                           ctx.stream);
 }
 
@@ -256,7 +256,7 @@ void cast(Context& ctx, const Tensor& y, const Tensor& x) {
     check_gpu(op, t->dtype, {{name, t}});
   }
   check_same_numel(op, "y", y, "x", x);
-  dense_cuda::cast_launch(y.data, y.dtype == DType::kBF16, x.data, x.dtype == DType::kBF16, x.numel(), ctx.stream);
+  cast_launch(y.data, y.dtype == DType::kBF16, x.data, x.dtype == DType::kBF16, x.numel(), ctx.stream);
 }
 
 }  // namespace dt::cuda

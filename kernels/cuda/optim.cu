@@ -17,10 +17,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense_elem.h"
 
-namespace dt {
-namespace dense_cuda {
+namespace dt::cuda {
 
 namespace {
 
@@ -102,18 +102,6 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(const AdamWDevSlot* slo
   }
 }
 
-// Block-wide sum of one double per thread, a fixed tree; the result in thread 0.
-__device__ double block_sum(double x) {
-  __shared__ double red[kThreads];
-  red[threadIdx.x] = x;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  return red[0];
-}
-
 __global__ void __launch_bounds__(kThreads) sum_squares_kernel(const TensorDevSlot* slots, int64_t count,
                                                                double* partial) {
   const TensorDevSlot& t = slot_of(slots, count, blockIdx.x);
@@ -130,14 +118,14 @@ __global__ void __launch_bounds__(kThreads) sum_squares_kernel(const TensorDevSl
     const float f = t.x[i];
     acc += static_cast<double>(f * f);
   }
-  const double total = block_sum(acc);
+  const double total = block_sum_tree<kThreads>(acc);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
 __global__ void __launch_bounds__(kThreads) sum_partials_kernel(const double* partial, int64_t n, double* out) {
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) acc += partial[i];
-  const double total = block_sum(acc);
+  const double total = block_sum_tree<kThreads>(acc);
   if (threadIdx.x == 0) *out = total;
 }
 
@@ -165,8 +153,8 @@ template <class Slot>
 Slot* upload_table(const std::vector<Slot>& host, cudaStream_t s, const char* op) {
   Slot* dev = nullptr;
   const size_t bytes = host.size() * sizeof(Slot);
-  DT_DENSE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), bytes, s), op);
-  DT_DENSE_CUDA_CHECK(cudaMemcpyAsync(dev, host.data(), bytes, cudaMemcpyHostToDevice, s), op);
+  DT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&dev), bytes, s), op);
+  DT_CUDA_OK(cudaMemcpyAsync(dev, host.data(), bytes, cudaMemcpyHostToDevice, s), op);
   return dev;
 }
 
@@ -207,8 +195,8 @@ void adamw_update_launch(const AdamWSlot* slots, int64_t count, double beta1, do
   AdamWDevSlot* dev = upload_table(table, s, op);
   const auto kernel = grad_scale != 1.0 ? adamw_kernel<true> : adamw_kernel<false>;  // 1: g' = g, no multiply
   kernel<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(dev, static_cast<int64_t>(table.size()), sc);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
-  DT_DENSE_CUDA_CHECK(cudaFreeAsync(dev, s), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaFreeAsync(dev, s), op);
 }
 
 double sum_squares_launch(const float* const* xs, const int64_t* ns, int64_t count, void* stream) {
@@ -220,17 +208,17 @@ double sum_squares_launch(const float* const* xs, const int64_t* ns, int64_t cou
   auto s = static_cast<cudaStream_t>(stream);
   TensorDevSlot* dev = upload_table(table, s, op);
   double* partial = nullptr;  // [chunks] per-chunk sums, then the total
-  DT_DENSE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), (chunks + 1) * sizeof(double), s), op);
+  DT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&partial), (chunks + 1) * sizeof(double), s), op);
   sum_squares_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(dev, static_cast<int64_t>(table.size()),
                                                                         partial);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   sum_partials_kernel<<<1, kThreads, 0, s>>>(partial, chunks, partial + chunks);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   double result = 0.0;
-  DT_DENSE_CUDA_CHECK(cudaMemcpyAsync(&result, partial + chunks, sizeof(double), cudaMemcpyDeviceToHost, s), op);
-  DT_DENSE_CUDA_CHECK(cudaFreeAsync(partial, s), op);
-  DT_DENSE_CUDA_CHECK(cudaFreeAsync(dev, s), op);
-  DT_DENSE_CUDA_CHECK(cudaStreamSynchronize(s), op);
+  DT_CUDA_OK(cudaMemcpyAsync(&result, partial + chunks, sizeof(double), cudaMemcpyDeviceToHost, s), op);
+  DT_CUDA_OK(cudaFreeAsync(partial, s), op);
+  DT_CUDA_OK(cudaFreeAsync(dev, s), op);
+  DT_CUDA_OK(cudaStreamSynchronize(s), op);
   return result;
 }
 
@@ -242,9 +230,8 @@ void scale_tensors_launch(float* const* xs, const int64_t* ns, int64_t count, do
   auto s = static_cast<cudaStream_t>(stream);
   TensorDevSlot* dev = upload_table(table, s, op);
   scale_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(dev, static_cast<int64_t>(table.size()), factor);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
-  DT_DENSE_CUDA_CHECK(cudaFreeAsync(dev, s), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaFreeAsync(dev, s), op);
 }
 
-}  // namespace dense_cuda
-}  // namespace dt
+}  // namespace dt::cuda

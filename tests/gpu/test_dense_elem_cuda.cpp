@@ -545,10 +545,10 @@ TEST(DenseElemCuda, EmbeddingBackwardDeterministicWithRepeatedIds) {
     expect_bits_equal("embedding dw", bits[0], bits[1]);
 
     // The same through a preallocated scratch buffer.
-    const int64_t scratch_bytes = dense_cuda::embedding_backward_scratch_bytes(c.n, c.vocab);
+    const int64_t scratch_bytes = cuda::embedding_backward_scratch_bytes(c.n, c.vocab);
     Dev scratch(DType::kU16, Shape{scratch_bytes / 2 + 1});
     dwd.upload(dw0);
-    dense_cuda::embedding_backward_launch(static_cast<float*>(dwd.t().data), static_cast<uint16_t*>(dyd.t().data),
+    cuda::embedding_backward_launch(static_cast<float*>(dwd.t().data), static_cast<uint16_t*>(dyd.t().data),
                                           static_cast<int32_t*>(idd.t().data), c.n, c.vocab, c.dim,
                                           scratch.t().data, nullptr);
     expect_bits_equal("embedding dw (preallocated scratch)", bits[0], dwd.raw());
