@@ -210,4 +210,13 @@ __global__ void __launch_bounds__(kColumnSumThreads) column_sum_add_kernel(float
 
 inline unsigned column_sum_grid(int64_t cols) { return static_cast<unsigned>((cols + 31) / 32); }
 
+// ---- host: stream-ordered scratch ----
+
+// *p = `bytes` of scratch on stream s, from `pool` (a cudaMemPool_t: the Deltatron context's own pool,
+// kernels/cuda_context.h) or, with a null pool, from the device's current pool. Free it with
+// cudaFreeAsync on the same stream.
+inline cudaError_t scratch_malloc(void** p, size_t bytes, void* pool, cudaStream_t s) {
+  return pool ? cudaMallocFromPoolAsync(p, bytes, static_cast<cudaMemPool_t>(pool), s) : cudaMallocAsync(p, bytes, s);
+}
+
 }  // namespace dt::cuda

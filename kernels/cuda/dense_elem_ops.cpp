@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/cuda/dense_elem.h"
+#include "kernels/cuda_context.h"
 #include "kernels/cuda_ops.h"
 
 namespace dt::cuda {
@@ -65,10 +66,10 @@ void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const 
   const int64_t vocab = dw.size(0), dim = dw.size(1), n = ids.numel();
   DT_CHECK(dy.size(-1) == dim && dy.numel() == n * dim, "{}: dy {} does not match ids {} and dw {}", op,
            dy.shape.str(), ids.shape.str(), dw.shape.str());
-  // Scratch (sort keys and positions, CUB's temporary storage) comes from cudaMallocAsync for now;
+  // Scratch (sort keys and positions, CUB's temporary storage) comes from the context's scratch pool;
   // embedding_backward_scratch_bytes gives its size for a preallocated workspace.
   embedding_backward_launch(f32(dw), bf16(dy), static_cast<const int32_t*>(ids.data), n, vocab, dim,
-                                        nullptr, ctx.stream);
+                                        nullptr, cuda_scratch_pool(ctx), ctx.stream);
 }
 
 // ---- RMSNorm ----
@@ -120,8 +121,8 @@ void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Te
   RmsNormParams p = rmsnorm_params(op, x, w, rstd);
   p.zero_centered = zero_centered, p.dy = bf16(dy), p.dx = bf16(dx), p.dw = dw.defined() ? f32(dw) : nullptr;
   p.residual = residual.defined() ? bf16(residual) : nullptr;
-  // dw's per-chunk partials come from cudaMallocAsync (rmsnorm_backward_scratch_bytes).
-  rmsnorm_backward_launch(p, nullptr, ctx.stream);
+  // dw's per-chunk partials (rmsnorm_backward_scratch_bytes) come from the context's scratch pool.
+  rmsnorm_backward_launch(p, nullptr, cuda_scratch_pool(ctx), ctx.stream);
 }
 
 // ---- elementwise: SwiGLU, sigmoid gate, residual add ----

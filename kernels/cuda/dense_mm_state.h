@@ -59,6 +59,9 @@ inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's r
 struct CudaState {
   int device = 0;
   cudaStream_t stream = nullptr;
+  // The context's own stream-ordered memory pool (cudaMemPoolCreate) for the ops' scratch, keeping
+  // what it has grown to (release threshold: everything). The device's default pool is left as it is.
+  cudaMemPool_t pool = nullptr;
 
   cublasLtHandle_t cublaslt = nullptr;
   void* gemm_workspace = nullptr;  // kGemmWorkspaceBytes, allocated once

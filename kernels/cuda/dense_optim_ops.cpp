@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cuda/dense_elem.h"
+#include "kernels/cuda_context.h"
 #include "kernels/cuda_ops.h"
 
 namespace dt::cuda {
@@ -55,7 +56,7 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double bet
     slots.push_back(s);
   }
   adamw_update_launch(slots.data(), static_cast<int64_t>(slots.size()), beta1, beta2, step_size, bc2_sqrt,
-                                  eps, grad_scale, ctx.stream);
+                                  eps, grad_scale, cuda_scratch_pool(ctx), ctx.stream);
 }
 
 namespace {
@@ -76,7 +77,7 @@ double sum_squares(Context& ctx, std::span<const Tensor> xs) {
   std::vector<float*> ptrs;
   std::vector<int64_t> ns;
   tensor_list(op, xs, ptrs, ns);
-  return sum_squares_launch(ptrs.data(), ns.data(), static_cast<int64_t>(ptrs.size()), ctx.stream);
+  return sum_squares_launch(ptrs.data(), ns.data(), static_cast<int64_t>(ptrs.size()), cuda_scratch_pool(ctx), ctx.stream);
 }
 
 void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor) {
@@ -85,7 +86,8 @@ void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor) {
   std::vector<float*> ptrs;
   std::vector<int64_t> ns;
   tensor_list(op, xs, ptrs, ns);
-  scale_tensors_launch(ptrs.data(), ns.data(), static_cast<int64_t>(ptrs.size()), factor, ctx.stream);
+  scale_tensors_launch(ptrs.data(), ns.data(), static_cast<int64_t>(ptrs.size()), factor, cuda_scratch_pool(ctx),
+                       ctx.stream);
 }
 
 }  // namespace dt::cuda

@@ -138,7 +138,7 @@ int64_t embedding_backward_scratch_bytes(int64_t n, int64_t vocab) {
 }
 
 void embedding_backward_launch(float* dw, const uint16_t* dy, const int32_t* ids, int64_t n, int64_t vocab,
-                               int64_t dim, void* scratch, void* stream) {
+                               int64_t dim, void* scratch, void* pool, void* stream) {
   const char* op = "embedding_backward";
   DT_CHECK(dw && dy && ids, "{}: null tensor pointer", op);
   DT_CHECK(n < (int64_t{1} << 31), "{}: {} tokens exceed the radix sort's int32 count", op, n);
@@ -148,7 +148,7 @@ void embedding_backward_launch(float* dw, const uint16_t* dy, const int32_t* ids
   const size_t cub_bytes = cub_temp_bytes(n, vocab);
   const int64_t bytes = 4 * round_up(n * 4) + static_cast<int64_t>(cub_bytes);
   void* base = scratch;
-  if (!base) DT_CUDA_OK(cudaMallocAsync(&base, static_cast<size_t>(bytes), s), op);
+  if (!base) DT_CUDA_OK(scratch_malloc(&base, static_cast<size_t>(bytes), pool, s), op);
   Scratch sc = carve(base, n, cub_bytes);
 
   const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 1 << 16));

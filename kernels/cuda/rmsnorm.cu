@@ -161,7 +161,7 @@ int64_t rmsnorm_backward_scratch_bytes(int64_t rows, int64_t dim) {
   return dw_chunks(rows) * dim * static_cast<int64_t>(sizeof(float));
 }
 
-void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* stream) {
+void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* pool, void* stream) {
   const char* op = "rmsnorm_backward";
   check_params(p, true, op);
   if (p.rows == 0) return;
@@ -172,9 +172,9 @@ void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* stream
              65535 * kDwRowsPerChunk);
     float* partial = static_cast<float*>(scratch);
     if (!partial)
-      DT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
-                                          static_cast<size_t>(rmsnorm_backward_scratch_bytes(p.rows, p.dim)), s),
-                          op);
+      DT_CUDA_OK(scratch_malloc(reinterpret_cast<void**>(&partial),
+                                static_cast<size_t>(rmsnorm_backward_scratch_bytes(p.rows, p.dim)), pool, s),
+                 op);
     // 8-byte accesses (4 bf16) per column lane: x and dy rows start 8-byte aligned.
     const bool vec = p.dim % 4 == 0 && aligned(p.x, 8) && aligned(p.dy, 8);
     const int V = vec ? 4 : 1;

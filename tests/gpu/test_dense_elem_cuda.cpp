@@ -550,7 +550,7 @@ TEST(DenseElemCuda, EmbeddingBackwardDeterministicWithRepeatedIds) {
     dwd.upload(dw0);
     cuda::embedding_backward_launch(static_cast<float*>(dwd.t().data), static_cast<uint16_t*>(dyd.t().data),
                                           static_cast<int32_t*>(idd.t().data), c.n, c.vocab, c.dim,
-                                          scratch.t().data, nullptr);
+                                          scratch.t().data, nullptr, nullptr);
     expect_bits_equal("embedding dw (preallocated scratch)", bits[0], dwd.raw());
   }
 }
