@@ -104,7 +104,7 @@ void decode_rope(Context& ctx, const Tensor& x, const DecodePosition& pos, int64
   if (on_gpu(ctx)) {
     check_gpu(op, DType::kBF16, {{"x", &x}});
     return cuda::rope(bf16(x), x.size(0) * x.size(1), x.size(2), rotary_dim, theta, interleaved, pos.host,
-                             counter_ptr(op, pos), ctx.stream);
+                      counter_ptr(op, pos), ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
@@ -135,8 +135,8 @@ void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tens
     check_gpu(op, DType::kBF16, {{"o", &o}, {"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
     check_workspace(op, workspace, decode_attention_workspace(Device::kCUDA, N, H, cap, Dv));
     return cuda::attention(bf16(o), bf16(q), bf16(k_cache), bf16(v_cache), workspace.ptr<float>(), N, cap, H,
-                                  Hkv, Dqk, Dv, pos.host, counter_ptr(op, pos), static_cast<float>(scale),
-                                  ctx.stream);
+                           Hkv, Dqk, Dv, pos.host, counter_ptr(op, pos), static_cast<float>(scale),
+                           ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
@@ -173,8 +173,8 @@ void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, c
                {"pe_cache", &pe_cache}});
     check_workspace(op, workspace, mla_decode_workspace(Device::kCUDA, N, H, cap, kvr));
     return cuda::mla_attention(bf16(o), bf16(q_nope), bf16(q_pe), bf16(w_kvb), bf16(c_cache), bf16(pe_cache),
-                                      workspace.ptr<float>(), N, cap, H, dn, dr, dv, kvr, pos.host,
-                                      counter_ptr(op, pos), static_cast<float>(scale), ctx.stream);
+                               workspace.ptr<float>(), N, cap, H, dn, dr, dv, kvr, pos.host,
+                               counter_ptr(op, pos), static_cast<float>(scale), ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
@@ -203,7 +203,7 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
   if (on_gpu(ctx)) {
     DT_CHECK(cache.device == Device::kCUDA, "cache_write: cache {} must be on the GPU", cache.str());
     return cuda::cache_write(cache.data, src.data, N, cap, static_cast<int64_t>(bytes), pos.host,
-                                    counter_ptr("cache_write", pos), ctx.stream);
+                             counter_ptr("cache_write", pos), ctx.stream);
   }
 #endif
   require_cpu(ctx, "cache_write");

@@ -164,8 +164,8 @@ void gemv(const GemvParams& p, void* stream) {
            kGemvMaxInputBytes);
   if (smem > 48 * 1024)
     DT_CUDA_OK(cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)),
-                        op);
+                                    static_cast<int>(smem)),
+               op);
   const auto blocks = static_cast<unsigned>((prev + kGemvWarps - 1) / kGemvWarps);
   gemv_kernel<<<blocks, kGemvThreads, smem, static_cast<cudaStream_t>(stream)>>>(p);
   DT_CUDA_OK(cudaGetLastError(), op);

@@ -10,6 +10,7 @@
 #include "kernels/cuda/dense_mm_launch.h"
 #include "kernels/cuda/dense_mm_state.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/op_checks.h"
 
 namespace dt::cuda {
 
@@ -29,11 +30,7 @@ CrossEntropyParams make_params(const char* op, CudaState& s, const Tensor& logit
   check_tensor(op, "logits", logits, DType::kBF16);
   check_tensor(op, "lse", lse, DType::kF32);
   check_tensor(op, "targets", targets, DType::kI32);
-  DT_CHECK(logits.ndim() >= 1 && logits.size(-1) > 0, "{}: logits {} must be [..., vocab]", op, logits.shape.str());
-  const int64_t vocab = logits.size(-1), n = targets.numel();
-  DT_CHECK(logits.numel() == n * vocab, "{}: logits {} do not match targets {}", op, logits.shape.str(),
-           targets.shape.str());
-  DT_CHECK(lse.numel() == n, "{}: lse {} must hold one value per target ({})", op, lse.shape.str(), n);
+  const auto [n, vocab] = op_checks::cross_entropy(op, logits, lse, targets);
   DT_CHECK(n < kNoBadRow, "{}: {} rows is more than one call takes; split the batch", op, n);
   CrossEntropyParams p;
   p.n = n, p.vocab = vocab;

@@ -56,7 +56,7 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double bet
     slots.push_back(s);
   }
   adamw_update_launch(slots.data(), static_cast<int64_t>(slots.size()), beta1, beta2, step_size, bc2_sqrt,
-                                  eps, grad_scale, cuda_scratch_pool(ctx), ctx.stream);
+                      eps, grad_scale, cuda_scratch_pool(ctx), ctx.stream);
 }
 
 namespace {

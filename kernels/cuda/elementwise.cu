@@ -283,8 +283,8 @@ void cast_launch(void* y, bool y_bf16, const void* x, bool x_bf16, int64_t n, vo
   if (y_bf16 == x_bf16) {
     if (y == x) return;
     DT_CUDA_OK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * (y_bf16 ? 2 : 4), cudaMemcpyDeviceToDevice,
-                                        static_cast<cudaStream_t>(stream)),
-                        "cast");
+                               static_cast<cudaStream_t>(stream)),
+               "cast");
     return;
   }
   // V = 8: 32-byte fp32 side (two float4), 16-byte bf16 side.

@@ -91,11 +91,11 @@ int64_t round_up(int64_t x) { return (x + 255) / 256 * 256; }
 size_t cub_temp_bytes(int64_t n, int64_t vocab) {
   size_t bytes = 0;
   DT_CUDA_OK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const uint32_t*>(nullptr),
-                                                      static_cast<uint32_t*>(nullptr),
-                                                      static_cast<const int32_t*>(nullptr),
-                                                      static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
-                                                      key_bits(vocab)),
-                      "embedding_backward (radix sort size query)");
+                                             static_cast<uint32_t*>(nullptr),
+                                             static_cast<const int32_t*>(nullptr),
+                                             static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
+                                             key_bits(vocab)),
+             "embedding_backward (radix sort size query)");
   return bytes;
 }
 
@@ -156,8 +156,8 @@ void embedding_backward_launch(float* dw, const uint16_t* dy, const int32_t* ids
   DT_CUDA_OK(cudaGetLastError(), op);
   size_t temp = sc.cub_bytes;
   DT_CUDA_OK(cub::DeviceRadixSort::SortPairs(sc.cub_temp, temp, sc.keys_in, sc.keys_out, sc.pos_in,
-                                                      sc.pos_out, static_cast<int>(n), 0, key_bits(vocab), s),
-                      op);
+                                             sc.pos_out, static_cast<int>(n), 0, key_bits(vocab), s),
+             op);
 
   const bool vec = dim % 8 == 0 && aligned(dw, 16) && aligned(dy, 16);
   const int V = vec ? 8 : 1;
