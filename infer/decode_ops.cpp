@@ -85,7 +85,7 @@ void decode_conv_step(Context& ctx, const Tensor& y, const Tensor& tail, const T
     check_gpu(op, DType::kBF16, {{"y", &y}, {"x", &x}});
     if (K > 1) check_gpu(op, DType::kBF16, {{"tail", &tail}});
     check_gpu(op, DType::kF32, {{"w", &w}});
-    return decode_cuda::conv_step(bf16(y), K > 1 ? bf16(tail) : nullptr, bf16(x), w.ptr<float>(), N, C, K, ctx.stream);
+    return cuda::conv_step(bf16(y), K > 1 ? bf16(tail) : nullptr, bf16(x), w.ptr<float>(), N, C, K, ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
@@ -106,7 +106,7 @@ void decode_rope(Context& ctx, const Tensor& x, const DecodePosition& pos, int64
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
     check_gpu(op, DType::kBF16, {{"x", &x}});
-    return decode_cuda::rope(bf16(x), x.size(0) * x.size(1), x.size(2), rotary_dim, theta, interleaved, pos.host,
+    return cuda::rope(bf16(x), x.size(0) * x.size(1), x.size(2), rotary_dim, theta, interleaved, pos.host,
                              counter_ptr(op, pos), ctx.stream);
   }
 #endif
@@ -137,7 +137,7 @@ void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tens
   if (on_gpu(ctx)) {
     check_gpu(op, DType::kBF16, {{"o", &o}, {"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
     check_workspace(op, workspace, decode_attention_workspace(Device::kCUDA, N, H, cap, Dv));
-    return decode_cuda::attention(bf16(o), bf16(q), bf16(k_cache), bf16(v_cache), workspace.ptr<float>(), N, cap, H,
+    return cuda::attention(bf16(o), bf16(q), bf16(k_cache), bf16(v_cache), workspace.ptr<float>(), N, cap, H,
                                   Hkv, Dqk, Dv, pos.host, counter_ptr(op, pos), static_cast<float>(scale),
                                   ctx.stream);
   }
@@ -175,7 +175,7 @@ void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, c
               {{"o", &o}, {"q_nope", &q_nope}, {"q_pe", &q_pe}, {"w_kvb", &w_kvb}, {"c_cache", &c_cache},
                {"pe_cache", &pe_cache}});
     check_workspace(op, workspace, mla_decode_workspace(Device::kCUDA, N, H, cap, kvr));
-    return decode_cuda::mla_attention(bf16(o), bf16(q_nope), bf16(q_pe), bf16(w_kvb), bf16(c_cache), bf16(pe_cache),
+    return cuda::mla_attention(bf16(o), bf16(q_nope), bf16(q_pe), bf16(w_kvb), bf16(c_cache), bf16(pe_cache),
                                       workspace.ptr<float>(), N, cap, H, dn, dr, dv, kvr, pos.host,
                                       counter_ptr(op, pos), static_cast<float>(scale), ctx.stream);
   }
@@ -205,7 +205,7 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
     DT_CHECK(cache.device == Device::kCUDA, "cache_write: cache {} must be on the GPU", cache.str());
-    return decode_cuda::cache_write(cache.data, src.data, N, cap, static_cast<int64_t>(bytes), pos.host,
+    return cuda::cache_write(cache.data, src.data, N, cap, static_cast<int64_t>(bytes), pos.host,
                                     counter_ptr("cache_write", pos), ctx.stream);
   }
 #endif
@@ -217,8 +217,8 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
 bool decode_gemv_supported(Device device, int64_t N, int64_t C) {
 #ifdef DELTATRON_HAVE_CUDA
   if (device == Device::kCUDA)
-    return N >= 1 && N <= decode_cuda::kGemvMaxRows && C >= 8 && C % 8 == 0 &&
-           decode_cuda::gemv_smem_bytes(N, C, GemvInput::kRmsNorm) <= decode_cuda::kGemvMaxInputBytes;
+    return N >= 1 && N <= cuda::kGemvMaxRows && C >= 8 && C % 8 == 0 &&
+           cuda::gemv_smem_bytes(N, C, GemvInput::kRmsNorm) <= cuda::kGemvMaxInputBytes;
 #endif
   return device == Device::kCPU && N >= 1 && C >= 1;
 }
@@ -256,13 +256,13 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
   }
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
-    decode_cuda::GemvParams p;
+    cuda::GemvParams p;
     int64_t end = 0;
     for (const GemvOut& g : outs) {
       check_gpu(op, DType::kBF16, {{"x", &x}, {"w", &g.w}});
       DT_CHECK(g.y.device == Device::kCUDA && (g.y.dtype == DType::kBF16 || g.y.dtype == DType::kF32),
                "{}: y {} must be bf16 or fp32 on the GPU", op, g.y.str());
-      decode_cuda::GemvSegment& s = p.seg[p.n_seg++];
+      cuda::GemvSegment& s = p.seg[p.n_seg++];
       s.w = bf16(g.w), s.y = g.y.data, s.y_f32 = g.y.dtype == DType::kF32;
       s.residual = g.residual.defined() ? bf16(g.residual) : nullptr;
       if (g.conv_w.defined()) {
@@ -279,7 +279,7 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
     p.norm_w = in.kind == GemvInput::kRmsNorm ? in.norm_w.ptr<float>() : nullptr;
     p.eps = static_cast<float>(in.eps), p.zero_centered = in.zero_centered;
     p.N = N, p.C = C, p.ldx = ldx;
-    return decode_cuda::gemv(p, ctx.stream);
+    return cuda::gemv(p, ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
@@ -328,7 +328,7 @@ void decode_attn_prep(Context& ctx, const AttnPrepArgs& a, const DecodePosition&
               {{"qg", &a.qg}, {"k", &a.k}, {"v", &a.v}, {"q", &a.q}, {"k_cache", &a.k_cache}, {"v_cache", &a.v_cache}});
     if (a.gate.defined()) check_gpu(op, DType::kBF16, {{"gate", &a.gate}});
     if (a.qn_w.defined()) check_gpu(op, DType::kF32, {{"qn_w", &a.qn_w}, {"kn_w", &a.kn_w}});
-    decode_cuda::AttnPrepParams p;
+    cuda::AttnPrepParams p;
     p.qg = bf16(a.qg), p.k = bf16(a.k), p.v = bf16(a.v);
     p.qn_w = a.qn_w.defined() ? a.qn_w.ptr<float>() : nullptr, p.kn_w = a.kn_w.defined() ? a.kn_w.ptr<float>() : nullptr;
     p.q = bf16(a.q), p.gate = a.gate.defined() ? bf16(a.gate) : nullptr;
@@ -336,7 +336,7 @@ void decode_attn_prep(Context& ctx, const AttnPrepArgs& a, const DecodePosition&
     p.N = N, p.H = H, p.Hkv = Hkv, p.hd = hd, p.cap = cap, p.pos = pos.host, p.pos_dev = counter_ptr(op, pos);
     p.eps = static_cast<float>(a.eps), p.zero_centered = a.zero_centered, p.interleaved = false;
     p.rot = static_cast<int>(a.rotary_dim), p.theta = a.theta;
-    return decode_cuda::attn_prep(p, ctx.stream);
+    return cuda::attn_prep(p, ctx.stream);
   }
 #endif
   // The CPU: the unfused ops, which are the reference.
@@ -382,12 +382,12 @@ void gdn_decode_step(Context& ctx, const Tensor& y, const Tensor& state, const T
               {{"state", &state}, {"a", &a}, {"b", &b}, {"A_log", &A_log}, {"dt_bias", &dt_bias}, {"norm_w", &norm_w}});
     DT_CHECK(qkv.device == Device::kCUDA && qkv.dtype == DType::kBF16, "{}: qkv {} must be bf16 on the GPU", op,
              qkv.str());
-    decode_cuda::GdnStepParams p;
+    cuda::GdnStepParams p;
     p.qkv = bf16(qkv), p.z = bf16(z), p.a = a.ptr<float>(), p.b = b.ptr<float>(), p.A_log = A_log.ptr<float>();
     p.dt_bias = dt_bias.ptr<float>(), p.norm_w = norm_w.ptr<float>(), p.state = state.ptr<float>(), p.y = bf16(y);
     p.N = N, p.Hk = Hk, p.Hv = Hv, p.dk = dk, p.dv = dv, p.ld_qkv = qkv.size(1), p.ld_z = Hv * dv, p.ld_y = Hv * dv;
     p.q_scale = static_cast<float>(q_scale), p.eps = static_cast<float>(eps);
-    return decode_cuda::gdn_step(p, ctx.stream);
+    return cuda::gdn_step(p, ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
@@ -413,7 +413,7 @@ void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_
   DT_CHECK(out.device == ctx.device && logits.device == ctx.device,
            "decode_argmax: the tensors must be on the context's device");
 #ifdef DELTATRON_HAVE_CUDA
-  if (on_gpu(ctx)) return decode_cuda::argmax_rows(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V, ctx.stream);
+  if (on_gpu(ctx)) return cuda::argmax_rows(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V, ctx.stream);
 #endif
   require_cpu(ctx, "decode_argmax");
   decode_argmax_ref(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V);
@@ -425,7 +425,7 @@ void decode_advance(Context& ctx, const Tensor& counter) {
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
     (void)counter_ptr("decode_advance", {0, counter});  // checked
-    return decode_cuda::advance(counter.ptr<int32_t>(), ctx.stream);
+    return cuda::advance(counter.ptr<int32_t>(), ctx.stream);
   }
 #endif
   DT_FAIL("decode_advance: the position counter {} needs a CUDA context", counter.str());
@@ -433,7 +433,7 @@ void decode_advance(Context& ctx, const Tensor& counter) {
 
 int64_t decode_attention_workspace(Device device, int64_t N, int64_t H, int64_t cap, int64_t Dv) {
 #ifdef DELTATRON_HAVE_CUDA
-  if (device == Device::kCUDA) return decode_cuda::attention_workspace_elems(N, H, cap, Dv);
+  if (device == Device::kCUDA) return cuda::attention_workspace_elems(N, H, cap, Dv);
 #endif
   (void)device, (void)N, (void)H, (void)cap, (void)Dv;
   return 0;
@@ -441,7 +441,7 @@ int64_t decode_attention_workspace(Device device, int64_t N, int64_t H, int64_t 
 
 int64_t mla_decode_workspace(Device device, int64_t N, int64_t H, int64_t cap, int64_t kvr) {
 #ifdef DELTATRON_HAVE_CUDA
-  if (device == Device::kCUDA) return decode_cuda::mla_workspace_elems(N, H, cap, kvr);
+  if (device == Device::kCUDA) return cuda::mla_workspace_elems(N, H, cap, kvr);
 #endif
   (void)device, (void)N, (void)H, (void)cap, (void)kvr;
   return 0;

@@ -18,13 +18,9 @@
 #include <cstdint>
 
 #include "infer/cuda/decode_cuda.h"
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
 
-namespace dt::decode_cuda {
-
-using dense_cuda::bf16_bits_to_f32;
-using dense_cuda::f32_to_bf16_bits;
-using dense_cuda::warp_sum;
+namespace dt::cuda {
 
 namespace {
 
@@ -126,23 +122,14 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
 // of value features and group of positions).
 constexpr int kTile = 128;
 
+// The max over the CTA of v, returned to every thread (block_sum's pattern with warp_max).
 __device__ __forceinline__ float block_max(float v, float* red) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  v = warp_max(v);
   __syncthreads();
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
   __syncthreads();
   float r = red[0];
   for (int w = 1; w < kWarps; ++w) r = fmaxf(r, red[w]);
-  return r;
-}
-
-__device__ __forceinline__ float block_add(float v, float* red) {
-  v = warp_sum(v);
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  float r = 0.f;
-  for (int w = 0; w < kWarps; ++w) r += red[w];
   return r;
 }
 
@@ -199,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
       sp[j] = pr;
       sum += pr;
     }
-    l = l * corr + block_add(sum, red);  // block_add's barriers also publish sp
+    l = l * corr + block_sum(sum, red);  // block_sum's barriers also publish sp
     m = mn;
     // the values
     a0 *= corr, a1 *= corr;
@@ -367,10 +354,10 @@ void attention(uint16_t* o, const uint16_t* q, const uint16_t* k_cache, const ui
   p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = ws;
   auto s = static_cast<cudaStream_t>(stream);
   launch_gqa_split(p, s);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   merge_kernel<false><<<dim3(static_cast<unsigned>(H), static_cast<unsigned>(N)), kThreads, 0, s>>>(o, ws, H, p.S,
                                                                                                    Dv);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,
@@ -387,7 +374,7 @@ void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, co
   auto s = static_cast<cudaStream_t>(stream);
   const dim3 rows(static_cast<unsigned>(H), static_cast<unsigned>(N));
   mla_q_kernel<<<rows, kThreads, 0, s>>>(q_lat, q_nope, w_kvb, H, dn, dv, kvr);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   SplitParams p{};
   p.q1 = q_lat, p.q2 = dr > 0 ? q_pe : nullptr, p.k1 = c_cache, p.k2 = dr > 0 ? pe_cache : nullptr, p.v = c_cache;
   p.k1_seq = cap * kvr, p.k1_pos = kvr, p.k1_head = 0;
@@ -396,11 +383,11 @@ void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, co
   p.N = N, p.H = H, p.Hkv = 1, p.D1 = kvr, p.D2 = dr, p.Dv = kvr, p.cap = cap, p.S = attention_splits(cap);
   p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = partial;
   launch_split<true>(p, s);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   merge_kernel<true><<<rows, kThreads, 0, s>>>(o_lat, partial, H, p.S, kvr);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   mla_out_kernel<<<rows, kThreads, 0, s>>>(o, o_lat, w_kvb, H, dn, dv, kvr);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

@@ -13,7 +13,7 @@
 
 #include "infer/gemv_input.h"
 
-namespace dt::decode_cuda {
+namespace dt::cuda {
 
 // Head dims the attention kernels take: the value dim (Dv, MLA's kv_lora_rank) up to 512, the
 // query / key dims (Dqk; MLA's kv_lora_rank + rope dim) up to 1024.
@@ -141,4 +141,4 @@ void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, co
                    int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos, const int32_t* pos_dev,
                    float scale, void* stream);
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

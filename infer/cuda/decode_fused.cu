@@ -10,15 +10,11 @@
 #include <cstdint>
 
 #include "infer/cuda/decode_cuda.h"
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"
 
-namespace dt::decode_cuda {
+namespace dt::cuda {
 
-using dense_cuda::bf16_bits_to_f32;
-using dense_cuda::f32_to_bf16_bits;
-using dense_cuda::sigmoid_f32;
-using dense_cuda::warp_sum;
 using gdn_cuda::sigmoid_f;  // the GDN gates' own, so the fused token computes them as the unfused kernels do
 using gdn_cuda::softplus_f;
 
@@ -219,18 +215,6 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
 constexpr int kGdnMaxDim = 128;
 
 
-// The sum over the CTA of v (every thread's), returned to all threads; red holds a float per warp.
-__device__ __forceinline__ float block_sum(float v, float* red) {
-  v = warp_sum(v);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();  // red's last use is over
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float t = 0.f;
-  for (int w = 0; w < warps; ++w) t += red[w];
-  return t;
-}
-
 __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_constant__ GdnStepParams p) {
   __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[kGdnMaxDim / 32];
   const int64_t h = blockIdx.x, n = blockIdx.y, j = threadIdx.x;
@@ -358,8 +342,8 @@ void gemv(const GemvParams& p, void* stream) {
   // once and taking every grid-th group of rows.
   static thread_local int sms = [] {
     int dev = 0, n = 0;
-    DT_DENSE_CUDA_CHECK(cudaGetDevice(&dev), "decode_gemv (GPU)");
-    DT_DENSE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "decode_gemv (GPU)");
+    DT_CUDA_OK(cudaGetDevice(&dev), "decode_gemv (GPU)");
+    DT_CUDA_OK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "decode_gemv (GPU)");
     return n;
   }();
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((prev + kGemvWarps - 1) / kGemvWarps, 4 * sms));
@@ -373,10 +357,10 @@ void gemv(const GemvParams& p, void* stream) {
   // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N.
   auto kernel = p.N <= 1 ? gemv_kernel<1> : p.N <= 2 ? gemv_kernel<2> : p.N <= 4 ? gemv_kernel<4> : gemv_kernel<8>;
   if (smem > 48 * 1024)
-    DT_DENSE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+    DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);
-  DT_DENSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p), op);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, p), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void gdn_step(const GdnStepParams& p, void* stream) {
@@ -401,7 +385,7 @@ void gdn_step(const GdnStepParams& p, void* stream) {
     const int threads = static_cast<int>(std::max<int64_t>(32, (std::max(p.dk, p.dv) + 31) / 32 * 32));
     gdn_step_kernel<<<grid, threads, 0, st>>>(p);
   }
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

@@ -5,12 +5,9 @@
 #include <cmath>
 
 #include "infer/cuda/decode_cuda.h"
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
 
-namespace dt::decode_cuda {
-
-using dense_cuda::bf16_bits_to_f32;
-using dense_cuda::f32_to_bf16_bits;
+namespace dt::cuda {
 
 namespace {
 
@@ -49,14 +46,6 @@ struct RopeParams {
   bool interleaved;
   double inv_freq[kMaxRotaryDim / 2];
 };
-
-// kernels/cuda/rope.cu's angle: t inv_freq in double, reduced mod 2 pi, then fp32 sincos.
-__device__ __forceinline__ void rope_sincos(double t, double inv_freq, float* s, float* c) {
-  const double a = t * inv_freq;
-  const double turns = rint(a * 0.15915494309189535);
-  const float r = static_cast<float>(fma(-turns, 6.283185307179586, a));
-  sincosf(r, s, c);
-}
 
 __global__ void rope_kernel(const __grid_constant__ RopeParams p) {
   __shared__ float in[kMaxRotaryDim];
@@ -99,7 +88,7 @@ __device__ void prep_head(uint16_t* dst, const uint16_t* src, const float* w, co
         ss += f * f;
       }
     }
-    ss = dense_cuda::warp_sum(ss);
+    ss = warp_sum(ss);
     const float rs = 1.f / sqrtf(ss / static_cast<float>(hd) + p.a.eps);
     const float one = p.a.zero_centered ? 1.f : 0.f;
     for (int64_t d = lane; d < hd; d += 32)
@@ -196,7 +185,7 @@ void conv_step(uint16_t* y, uint16_t* tail, const uint16_t* x, const float* w, i
   DT_CHECK(N >= 1 && C >= 1 && K >= 1, "{}: bad sizes N {}, C {}, K {}", op, N, C, K);
   conv_step_kernel<<<blocks_for(N * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(y, K > 1 ? tail : nullptr,
                                                                                           x, w, N, C, K);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void rope(uint16_t* x, int64_t rows, int64_t D, int64_t rot, double theta, bool interleaved, int64_t pos,
@@ -213,7 +202,7 @@ void rope(uint16_t* x, int64_t rows, int64_t D, int64_t rot, double theta, bool 
   // The double inv_freq of kernels/cuda/rope.cu (the prefill's RoPE): the same cached keys.
   for (int i = 0; i < p.half; ++i) p.inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / p.rot);
   rope_kernel<<<static_cast<unsigned>(rows), 64, 0, static_cast<cudaStream_t>(stream)>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void cache_write(void* cache, const void* src, int64_t N, int64_t cap, int64_t row_bytes, int64_t pos,
@@ -226,7 +215,7 @@ void cache_write(void* cache, const void* src, int64_t N, int64_t cap, int64_t r
   if (row == 0) return;
   cache_write_kernel<<<blocks_for(N * row), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<uint16_t*>(cache), static_cast<const uint16_t*>(src), N, cap, row, pos, pos_dev);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void attn_prep(const AttnPrepParams& a, void* stream) {
@@ -244,7 +233,7 @@ void attn_prep(const AttnPrepParams& a, void* stream) {
   for (int i = 0; i < p.half; ++i) p.inv_freq[i] = 1.0 / std::pow(a.theta, static_cast<double>(2 * i) / a.rot);
   attn_prep_kernel<<<dim3(static_cast<unsigned>(a.H + a.Hkv), static_cast<unsigned>(a.N)), 32, 0,
                      static_cast<cudaStream_t>(stream)>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, void* stream) {
@@ -253,13 +242,13 @@ void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_
   DT_CHECK(N >= 1 && V >= 1 && V <= ld && V < (int64_t{1} << 31), "{}: bad sizes N {}, V {}, ld {}", op, N, V, ld);
   argmax_kernel<<<static_cast<unsigned>(N), kArgmaxThreads, 0, static_cast<cudaStream_t>(stream)>>>(out, logits, V,
                                                                                                     ld);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void advance(int32_t* counter, void* stream) {
   DT_CHECK(counter, "decode advance (GPU): null counter");
   advance_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(counter);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), "decode advance (GPU)");
+  DT_CUDA_OK(cudaGetLastError(), "decode advance (GPU)");
 }
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

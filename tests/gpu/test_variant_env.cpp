@@ -1,6 +1,6 @@
-// The kernel-variant environment variables (DT_CE_VARIANT, DT_GDN_NORM_BWD): a value that names no
-// variant stops the process with a message naming the valid ones. Both are read once per process,
-// so each case runs in a fresh one (threadsafe death test) and must exit 1 with the message. Host code
+// The kernel-variant environment variable DT_GDN_NORM_BWD: a value that names no variant stops the
+// process with a message naming the valid ones. It is read once per process, so each case runs in a
+// fresh one (threadsafe death test) and must exit 1 with the message. Host code
 // only: runs without a GPU.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <exception>
 
-#include "kernels/cuda/dense_mm_launch.h"
 #include "kernels/gdn_cuda.h"
 
 namespace dt {
@@ -27,11 +26,6 @@ void exit_like_the_app(F f) {
   std::exit(0);
 }
 
-void read_cross_entropy_variant(const char* value) {
-  setenv("DT_CE_VARIANT", value, 1);
-  exit_like_the_app([] { dense_mm_cuda::cross_entropy_variant(); });
-}
-
 // Sizes and pointers that pass the argument checks; the variant is read before any launch.
 void run_norm_backward_with(const char* value) {
   setenv("DT_GDN_NORM_BWD", value, 1);
@@ -41,12 +35,6 @@ void run_norm_backward_with(const char* value) {
   p.rows = 1, p.H = 1, p.d = 64;
   p.o = p.z = p.dy = h, p.d_o = p.dz = h, p.w = f, p.dw = f;
   exit_like_the_app([&] { gdn_norm_backward_cuda(p, nullptr); });
-}
-
-TEST(KernelVariantEnv, UnknownCrossEntropyVariantIsAnError) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(read_cross_entropy_variant("fastest"), ::testing::ExitedWithCode(1),
-               "DT_CE_VARIANT=fastest is not a cross-entropy variant; set it to stream, regs or tma");
 }
 
 TEST(KernelVariantEnv, UnknownGatedNormBackwardVariantIsAnError) {
