@@ -214,26 +214,44 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
 
 constexpr int kGdnMaxDim = 128;
 
-
-__global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_constant__ GdnStepParams p) {
-  __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[kGdnMaxDim / 32];
-  const int64_t h = blockIdx.x, n = blockIdx.y, j = threadIdx.x;
-  const int64_t kh = h / (p.Hv / p.Hk);
+// The GDN token's start, for CTA (value head blockIdx.x, sequence blockIdx.y): q^ = bf16(q_scale q /
+// |q|) and k^ = bf16(k / |k|) of its key head into sq, sk (rounded as gdn_l2norm_forward writes
+// them), and its gates.
+__device__ __forceinline__ void gdn_token_begin(const GdnStepParams& p, float* sq, float* sk, float* red,
+                                                float* decay, float* beta) {
+  const int64_t h = blockIdx.x, n = blockIdx.y, kh = h / (p.Hv / p.Hk), gi = n * p.Hv + h;
   const uint16_t* row = p.qkv + n * p.ld_qkv;
-  // l2norms of q and k (rounded to bf16, as gdn_l2norm_forward writes them)
   float qq = 0.f, kk = 0.f;
-  for (int64_t i = j; i < p.dk; i += blockDim.x) {
+  for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x) {
     const float q = bf16_bits_to_f32(row[kh * p.dk + i]), k = bf16_bits_to_f32(row[p.Hk * p.dk + kh * p.dk + i]);
     sq[i] = q, sk[i] = k, qq += q * q, kk += k * k;
   }
   const float rq = rsqrtf(block_sum(qq, red) + 1e-6f) * p.q_scale, rk = rsqrtf(block_sum(kk, red) + 1e-6f);
-  for (int64_t i = j; i < p.dk; i += blockDim.x)
+  for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x)
     sq[i] = bf16_bits_to_f32(f32_to_bf16_bits(sq[i] * rq)), sk[i] = bf16_bits_to_f32(f32_to_bf16_bits(sk[i] * rk));
   __syncthreads();
-  // gates
-  const int64_t gi = n * p.Hv + h;
-  const float decay = expf(-expf(p.A_log[h]) * softplus_f(p.a[gi] + p.dt_bias[h]));
-  const float beta = sigmoid_f(p.b[gi]);
+  *decay = expf(-expf(p.A_log[h]) * softplus_f(p.a[gi] + p.dt_bias[h]));
+  *beta = sigmoid_f(p.b[gi]);
+}
+
+// The token's end: the gated RMSNorm over the head's dv outputs, y = o rsqrt(mean o^2 + eps) w silu(z),
+// written by the threads with `out` (one a column j); every thread of the CTA takes part.
+__device__ __forceinline__ void gdn_token_end(const GdnStepParams& p, float o, bool out, int64_t j, float* red) {
+  const int64_t h = blockIdx.x, n = blockIdx.y;
+  const float ms = block_sum(out ? o * o : 0.f, red) / static_cast<float>(p.dv);
+  if (out) {
+    const float rs = rsqrtf(ms + p.eps);
+    const float z = bf16_bits_to_f32(p.z[n * p.ld_z + h * p.dv + j]);
+    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * rs * p.norm_w[j] * (z * sigmoid_f(z)));
+  }
+}
+
+__global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_constant__ GdnStepParams p) {
+  __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[kGdnMaxDim / 32];
+  const int64_t h = blockIdx.x, n = blockIdx.y, j = threadIdx.x, gi = n * p.Hv + h;
+  const uint16_t* row = p.qkv + n * p.ld_qkv;
+  float decay, beta;
+  gdn_token_begin(p, sq, sk, red, &decay, &beta);
   // the delta rule on column j: S~ = decay S, u = S~^T k, d = beta (v - u), S = S~ + k d^T, o = S^T q
   float o = 0.f;
   if (j < p.dv) {
@@ -249,13 +267,7 @@ __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_const
     }
     o = bf16_bits_to_f32(f32_to_bf16_bits(o));  // the recurrent kernel's bf16 output
   }
-  // gated RMSNorm over the head's dv outputs: y = o rsqrt(mean o^2 + eps) w silu(z)
-  const float ms = block_sum(j < p.dv ? o * o : 0.f, red) / static_cast<float>(p.dv);
-  if (j < p.dv) {
-    const float r = rsqrtf(ms + p.eps);
-    const float z = bf16_bits_to_f32(p.z[n * p.ld_z + h * p.dv + j]);
-    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * r * p.norm_w[j] * (z * sigmoid_f(z)));
-  }
+  gdn_token_end(p, o, j < p.dv, j, red);
 }
 
 // The same token with the state's column split over R = dk / kPer threads, each holding kPer rows
@@ -265,22 +277,11 @@ __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_const
 template <int kPer>
 __global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_constant__ GdnStepParams p) {
   __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[32];
-  const int64_t h = blockIdx.x, n = blockIdx.y;
+  const int64_t h = blockIdx.x, n = blockIdx.y, gi = n * p.Hv + h;
   const int R = static_cast<int>(p.dk / kPer), tid = threadIdx.x, j = tid / R, r = tid % R;
-  const int64_t kh = h / (p.Hv / p.Hk);
   const uint16_t* row = p.qkv + n * p.ld_qkv;
-  float qq = 0.f, kk = 0.f;
-  for (int64_t i = tid; i < p.dk; i += blockDim.x) {
-    const float q = bf16_bits_to_f32(row[kh * p.dk + i]), k = bf16_bits_to_f32(row[p.Hk * p.dk + kh * p.dk + i]);
-    sq[i] = q, sk[i] = k, qq += q * q, kk += k * k;
-  }
-  const float rq = rsqrtf(block_sum(qq, red) + 1e-6f) * p.q_scale, rk = rsqrtf(block_sum(kk, red) + 1e-6f);
-  for (int64_t i = tid; i < p.dk; i += blockDim.x)
-    sq[i] = bf16_bits_to_f32(f32_to_bf16_bits(sq[i] * rq)), sk[i] = bf16_bits_to_f32(f32_to_bf16_bits(sk[i] * rk));
-  __syncthreads();
-  const int64_t gi = n * p.Hv + h;
-  const float decay = expf(-expf(p.A_log[h]) * softplus_f(p.a[gi] + p.dt_bias[h]));
-  const float beta = sigmoid_f(p.b[gi]);
+  float decay, beta;
+  gdn_token_begin(p, sq, sk, red, &decay, &beta);
   const bool col = j < p.dv;
   float* S = p.state + gi * p.dk * p.dv + static_cast<int64_t>(r) * kPer * p.dv + j;
   const float* kr = sk + r * kPer;
@@ -304,13 +305,7 @@ __global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_const
   }
   for (int off = R / 2; off > 0; off >>= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
   o = bf16_bits_to_f32(f32_to_bf16_bits(o));  // the recurrent kernel's bf16 output
-  const bool out = col && r == 0;
-  const float ms = block_sum(out ? o * o : 0.f, red) / static_cast<float>(p.dv);
-  if (out) {
-    const float rs = rsqrtf(ms + p.eps);
-    const float z = bf16_bits_to_f32(p.z[n * p.ld_z + h * p.dv + j]);
-    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * rs * p.norm_w[j] * (z * sigmoid_f(z)));
-  }
+  gdn_token_end(p, o, col && r == 0, j, red);
 }
 
 }  // namespace
