@@ -6,8 +6,8 @@
 // Times are medians over N runs, each timed with CUDA events on the context's stream. FLOPs count
 // 2 per multiply-add (causal attention: half the square); cross-entropy reports bytes moved
 // (forward reads the logits once; backward and fused read and write them once). Cross-entropy forward
-// and fused are timed per kernel variant ("cross_entropy fused (tma)"; DT_CE_VARIANT picks the
-// default, the rows without a suffix).
+// and fused are timed per kernel variant ("cross_entropy fused (tma)", through the context's
+// test-only override), then under the plan's own choice (the rows without a suffix).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,7 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "bench/bench_cuda.h"
-#include "kernels/cuda/dense_mm_launch.h"
+#include "kernels/cuda_ops.h"
 #include "kernels/cuda_context.h"
 #include "kernels/ops.h"
 #endif
@@ -163,7 +163,6 @@ int main(int argc, char** argv) {
       // input; each variant starts from the same logits (restored from `pristine`).
       Buf pristine(logits.bytes);
       BENCH_CUDA(cudaMemcpy(pristine.p, logits.p, logits.bytes, cudaMemcpyDeviceToDevice));
-      const auto chosen = dt::dense_mm_cuda::cross_entropy_variant();
       auto time_variant = [&](const std::string& suffix) {
         BENCH_CUDA(cudaMemcpy(logits.p, pristine.p, logits.bytes, cudaMemcpyDeviceToDevice));
         double ms = median_ms(ctx, warmup, iters, [&] { dt::cross_entropy_forward(ctx, losst, lset, xt, tt); });
@@ -175,11 +174,11 @@ int main(int argc, char** argv) {
         ms = median_ms(ctx, warmup, iters, [&] { dt::cross_entropy_fused(ctx, losst, lset, xt, tt, 1.0 / R); });
         rows.push_back({"cross_entropy fused" + suffix, shape, ms, 0, 2 * bytes / ms * 1e-6});
       };
-      for (const auto v : dt::dense_mm_cuda::kCrossEntropyVariants) {
-        dt::dense_mm_cuda::set_cross_entropy_variant(v);
-        time_variant(std::string(" (") + dt::dense_mm_cuda::cross_entropy_variant_name(v) + ")");
+      for (const auto v : dt::cuda::kCrossEntropyVariants) {
+        dt::cuda::set_cross_entropy_variant_for_testing(ctx, v);
+        time_variant(std::string(" (") + dt::cuda::cross_entropy_variant_name(v) + ")");
       }
-      dt::dense_mm_cuda::set_cross_entropy_variant(chosen);
+      dt::cuda::set_cross_entropy_variant_for_testing(ctx, std::nullopt);
       time_variant("");
     }
 

@@ -30,7 +30,7 @@ class AttnStep final : public MixerStep {
       w_kn_ = e.weights.param(p + ".k_norm.weight");
     }
     const int64_t N = N_, H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim;
-    const DType t = e.weights.act_dtype(), st = e.weights.stat_dtype();
+    const DType t = e.weights.act_dtype();
     auto decl = [&](const char* name, Shape s, DType d) {
       return e.scratch.declare_shared(std::string("attn.") + name, d, s);
     };
@@ -39,10 +39,6 @@ class AttnStep final : public MixerStep {
     gate_ = decl("gate", {N, 1, H, hd}, t);
     k_ = decl("k", {N, 1, Hkv, hd}, t);
     v_ = decl("v", {N, 1, Hkv, hd}, t);
-    qn_ = decl("q_normed", {N, 1, H, hd}, t);
-    kn_ = decl("k_normed", {N, 1, Hkv, hd}, t);
-    rstd_q_ = decl("rstd_q", {N * H}, st);
-    rstd_k_ = decl("rstd_k", {N * Hkv}, st);
     o_ = decl("o", {N, 1, H, hd}, t);
     og_ = decl("o_gated", {N, 1, H, hd}, t);
   }
@@ -58,50 +54,41 @@ class AttnStep final : public MixerStep {
     }
   }
 
-  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, const DecodePosition& pos) override {
+  void step(Context& ctx, LayerDecodeState& s, const StepIO& io, const DecodePosition& pos) override {
     const int64_t N = N_, H = a_.n_heads, Hkv = a_.n_kv_heads, hd = a_.head_dim;
-    const Tensor x3 = x.view({N, 1, d_model_});
-    const Tensor qg = buf(qg_);
-    Tensor k = buf(k_), v = buf(v_);
+    const Tensor qg = buf(qg_), k = buf(k_), v = buf(v_);
     const bool gemv = decode_gemv_supported(ctx.device, N, d_model_) && decode_gemv_supported(ctx.device, N, H * hd);
-    if (gemv) {  // the three projections in one kernel
+    if (gemv) {  // the input norm and the three projections in one kernel
       decode_gemv(ctx,
                   {{w_q_, qg.view({N, w_q_.size(0)}), {}}, {w_k_, k.view({N, Hkv * hd}), {}},
                    {w_v_, v.view({N, Hkv * hd}), {}}},
-                  x.view({N, d_model_}));
+                  io.gemv_in());
     } else {
+      const Tensor x3 = io.normalize(ctx).view({N, 1, d_model_});
       linear_forward(ctx, qg, x3, w_q_);
       linear_forward(ctx, k.view({N, 1, Hkv * hd}), x3, w_k_);
       linear_forward(ctx, v.view({N, 1, Hkv * hd}), x3, w_v_);
     }
-    Tensor q;
-    if (a_.output_gate) {
-      q = buf(q_);
-      head_split_forward(ctx, q, buf(gate_), qg.view({N, 1, H, 2 * hd}));
-    } else {
-      q = qg.view({N, 1, H, hd});
-    }
-    if (a_.qk_norm) {
-      rmsnorm_forward(ctx, buf(qn_).view({N * H, hd}), buf(rstd_q_), q.view({N * H, hd}), w_qn_, eps_, zero_centered_);
-      rmsnorm_forward(ctx, buf(kn_).view({N * Hkv, hd}), buf(rstd_k_), k.view({N * Hkv, hd}), w_kn_, eps_,
-                      zero_centered_);
-      q = buf(qn_), k = buf(kn_);
-    }
-    decode_rope(ctx, q.view({N, H, hd}), pos, a_.rotary_dim, a_.rope_theta, /*interleaved=*/false);
-    decode_rope(ctx, k.view({N, Hkv, hd}), pos, a_.rotary_dim, a_.rope_theta, /*interleaved=*/false);
-    cache_write(ctx, s.keys, k, pos);
-    cache_write(ctx, s.values, v, pos);
+    // q/k norms, RoPE and the cache writes in one op.
+    AttnPrepArgs prep;
+    prep.q = buf(q_), prep.gate = a_.output_gate ? buf(gate_) : Tensor{}, prep.k_cache = s.keys,
+    prep.v_cache = s.values;
+    prep.qg = qg, prep.k = k, prep.v = v, prep.qn_w = w_qn_, prep.kn_w = w_kn_;
+    prep.n_heads = H, prep.n_kv_heads = Hkv, prep.head_dim = hd, prep.rotary_dim = a_.rotary_dim;
+    prep.eps = eps_, prep.theta = a_.rope_theta, prep.zero_centered = zero_centered_;
+    decode_attn_prep(ctx, prep, pos);
     Tensor o = buf(o_);
-    decode_attention(ctx, o.view({N, H, hd}), q.view({N, H, hd}), s.keys, s.values, pos,
+    decode_attention(ctx, o.view({N, H, hd}), buf(q_).view({N, H, hd}), s.keys, s.values, pos,
                      1.0 / std::sqrt(static_cast<double>(hd)), s.workspace);
     if (a_.output_gate) {
+      if (gemv) {  // the gate taken on the output projection's input
+        decode_gemv(ctx, {{w_o_, io.y, io.h}}, GemvIn::gated(o.view({N, H * hd}), buf(gate_).view({N, H * hd})));
+        return;
+      }
       sigmoid_gate_forward(ctx, buf(og_), o, buf(gate_));
       o = buf(og_);
     }
-    if (gemv)
-      decode_gemv(ctx, {{w_o_, y.view({N, d_model_}), {}}}, o.view({N, H * hd}));
-    else
-      linear_forward(ctx, y.view({N, 1, d_model_}), o.view({N, 1, H * hd}), w_o_);
+    io.project_out(ctx, w_o_, o.view({N, H * hd}));
   }
 
  private:
@@ -114,8 +101,7 @@ class AttnStep final : public MixerStep {
   bool zero_centered_;
   Arena* scratch_;
   Tensor w_q_, w_k_, w_v_, w_o_, w_qn_, w_kn_;
-  int qg_ = -1, q_ = -1, gate_ = -1, k_ = -1, v_ = -1, qn_ = -1, kn_ = -1, rstd_q_ = -1, rstd_k_ = -1, o_ = -1,
-      og_ = -1;
+  int qg_ = -1, q_ = -1, gate_ = -1, k_ = -1, v_ = -1, o_ = -1, og_ = -1;
 };
 
 }  // namespace

@@ -2,12 +2,15 @@
 // or the CPU references (infer/cpu/decode_ref.h).
 #include "infer/decode_ops.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
 #include "infer/cpu/decode_ref.h"
+#include "kernels/ops.h"
 #ifdef DELTATRON_HAVE_CUDA
 #include "infer/cuda/decode_cuda.h"
 #endif
@@ -82,7 +85,7 @@ void decode_conv_step(Context& ctx, const Tensor& y, const Tensor& tail, const T
     check_gpu(op, DType::kBF16, {{"y", &y}, {"x", &x}});
     if (K > 1) check_gpu(op, DType::kBF16, {{"tail", &tail}});
     check_gpu(op, DType::kF32, {{"w", &w}});
-    return decode_cuda::conv_step(bf16(y), K > 1 ? bf16(tail) : nullptr, bf16(x), w.ptr<float>(), N, C, K, ctx.stream);
+    return cuda::conv_step(bf16(y), K > 1 ? bf16(tail) : nullptr, bf16(x), w.ptr<float>(), N, C, K, ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
@@ -103,7 +106,7 @@ void decode_rope(Context& ctx, const Tensor& x, const DecodePosition& pos, int64
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
     check_gpu(op, DType::kBF16, {{"x", &x}});
-    return decode_cuda::rope(bf16(x), x.size(0) * x.size(1), x.size(2), rotary_dim, theta, interleaved, pos.host,
+    return cuda::rope(bf16(x), x.size(0) * x.size(1), x.size(2), rotary_dim, theta, interleaved, pos.host,
                              counter_ptr(op, pos), ctx.stream);
   }
 #endif
@@ -134,7 +137,7 @@ void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tens
   if (on_gpu(ctx)) {
     check_gpu(op, DType::kBF16, {{"o", &o}, {"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
     check_workspace(op, workspace, decode_attention_workspace(Device::kCUDA, N, H, cap, Dv));
-    return decode_cuda::attention(bf16(o), bf16(q), bf16(k_cache), bf16(v_cache), workspace.ptr<float>(), N, cap, H,
+    return cuda::attention(bf16(o), bf16(q), bf16(k_cache), bf16(v_cache), workspace.ptr<float>(), N, cap, H,
                                   Hkv, Dqk, Dv, pos.host, counter_ptr(op, pos), static_cast<float>(scale),
                                   ctx.stream);
   }
@@ -172,7 +175,7 @@ void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, c
               {{"o", &o}, {"q_nope", &q_nope}, {"q_pe", &q_pe}, {"w_kvb", &w_kvb}, {"c_cache", &c_cache},
                {"pe_cache", &pe_cache}});
     check_workspace(op, workspace, mla_decode_workspace(Device::kCUDA, N, H, cap, kvr));
-    return decode_cuda::mla_attention(bf16(o), bf16(q_nope), bf16(q_pe), bf16(w_kvb), bf16(c_cache), bf16(pe_cache),
+    return cuda::mla_attention(bf16(o), bf16(q_nope), bf16(q_pe), bf16(w_kvb), bf16(c_cache), bf16(pe_cache),
                                       workspace.ptr<float>(), N, cap, H, dn, dr, dv, kvr, pos.host,
                                       counter_ptr(op, pos), static_cast<float>(scale), ctx.stream);
   }
@@ -202,7 +205,7 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
     DT_CHECK(cache.device == Device::kCUDA, "cache_write: cache {} must be on the GPU", cache.str());
-    return decode_cuda::cache_write(cache.data, src.data, N, cap, static_cast<int64_t>(bytes), pos.host,
+    return cuda::cache_write(cache.data, src.data, N, cap, static_cast<int64_t>(bytes), pos.host,
                                     counter_ptr("cache_write", pos), ctx.stream);
   }
 #endif
@@ -214,19 +217,24 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
 bool decode_gemv_supported(Device device, int64_t N, int64_t C) {
 #ifdef DELTATRON_HAVE_CUDA
   if (device == Device::kCUDA)
-    return N >= 1 && N <= decode_cuda::kGemvMaxRows && C >= 8 && C % 8 == 0 &&
-           N * C * 2 <= decode_cuda::kGemvMaxInputBytes;
+    return N >= 1 && N <= cuda::kGemvMaxRows && C >= 8 && C % 8 == 0 &&
+           cuda::gemv_smem_bytes(N, C, GemvInput::kRmsNorm) <= cuda::kGemvMaxInputBytes;
 #endif
   return device == Device::kCPU && N >= 1 && C >= 1;
 }
 
-void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const Tensor& x, const Tensor& x2) {
+void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in) {
   const char* op = "decode_gemv";
+  const Tensor& x = in.x;
   DT_CHECK(x.ndim() == 2 && x.is_contiguous(), "{}: x {} must be a contiguous [N, C] tensor", op, x.str());
   const int64_t N = x.size(0), C = x.size(1), ldx = C;
-  if (x2.defined())
-    DT_CHECK(x2.shape == x.shape && x2.is_contiguous() && x2.dtype == x.dtype,
-             "{}: x2 {} must be contiguous, of x's shape and dtype ({})", op, x2.str(), x.str());
+  const bool two = in.kind == GemvInput::kSwiGLU || in.kind == GemvInput::kGate;
+  if (two)
+    DT_CHECK(in.x2.defined() && in.x2.shape == x.shape && in.x2.is_contiguous() && in.x2.dtype == x.dtype,
+             "{}: x2 {} must be contiguous, of x's shape and dtype ({})", op, in.x2.str(), x.str());
+  if (in.kind == GemvInput::kRmsNorm)
+    DT_CHECK(in.norm_w.defined() && in.norm_w.numel() == C && in.norm_w.is_contiguous(),
+             "{}: the norm weight {} must be contiguous with {} elements", op, in.norm_w.str(), C);
   DT_CHECK(outs.size() >= 1 && outs.size() <= 4, "{}: {} weights (1 to 4)", op, outs.size());
   DT_CHECK(decode_gemv_supported(ctx.device, N, C), "{}: {} sequences of {} inputs are not supported on the {}", op,
            N, C, ctx.device == Device::kCUDA ? "GPU (at most 8 sequences, inputs a multiple of 8)" : "CPU");
@@ -238,33 +246,117 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const Tensor
     if (g.residual.defined())
       DT_CHECK(g.residual.numel() == g.y.numel() && g.residual.is_contiguous() && g.residual.dtype == g.y.dtype,
                "{}: residual {} does not match y {}", op, g.residual.str(), g.y.str());
+    if (g.conv_w.defined()) {
+      const int64_t rows = g.w.size(0);
+      DT_CHECK(!g.residual.defined() && g.conv_w.ndim() == 3 && g.conv_w.size(0) == rows && g.conv_w.size(1) == 1 &&
+                   g.conv_w.is_contiguous(),
+               "{}: the conv weight {} must be [{}, 1, K], without a residual", op, g.conv_w.str(), rows);
+      if (g.conv_w.size(2) > 1) check_shape(g.conv_tail, {N, g.conv_w.size(2) - 1, rows}, "decode_gemv conv tail");
+    }
   }
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
-    decode_cuda::GemvParams p;
+    cuda::GemvParams p;
     int64_t end = 0;
     for (const GemvOut& g : outs) {
       check_gpu(op, DType::kBF16, {{"x", &x}, {"w", &g.w}});
       DT_CHECK(g.y.device == Device::kCUDA && (g.y.dtype == DType::kBF16 || g.y.dtype == DType::kF32),
                "{}: y {} must be bf16 or fp32 on the GPU", op, g.y.str());
-      decode_cuda::GemvSegment& s = p.seg[p.n_seg++];
+      cuda::GemvSegment& s = p.seg[p.n_seg++];
       s.w = bf16(g.w), s.y = g.y.data, s.y_f32 = g.y.dtype == DType::kF32;
       s.residual = g.residual.defined() ? bf16(g.residual) : nullptr;
+      if (g.conv_w.defined()) {
+        check_gpu(op, DType::kF32, {{"conv_w", &g.conv_w}});
+        s.conv_k = g.conv_w.size(2);
+        if (s.conv_k > 1) check_gpu(op, DType::kBF16, {{"conv_tail", &g.conv_tail}});
+        s.conv_w = g.conv_w.ptr<float>(), s.conv_tail = s.conv_k > 1 ? bf16(g.conv_tail) : nullptr;
+      }
       s.row_end = end += g.w.size(0);
     }
-    p.x = bf16(x), p.x2 = x2.defined() ? bf16(x2) : nullptr, p.N = N, p.C = C, p.ldx = ldx;
-    return decode_cuda::gemv(p, ctx.stream);
+    if (two) check_gpu(op, DType::kBF16, {{"x2", &in.x2}});
+    if (in.kind == GemvInput::kRmsNorm) check_gpu(op, DType::kF32, {{"norm_w", &in.norm_w}});
+    p.in = in.kind, p.x = bf16(x), p.x2 = two ? bf16(in.x2) : nullptr;
+    p.norm_w = in.kind == GemvInput::kRmsNorm ? in.norm_w.ptr<float>() : nullptr;
+    p.eps = static_cast<float>(in.eps), p.zero_centered = in.zero_centered;
+    p.N = N, p.C = C, p.ldx = ldx;
+    return cuda::gemv(p, ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
+    if (in.kind == GemvInput::kRmsNorm) check_tensors(op, x.dtype, {{"norm_w", &in.norm_w}});
     for (const GemvOut& g : outs) {
       check_tensors(op, x.dtype, {{"w", &g.w}, {"y", &g.y}});
-      decode_gemv_ref<T>(g.y.ptr<T>(), g.w.ptr<T>(), x.ptr<T>(), x2.defined() ? x2.ptr<T>() : nullptr,
-                         g.residual.defined() ? g.residual.ptr<T>() : nullptr, N, C, ldx, g.w.size(0));
+      const int64_t rows = g.w.size(0);
+      std::vector<T> pre(g.conv_w.defined() ? static_cast<size_t>(N * rows) : 0);  // before the conv
+      decode_gemv_ref<T>(pre.empty() ? g.y.ptr<T>() : pre.data(), g.w.ptr<T>(), in.kind, x.ptr<T>(),
+                         two ? in.x2.ptr<T>() : nullptr, in.kind == GemvInput::kRmsNorm ? in.norm_w.ptr<T>() : nullptr,
+                         static_cast<T>(in.eps), in.zero_centered,
+                         g.residual.defined() ? g.residual.ptr<T>() : nullptr, N, C, ldx, rows);
+      if (!pre.empty()) {
+        const int64_t K = g.conv_w.size(2);
+        check_tensors(op, x.dtype, {{"conv_w", &g.conv_w}});
+        if (K > 1) check_tensors(op, x.dtype, {{"conv_tail", &g.conv_tail}});
+        decode_conv_step_ref<T>(g.y.ptr<T>(), K > 1 ? g.conv_tail.ptr<T>() : nullptr, pre.data(), g.conv_w.ptr<T>(), N,
+                                rows, K);
+      }
     }
   });
+}
+
+void decode_attn_prep(Context& ctx, const AttnPrepArgs& a, const DecodePosition& pos) {
+  const char* op = "decode_attn_prep";
+  const int64_t H = a.n_heads, Hkv = a.n_kv_heads, hd = a.head_dim;
+  DT_CHECK(a.qg.defined() && a.k.defined() && a.v.defined() && a.q.defined() && a.k_cache.defined() &&
+               a.v_cache.defined(),
+           "{}: a tensor is not given", op);
+  const int64_t N = a.qg.size(0), qw = a.gate.defined() ? 2 * hd : hd, cap = a.k_cache.size(1);
+  DT_CHECK(a.qg.numel() == N * H * qw && a.q.numel() == N * H * hd && a.k.numel() == N * Hkv * hd &&
+               a.v.numel() == N * Hkv * hd && (!a.gate.defined() || a.gate.numel() == N * H * hd),
+           "{}: qg {}, q {}, k {}, v {} do not hold {} sequences of {} query and {} KV heads of {}", op, a.qg.str(),
+           a.q.str(), a.k.str(), a.v.str(), N, H, Hkv, hd);
+  DT_CHECK(a.k_cache.ndim() == 4 && a.k_cache.shape == a.v_cache.shape && a.k_cache.size(0) == N &&
+               a.k_cache.size(2) == Hkv && a.k_cache.size(3) == hd,
+           "{}: the caches {} and {} must be [{}, cap, {}, {}]", op, a.k_cache.str(), a.v_cache.str(), N, Hkv, hd);
+  DT_CHECK(a.qn_w.defined() == a.kn_w.defined() && (!a.qn_w.defined() || (a.qn_w.numel() == hd && a.kn_w.numel() == hd)),
+           "{}: the q and k norm weights must both be given, of {} elements, or neither", op, hd);
+  DT_CHECK(pos.host >= 0 && pos.host < cap, "{}: position {} outside the cache's capacity {}", op, pos.host, cap);
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16,
+              {{"qg", &a.qg}, {"k", &a.k}, {"v", &a.v}, {"q", &a.q}, {"k_cache", &a.k_cache}, {"v_cache", &a.v_cache}});
+    if (a.gate.defined()) check_gpu(op, DType::kBF16, {{"gate", &a.gate}});
+    if (a.qn_w.defined()) check_gpu(op, DType::kF32, {{"qn_w", &a.qn_w}, {"kn_w", &a.kn_w}});
+    cuda::AttnPrepParams p;
+    p.qg = bf16(a.qg), p.k = bf16(a.k), p.v = bf16(a.v);
+    p.qn_w = a.qn_w.defined() ? a.qn_w.ptr<float>() : nullptr, p.kn_w = a.kn_w.defined() ? a.kn_w.ptr<float>() : nullptr;
+    p.q = bf16(a.q), p.gate = a.gate.defined() ? bf16(a.gate) : nullptr;
+    p.k_cache = bf16(a.k_cache), p.v_cache = bf16(a.v_cache);
+    p.N = N, p.H = H, p.Hkv = Hkv, p.hd = hd, p.cap = cap, p.pos = pos.host, p.pos_dev = counter_ptr(op, pos);
+    p.eps = static_cast<float>(a.eps), p.zero_centered = a.zero_centered, p.interleaved = false;
+    p.rot = static_cast<int>(a.rotary_dim), p.theta = a.theta;
+    return cuda::attn_prep(p, ctx.stream);
+  }
+#endif
+  // The CPU: the unfused ops, which are the reference.
+  Tensor q = a.qg.view({N, 1, H, qw});
+  if (a.gate.defined()) {
+    head_split_forward(ctx, a.q.view({N, 1, H, hd}), a.gate.view({N, 1, H, hd}), q);
+    q = a.q.view({N, 1, H, hd});
+  }
+  if (a.qn_w.defined()) {  // in place: k is the step's scratch
+    std::vector<double> rstd(static_cast<size_t>(N * std::max(H, Hkv)));  // holds either dtype; unused
+    const Tensor rq(rstd.data(), a.qg.dtype, Device::kCPU, {N * H}), rk(rstd.data(), a.qg.dtype, Device::kCPU, {N * Hkv});
+    rmsnorm_forward(ctx, a.q.view({N * H, hd}), rq, q.view({N * H, hd}), a.qn_w, a.eps, a.zero_centered);
+    rmsnorm_forward(ctx, a.k.view({N * Hkv, hd}), rk, a.k.view({N * Hkv, hd}), a.kn_w, a.eps, a.zero_centered);
+  } else if (!a.gate.defined()) {
+    device_copy(a.q.data, a.q.device, a.qg.data, a.qg.device, a.q.bytes());
+  }
+  decode_rope(ctx, a.q.view({N, H, hd}), pos, a.rotary_dim, a.theta, /*interleaved=*/false);
+  decode_rope(ctx, a.k.view({N, Hkv, hd}), pos, a.rotary_dim, a.theta, /*interleaved=*/false);
+  cache_write(ctx, a.k_cache, a.k, pos);
+  cache_write(ctx, a.v_cache, a.v, pos);
 }
 
 void gdn_decode_step(Context& ctx, const Tensor& y, const Tensor& state, const Tensor& qkv, const Tensor& z,
@@ -290,12 +382,12 @@ void gdn_decode_step(Context& ctx, const Tensor& y, const Tensor& state, const T
               {{"state", &state}, {"a", &a}, {"b", &b}, {"A_log", &A_log}, {"dt_bias", &dt_bias}, {"norm_w", &norm_w}});
     DT_CHECK(qkv.device == Device::kCUDA && qkv.dtype == DType::kBF16, "{}: qkv {} must be bf16 on the GPU", op,
              qkv.str());
-    decode_cuda::GdnStepParams p;
+    cuda::GdnStepParams p;
     p.qkv = bf16(qkv), p.z = bf16(z), p.a = a.ptr<float>(), p.b = b.ptr<float>(), p.A_log = A_log.ptr<float>();
     p.dt_bias = dt_bias.ptr<float>(), p.norm_w = norm_w.ptr<float>(), p.state = state.ptr<float>(), p.y = bf16(y);
     p.N = N, p.Hk = Hk, p.Hv = Hv, p.dk = dk, p.dv = dv, p.ld_qkv = qkv.size(1), p.ld_z = Hv * dv, p.ld_y = Hv * dv;
     p.q_scale = static_cast<float>(q_scale), p.eps = static_cast<float>(eps);
-    return decode_cuda::gdn_step(p, ctx.stream);
+    return cuda::gdn_step(p, ctx.stream);
   }
 #endif
   require_cpu(ctx, op);
@@ -321,7 +413,7 @@ void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_
   DT_CHECK(out.device == ctx.device && logits.device == ctx.device,
            "decode_argmax: the tensors must be on the context's device");
 #ifdef DELTATRON_HAVE_CUDA
-  if (on_gpu(ctx)) return decode_cuda::argmax_rows(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V, ctx.stream);
+  if (on_gpu(ctx)) return cuda::argmax_rows(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V, ctx.stream);
 #endif
   require_cpu(ctx, "decode_argmax");
   decode_argmax_ref(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V);
@@ -333,7 +425,7 @@ void decode_advance(Context& ctx, const Tensor& counter) {
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
     (void)counter_ptr("decode_advance", {0, counter});  // checked
-    return decode_cuda::advance(counter.ptr<int32_t>(), ctx.stream);
+    return cuda::advance(counter.ptr<int32_t>(), ctx.stream);
   }
 #endif
   DT_FAIL("decode_advance: the position counter {} needs a CUDA context", counter.str());
@@ -341,7 +433,7 @@ void decode_advance(Context& ctx, const Tensor& counter) {
 
 int64_t decode_attention_workspace(Device device, int64_t N, int64_t H, int64_t cap, int64_t Dv) {
 #ifdef DELTATRON_HAVE_CUDA
-  if (device == Device::kCUDA) return decode_cuda::attention_workspace_elems(N, H, cap, Dv);
+  if (device == Device::kCUDA) return cuda::attention_workspace_elems(N, H, cap, Dv);
 #endif
   (void)device, (void)N, (void)H, (void)cap, (void)Dv;
   return 0;
@@ -349,7 +441,7 @@ int64_t decode_attention_workspace(Device device, int64_t N, int64_t H, int64_t 
 
 int64_t mla_decode_workspace(Device device, int64_t N, int64_t H, int64_t cap, int64_t kvr) {
 #ifdef DELTATRON_HAVE_CUDA
-  if (device == Device::kCUDA) return decode_cuda::mla_workspace_elems(N, H, cap, kvr);
+  if (device == Device::kCUDA) return cuda::mla_workspace_elems(N, H, cap, kvr);
 #endif
   (void)device, (void)N, (void)H, (void)cap, (void)kvr;
   return 0;

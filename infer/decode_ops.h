@@ -18,6 +18,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "infer/gemv_input.h"
 
 namespace dt {
 
@@ -66,17 +67,60 @@ void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const Dec
 
 // ---- Fused ops of a step (infer/cuda/decode_fused.cu on the GPU): fewer, larger kernels ----
 
-// One weight of decode_gemv: y [N, rows] = w [rows, C] x (+ residual [N, rows], optional).
+// One weight of decode_gemv: y [N, rows] = w [rows, C] x (+ residual [N, rows], optional), or with
+// conv_w the GDN conv step on it: y = decode_conv_step of w x with conv_w [rows, 1, K] and conv_tail
+// [N, K - 1, rows] (undefined when K = 1; shifted by one), as decode_conv_step would give.
 struct GemvOut {
-  Tensor w, y, residual;
+  GemvOut(const Tensor& w_, const Tensor& y_, const Tensor& residual_ = {}) : w(w_), y(y_), residual(residual_) {}
+  static GemvOut with_conv(const Tensor& w, const Tensor& y, const Tensor& conv_w, const Tensor& conv_tail) {
+    GemvOut o(w, y);
+    o.conv_w = conv_w, o.conv_tail = conv_tail;
+    return o;
+  }
+  Tensor w, y, residual, conv_w, conv_tail;
 };
 // Whether decode_gemv takes N sequences of C inputs here: on the CPU always; on the GPU for N <= 8
 // sequences and C a multiple of 8 that fits its shared memory (the decoder runs the unfused ops,
 // cuBLAS GEMMs, otherwise).
 bool decode_gemv_supported(Device device, int64_t N, int64_t C);
-// y_i = W_i x (+ residual_i) for up to 4 weights sharing the input x [N, C] (contiguous); with x2 (x's shape) the input is SwiGLU's silu(x) x2 (rounded to bf16 on the GPU, as
-// swiglu_forward's output). GPU: bf16 x, weights and residuals; each y bf16 or fp32 (no residual then).
-void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const Tensor& x, const Tensor& x2 = {});
+// The input of decode_gemv: x [N, C] (contiguous), taken as `kind` says (infer/gemv_input.h).
+struct GemvIn {
+  GemvIn(const Tensor& plain) : x(plain) {}  // NOLINT(google-explicit-constructor): a tensor is a plain input
+  static GemvIn swiglu(const Tensor& gate, const Tensor& up) { return {GemvInput::kSwiGLU, gate, up}; }
+  static GemvIn gated(const Tensor& x, const Tensor& gate) { return {GemvInput::kGate, x, gate}; }
+  static GemvIn rmsnorm(const Tensor& x, const Tensor& w, double eps, bool zero_centered) {
+    GemvIn in{GemvInput::kRmsNorm, x, {}};
+    in.norm_w = w, in.eps = eps, in.zero_centered = zero_centered;
+    return in;
+  }
+  GemvInput kind = GemvInput::kPlain;
+  Tensor x, x2, norm_w;  // x2: SwiGLU's up or the gate, x's shape; norm_w [C] (fp32 on the GPU)
+  double eps = 0;
+  bool zero_centered = false;
+
+ private:
+  GemvIn(GemvInput k, const Tensor& a, const Tensor& b) : kind(k), x(a), x2(b) {}
+};
+// y_i = W_i x' (+ residual_i) for up to 4 weights sharing the input. GPU: bf16 x, weights and
+// residuals; each y bf16 or fp32 (no residual then).
+void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in);
+
+// The softmax attention layer's token before the attention, one op (one kernel on the GPU): from
+// qg [N, H qw] (each head's hd query features, then with an output gate its hd gate features),
+// k, v [N, Hkv hd]: the queries and keys RMS-normed per head (with qn_w, kn_w [hd]; none when
+// undefined) and rotated at the position (the first rotary_dim features, RoPE as decode_rope):
+// q [N, H, hd]; the keys and values written into the caches [N, cap, Hkv, hd] at the position; the
+// gates into gate [N, H, hd] (defined iff qg holds them). The composition of head_split_forward,
+// rmsnorm_forward, decode_rope and cache_write, with the same roundings on the GPU (on the CPU it
+// runs them, normalising and rotating k in place).
+struct AttnPrepArgs {
+  Tensor q, gate, k_cache, v_cache;  // outputs
+  Tensor qg, k, v, qn_w, kn_w;       // inputs
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, rotary_dim = 0;
+  double eps = 0, theta = 0;
+  bool zero_centered = false;
+};
+void decode_attn_prep(Context& ctx, const AttnPrepArgs& a, const DecodePosition& pos);
 
 // The GDN token after the conv in one op (infer/cpu/decode_ref.h gdn_decode_step_ref says what it
 // computes): qkv [N, 2 Hk dk + Hv dv] (the conv's output, contiguous), z [N, Hv dv],

@@ -96,30 +96,35 @@ Tensor Decoder::head(Context& ctx, const Tensor& hn) {
 void Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos) {
   const Tensor h = buf(h_), h2 = buf(h2_), n = buf(n_), m = buf(m_), rstd = buf(rstd_);
   const int64_t N = n_seqs_, C = cfg_.d_model, F = cfg_.d_ff;
-  const Tensor n2 = n.view({N, C}), m2 = m.view({N, C});
+  const Tensor h_2 = h.view({N, C}), h2_2 = h2.view({N, C}), n2 = n.view({N, C});
   const bool fused_mlp = decode_gemv_supported(ctx.device, N, C) && decode_gemv_supported(ctx.device, N, F);
   const double eps = cfg_.norm_eps;
   const bool zc = cfg_.zero_centered_norm;
   embedding_forward(ctx, h, buf(ids_), embed_);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     BlockWeights& b = blocks_[i];
-    rmsnorm_forward(ctx, n2, rstd, h.view({N, C}), b.input_norm, eps, zc);
-    b.mixer->step(ctx, state.layer(static_cast<int>(i)), n2, m2, pos);
-    residual_add(ctx, h2, h, m);
-    rmsnorm_forward(ctx, n2, rstd, h2.view({N, C}), b.post_norm, eps, zc);
-    if (fused_mlp) {  // two kernels: gate and up in one GEMV; SwiGLU, down and the residual in the other
+    // h2 = h + mixer(norm(h))
+    const StepIO io{h_2, b.input_norm, eps, zc, h2_2, n2, rstd, m.view({N, C})};
+    b.mixer->step(ctx, state.layer(static_cast<int>(i)), io, pos);
+    // h = h2 + mlp(norm(h2))
+    if (fused_mlp) {  // two kernels: the norm, gate and up in one GEMV; SwiGLU, down and the residual in the other
       const Tensor gate = buf(gate_).view({N, F}), up = buf(up_).view({N, F});
-      decode_gemv(ctx, {{b.gate, gate, {}}, {b.up, up, {}}}, n2);
-      decode_gemv(ctx, {{b.down, h.view({N, C}), h2.view({N, C})}}, gate, up);
+      decode_gemv(ctx, {{b.gate, gate, {}}, {b.up, up, {}}}, GemvIn::rmsnorm(h2_2, b.post_norm, eps, zc));
+      decode_gemv(ctx, {{b.down, h_2, h2_2}}, GemvIn::swiglu(gate, up));
       continue;
     }
+    rmsnorm_forward(ctx, n2, rstd, h2_2, b.post_norm, eps, zc);
     linear_forward(ctx, buf(gate_), n, b.gate);
     linear_forward(ctx, buf(up_), n, b.up);
     swiglu_forward(ctx, buf(act_), buf(gate_), buf(up_));
     linear_forward(ctx, m, buf(act_), b.down);
     residual_add(ctx, h, h2, m);
   }
-  rmsnorm_forward(ctx, n2, rstd, h.view({N, C}), final_norm_, eps, zc);
+  if (decode_gemv_supported(ctx.device, N, C)) {  // the final norm inside the LM head's GEMV
+    decode_gemv(ctx, {{lm_head_, buf(logits_), {}}}, GemvIn::rmsnorm(h_2, final_norm_, eps, zc));
+    return;
+  }
+  rmsnorm_forward(ctx, n2, rstd, h_2, final_norm_, eps, zc);
   linear_forward(ctx, buf(logits_), n2, lm_head_);
 }
 

@@ -64,25 +64,27 @@ class GdnStep final : public MixerStep {
     }
   }
 
-  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, const DecodePosition& pos) override {
+  void step(Context& ctx, LayerDecodeState& s, const StepIO& io, const DecodePosition& pos) override {
     (void)pos;  // the state is the whole past
     const int64_t N = N_, Hk = g_.n_k_heads, Hv = g_.n_v_heads, dk = g_.head_k_dim, dv = g_.head_v_dim;
-    const Tensor x3 = x.view({N, 1, d_model_});
     const Tensor qkv_pre = buf(qkv_pre_), qkv = buf(qkv_), z = buf(z_), o = buf(o_), hidden = buf(hidden_);
+    const Tensor h2 = hidden.view({N, Hv * dv});
     if (decode_gemv_supported(ctx.device, N, d_model_) && decode_gemv_supported(ctx.device, N, Hv * dv)) {
-      // Four kernels: the input projections in one GEMV, the conv, the rest of the token in one op,
-      // the output projection.
-      const Tensor x2 = x.view({N, d_model_}), z2 = z.view({N, Hv * dv}), h2 = hidden.view({N, Hv * dv});
+      // Three kernels: the input norm, the projections and the conv in one GEMV, the rest of the
+      // token in one op, the output projection with the residual.
+      const Tensor z2 = z.view({N, Hv * dv});
       decode_gemv(ctx,
-                  {{w_qkv_, qkv_pre.view({N, conv_dim()}), {}}, {w_z_, z2, {}}, {w_b_, buf(b_).view({N, Hv}), {}},
+                  {GemvOut::with_conv(w_qkv_, qkv.view({N, conv_dim()}), w_conv_, s.conv_tail),
+                   {w_z_, z2, {}},
+                   {w_b_, buf(b_).view({N, Hv}), {}},
                    {w_a_, buf(a_).view({N, Hv}), {}}},
-                  x2);
-      decode_conv_step(ctx, qkv.view({N, conv_dim()}), s.conv_tail, qkv_pre.view({N, conv_dim()}), w_conv_);
+                  io.gemv_in());
       gdn_decode_step(ctx, h2, s.recurrent, qkv.view({N, conv_dim()}), z2, buf(a_).view({N, Hv}),
                       buf(b_).view({N, Hv}), a_log_, dt_bias_, w_norm_, Hk, dk, 1.0 / std::sqrt(double(dk)), eps_);
-      decode_gemv(ctx, {{w_out_, y.view({N, d_model_}), {}}}, h2);
+      io.project_out(ctx, w_out_, h2);
       return;
     }
+    const Tensor x3 = io.normalize(ctx).view({N, 1, d_model_});
     linear_forward(ctx, qkv_pre, x3, w_qkv_);
     linear_forward(ctx, z, x3, w_z_);
     linear_forward(ctx, buf(b_), x3, w_b_);
@@ -96,7 +98,7 @@ class GdnStep final : public MixerStep {
     gdn_recurrent_forward(ctx, o, s.recurrent, buf(q_), buf(k_), gdn_head_view(qkv, 2 * key_dim, Hv, dv),
                           buf(g_slot_), buf(beta_), s.recurrent);
     gdn_norm_forward(ctx, hidden.view({N, 1, Hv, dv}), o, z.view({N, 1, Hv, dv}), w_norm_, eps_);
-    linear_forward(ctx, y.view({N, 1, d_model_}), hidden, w_out_);
+    io.project_out(ctx, w_out_, h2);
   }
 
  private:

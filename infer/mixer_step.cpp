@@ -1,8 +1,24 @@
 #include "infer/mixer_step.h"
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace dt {
+
+const Tensor& StepIO::normalize(Context& ctx) const {
+  rmsnorm_forward(ctx, normed, rstd, h, norm_w, eps, zero_centered);
+  return normed;
+}
+
+void StepIO::project_out(Context& ctx, const Tensor& w, const Tensor& x) const {
+  const int64_t N = h.size(0), C = h.size(1), K = x.numel() / N;
+  if (decode_gemv_supported(ctx.device, N, K)) {
+    decode_gemv(ctx, {{w, y, h}}, x.view({N, K}));
+    return;
+  }
+  linear_forward(ctx, out.view({N, 1, C}), x.view({N, 1, K}), w);
+  residual_add(ctx, y, h, out);
+}
 
 std::unique_ptr<MixerStep> make_mixer_step(const MixerStepEnv& env) {
   DT_CHECK(env.layer >= 0 && env.layer < env.cfg.n_layers(), "decode: layer {} out of range (the model has {})",

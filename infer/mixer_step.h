@@ -17,6 +17,25 @@
 
 namespace dt {
 
+// A block's mixer and the residual stream around it: a step reads the normed input rmsnorm(h)
+// (the block's input norm, fused into its first projections where decode_gemv takes them) and
+// writes y = h + mixer(rmsnorm(h)) (the residual added by its output projection).
+struct StepIO {
+  Tensor h;  // [N, d_model] the residual stream before the block
+  Tensor norm_w;
+  double eps = 0;
+  bool zero_centered = false;
+  Tensor y;                  // [N, d_model] h + the mixer's output; not h
+  Tensor normed, rstd, out;  // scratch for the unfused paths: [N, d_model], [N], [N, d_model]
+
+  // The normed input as decode_gemv takes it (the norm inside the GEMV).
+  GemvIn gemv_in() const { return GemvIn::rmsnorm(h, norm_w, eps, zero_centered); }
+  // The normed input in `normed`, for ops that take a tensor.
+  const Tensor& normalize(Context& ctx) const;
+  // y = h + w x (x [N, C]): one decode_gemv where it takes N x C, else a GEMM and an add.
+  void project_out(Context& ctx, const Tensor& w, const Tensor& x) const;
+};
+
 class MixerStep {
  public:
   virtual ~MixerStep() = default;
@@ -28,11 +47,11 @@ class MixerStep {
   }
   // After that forward over T tokens: sequence 0 of s as decoding the T tokens one by one leaves it.
   virtual void capture(Layer& mixer, LayerDecodeState& s, int64_t T) = 0;
-  // x: the block's normed input [N, d_model] at position pos (= the tokens already in s) -> y [N, d_model].
-  // On the GPU the step may be recorded in a CUDA graph: it launches kernels only (no host copies or
-  // synchronisation), and what depends on the position reads pos.counter (infer/decode_ops.h).
-  virtual void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y,
-                    const DecodePosition& pos) = 0;
+  // One token per sequence at position pos (= the tokens already in s): io.y = io.h + the mixer's
+  // output for the normed io.h. On the GPU the step may be recorded in a CUDA graph: it launches
+  // kernels only (no host copies or synchronisation), and what depends on the position reads
+  // pos.counter (infer/decode_ops.h).
+  virtual void step(Context& ctx, LayerDecodeState& s, const StepIO& io, const DecodePosition& pos) = 0;
 };
 
 // What a step is built from. The scratch arena is allocated by the caller after every step is built;

@@ -60,7 +60,8 @@ class MlaStep final : public MixerStep {
     }
   }
 
-  void step(Context& ctx, LayerDecodeState& s, const Tensor& x, const Tensor& y, const DecodePosition& pos) override {
+  void step(Context& ctx, LayerDecodeState& s, const StepIO& io, const DecodePosition& pos) override {
+    const Tensor& x = io.normalize(ctx);
     const int64_t N = N_, H = m_.n_heads, dn = m_.qk_nope_head_dim, dr = m_.qk_rope_head_dim, dv = m_.v_head_dim,
                   kvr = m_.kv_lora_rank;
     const Tensor qf = buf(qf_), qf_flat = qf.view({N, H * (dn + dr)});
@@ -85,7 +86,7 @@ class MlaStep final : public MixerStep {
     const Tensor o = buf(o_);
     mla_decode_attention(ctx, o.view({N, H, dv}), q_nope.view({N, H, dn}), q_pe.view({N, H, dr}), w_kvb_, s.latent,
                          s.rope_key, pos, 1.0 / std::sqrt(static_cast<double>(dn + dr)), s.workspace);
-    linear_forward(ctx, y.view({N, d_model_}), o.view({N, H * dv}), w_o_);
+    io.project_out(ctx, w_o_, o.view({N, H * dv}));
   }
 
  private:

@@ -13,7 +13,9 @@
 //     the same shape always runs the same algorithm, so results are bitwise reproducible;
 //   - the cuDNN handle (set on the stream; null when built without cuDNN), the SDPA graphs built once
 //     per shape, scale and direction, and their workspace, grown at the first call of a larger graph;
-//   - a device flag and a pinned host word for cross-entropy's target check.
+//   - a device flag and a pinned host word for cross-entropy's target check;
+//   - its own stream-ordered memory pool (cudaMemPoolCreate) for the ops' scratch, keeping what it
+//     has grown to; the device's default pool and its settings are left alone.
 // Destroying it waits for the stream, then releases all of it. One context per GPU per thread: the
 // ops use its stream and caches without locks.
 #pragma once
@@ -46,6 +48,12 @@ class CudaContextOwner {
 
 // Creates the context of GPU `device_index` and makes that GPU current on this thread.
 std::unique_ptr<CudaContextOwner> make_cuda_context(int device_index);
+
+// The scratch pool (a cudaMemPool_t) of a context made by make_cuda_context: GPU launchers that need
+// stream-ordered scratch allocate from it with cudaMallocFromPoolAsync on ctx.stream. Null for any
+// other Context (a bare CUDA Context holding only a stream: its scratch comes from the device's
+// current pool).
+void* cuda_scratch_pool(const Context& ctx);
 
 // The cuDNN version the library runs with (cudnnGetVersion(), e.g. 91900), 0 when built without cuDNN.
 int cudnn_runtime_version();

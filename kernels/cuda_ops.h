@@ -1,10 +1,15 @@
 // The CUDA side of kernels/ops.h: one function per op, with the op's own signature, in
 // namespace dt::cuda. kernels/ops_*.cpp check devices and dispatch here when
-// ctx.device == kCUDA; these functions check shapes and dtypes again (benchmarks and tests
-// call them directly) and launch the kernels in kernels/cuda/ on ctx.stream.
+// ctx.device == kCUDA; these functions check shapes (kernels/op_checks.h, the same checks as the
+// CPU path) and dtypes (benchmarks and tests call them directly) and launch the kernels in
+// kernels/cuda/ on ctx.stream. RMSNorm has no entry here: kernels/ops_dense.cpp checks it and
+// calls its launchers (kernels/cuda/dense_elem.h) itself.
 // Defined only when the CUDA backend is built (DELTATRON_HAVE_CUDA).
 #pragma once
 
+#include <optional>
+
+#include "kernels/cuda/dense_mm_launch.h"
 #include "kernels/ops.h"
 
 namespace dt::cuda {
@@ -14,10 +19,6 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
                      const Tensor& x, const Tensor& w, double alpha, bool accumulate_dx);
 void embedding_forward(Context& ctx, const Tensor& y, const Tensor& ids, const Tensor& w);
 void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const Tensor& ids);
-void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                     double eps, bool zero_centered);
-void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, bool zero_centered, const Tensor& residual);
 void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Tensor& up);
 void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const Tensor& dh, const Tensor& gate,
                      const Tensor& up);
@@ -47,5 +48,10 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double bet
                   double step_size, double bc2_sqrt, double eps, double grad_scale);
 double sum_squares(Context& ctx, std::span<const Tensor> xs);
 void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
+
+// Test-only override (GPU tests, bench_dense_ops): the cross-entropy variant that this context's forward
+// and fused prefer over the plan's default (kernels/cuda/dense_mm_launch.h); std::nullopt restores the
+// default. It holds for this context only; the plan's fallbacks still apply.
+void set_cross_entropy_variant_for_testing(Context& ctx, std::optional<CrossEntropyVariant> variant);
 
 }  // namespace dt::cuda

@@ -1,4 +1,5 @@
-// CPU dispatch of the dense ops (kernels/ops.h) to the references in kernels/cpu/.
+// The dense ops of kernels/ops.h: the shared argument checks (kernels/op_checks.h), then the GPU path
+// (kernels/cuda_ops.h; RMSNorm's launchers directly) or the CPU references in kernels/cpu/.
 #include <initializer_list>
 #include <utility>
 
@@ -9,7 +10,13 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
+#include "kernels/op_checks.h"
 #include "kernels/ops_dispatch.h"
+
+#ifdef DELTATRON_HAVE_CUDA
+#include "kernels/cuda/dense_elem.h"
+#include "kernels/cuda_context.h"
+#endif
 
 namespace dt {
 
@@ -18,19 +25,8 @@ namespace {
 using ops_detail::dispatch_float;
 using ops_detail::require_cpu;
 
-// Every tensor an op touches must be contiguous and hold `dtype`.
-void check_tensors(const char* op, DType dtype, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
-  for (auto [name, t] : ts) {
-    if (!t->defined()) continue;
-    DT_CHECK(t->dtype == dtype, "{}: {} is {}, expected {}", op, name, t->str(), dtype_name(dtype));
-    DT_CHECK(t->is_contiguous(), "{}: {} {} must be contiguous", op, name, t->str());
-  }
-}
-
-void check_same_numel(const char* op, const char* a_name, const Tensor& a, const char* b_name, const Tensor& b) {
-  DT_CHECK(a.numel() == b.numel(), "{}: {} {} and {} {} must have the same number of elements", op, a_name,
-           a.shape.str(), b_name, b.shape.str());
-}
+using op_checks::same_numel;
+using op_checks::cpu_tensors;
 
 }  // namespace
 
@@ -78,12 +74,9 @@ void embedding_forward(Context& ctx, const Tensor& y, const Tensor& ids, const T
   DT_CUDA_DISPATCH(embedding_forward, ctx, y, ids, w);
   const char* op = "embedding_forward";
   require_cpu(ctx, op);
-  DT_CHECK(w.ndim() == 2, "{}: weight must be [vocab, dim], got {}", op, w.shape.str());
-  int64_t vocab = w.size(0), dim = w.size(1), n = ids.numel();
-  check_tensors(op, DType::kI32, {{"ids", &ids}});
-  check_tensors(op, w.dtype, {{"y", &y}, {"w", &w}});
-  DT_CHECK(y.size(-1) == dim && y.numel() == n * dim, "{}: y {} does not match ids {} and weight {}", op,
-           y.shape.str(), ids.shape.str(), w.shape.str());
+  const auto [n, vocab, dim] = op_checks::embedding(op, "y", y, ids, "weight", w);
+  cpu_tensors(op, DType::kI32, {{"ids", &ids}});
+  cpu_tensors(op, w.dtype, {{"y", &y}, {"w", &w}});
   dispatch_float(w.dtype, op, [&](auto t) {
     using T = decltype(t);
     embedding_forward_ref<T>(y.ptr<T>(), ids.ptr<int32_t>(), w.ptr<T>(), n, vocab, dim);
@@ -94,65 +87,68 @@ void embedding_backward(Context& ctx, const Tensor& dw, const Tensor& dy, const 
   DT_CUDA_DISPATCH(embedding_backward, ctx, dw, dy, ids);
   const char* op = "embedding_backward";
   require_cpu(ctx, op);
-  DT_CHECK(dw.ndim() == 2, "{}: dw must be [vocab, dim], got {}", op, dw.shape.str());
-  int64_t vocab = dw.size(0), dim = dw.size(1), n = ids.numel();
-  check_tensors(op, DType::kI32, {{"ids", &ids}});
-  check_tensors(op, dw.dtype, {{"dw", &dw}, {"dy", &dy}});
-  DT_CHECK(dy.size(-1) == dim && dy.numel() == n * dim, "{}: dy {} does not match ids {} and dw {}", op,
-           dy.shape.str(), ids.shape.str(), dw.shape.str());
+  const auto [n, vocab, dim] = op_checks::embedding(op, "dy", dy, ids, "dw", dw);
+  cpu_tensors(op, DType::kI32, {{"ids", &ids}});
+  cpu_tensors(op, dw.dtype, {{"dw", &dw}, {"dy", &dy}});
   dispatch_float(dw.dtype, op, [&](auto t) {
     using T = decltype(t);
     embedding_backward_ref<T>(dw.ptr<T>(), dy.ptr<T>(), ids.ptr<int32_t>(), n, vocab, dim);
   });
 }
 
-// ---- RMSNorm ----
-
-namespace {
-
-int64_t rmsnorm_rows(const char* op, const Tensor& x, const Tensor& w, const Tensor& rstd) {
-  DT_CHECK(w.ndim() == 1 && x.ndim() >= 1 && x.size(-1) == w.size(0), "{}: weight {} does not match x {}", op,
-           w.shape.str(), x.shape.str());
-  int64_t rows = x.numel() / w.size(0);
-  DT_CHECK(rstd.numel() == rows, "{}: rstd {} must have one entry per row of x {} ({} rows)", op,
-           rstd.shape.str(), x.shape.str(), rows);
-  return rows;
-}
-
-}  // namespace
+// ---- RMSNorm: the shared checks, then the kernels (kernels/cuda/rmsnorm.cu) or the reference ----
 
 void rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
                      double eps, bool zero_centered) {
-  DT_CUDA_DISPATCH(rmsnorm_forward, ctx, y, rstd, x, w, eps, zero_centered);
   const char* op = "rmsnorm_forward";
+  const op_checks::RmsNormDims d = op_checks::rmsnorm_forward(op, y, rstd, x, w);
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) {
+    op_checks::gpu_tensors(op, DType::kBF16, {{"y", &y}, {"x", &x}});
+    op_checks::gpu_tensors(op, DType::kF32, {{"w", &w}, {"rstd", &rstd}});
+    cuda::RmsNormParams p;
+    p.rows = d.rows, p.dim = d.dim, p.eps = static_cast<float>(eps), p.zero_centered = zero_centered;
+    p.x = static_cast<const uint16_t*>(x.data), p.w = w.ptr<float>(), p.rstd = rstd.ptr<float>();
+    p.y = static_cast<uint16_t*>(y.data);
+    return cuda::rmsnorm_forward_launch(p, ctx.stream);
+  }
+#endif
   require_cpu(ctx, op);
-  int64_t rows = rmsnorm_rows(op, x, w, rstd);
-  check_same_numel(op, "y", y, "x", x);
-  check_tensors(op, x.dtype, {{"y", &y}, {"rstd", &rstd}, {"x", &x}, {"w", &w}});
+  cpu_tensors(op, x.dtype, {{"y", &y}, {"rstd", &rstd}, {"x", &x}, {"w", &w}});
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
-    rmsnorm_forward_ref<T>(y.ptr<T>(), rstd.ptr<T>(), x.ptr<T>(), w.ptr<T>(), rows, w.size(0), T(eps),
-                           zero_centered);
+    rmsnorm_forward_ref<T>(y.ptr<T>(), rstd.ptr<T>(), x.ptr<T>(), w.ptr<T>(), d.rows, d.dim, T(eps), zero_centered);
   });
 }
 
 void rmsnorm_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                       const Tensor& w, const Tensor& rstd, bool zero_centered, const Tensor& residual) {
-  DT_CUDA_DISPATCH(rmsnorm_backward, ctx, dx, dw, dy, x, w, rstd, zero_centered, residual);
   const char* op = "rmsnorm_backward";
+  const op_checks::RmsNormDims d = op_checks::rmsnorm_backward(op, dx, dw, dy, x, w, rstd, residual);
+#ifdef DELTATRON_HAVE_CUDA
+  if (ctx.device == Device::kCUDA) {
+    op_checks::gpu_tensors(op, DType::kBF16, {{"dx", &dx}, {"dy", &dy}, {"x", &x}});
+    op_checks::gpu_tensors(op, DType::kF32, {{"w", &w}, {"rstd", &rstd}});
+    if (residual.defined()) op_checks::gpu_tensors(op, DType::kBF16, {{"residual", &residual}});
+    if (dw.defined()) op_checks::gpu_tensors(op, DType::kF32, {{"dw", &dw}});
+    cuda::RmsNormParams p;
+    p.rows = d.rows, p.dim = d.dim, p.zero_centered = zero_centered;
+    p.x = static_cast<const uint16_t*>(x.data), p.w = w.ptr<float>(), p.rstd = rstd.ptr<float>();
+    p.dy = static_cast<const uint16_t*>(dy.data), p.dx = static_cast<uint16_t*>(dx.data);
+    p.dw = dw.defined() ? dw.ptr<float>() : nullptr;
+    p.residual = residual.defined() ? static_cast<const uint16_t*>(residual.data) : nullptr;
+    // dw's per-chunk partials (rmsnorm_backward_scratch_bytes) come from the context's scratch pool.
+    return cuda::rmsnorm_backward_launch(p, nullptr, cuda_scratch_pool(ctx), ctx.stream);
+  }
+#endif
   require_cpu(ctx, op);
-  int64_t rows = rmsnorm_rows(op, x, w, rstd);
-  check_same_numel(op, "dx", dx, "x", x);
-  check_same_numel(op, "dy", dy, "x", x);
-  if (residual.defined()) check_same_numel(op, "residual", residual, "x", x);
-  if (dw.defined()) DT_CHECK(dw.shape == w.shape, "{}: dw {} vs w {}", op, dw.shape.str(), w.shape.str());
-  check_tensors(op, x.dtype,
-                {{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd},
-                 {"residual", &residual}});
+  cpu_tensors(op, x.dtype,
+              {{"dx", &dx}, {"dw", &dw}, {"dy", &dy}, {"x", &x}, {"w", &w}, {"rstd", &rstd},
+               {"residual", &residual}});
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
     rmsnorm_backward_ref<T>(dx.ptr<T>(), dw.defined() ? dw.ptr<T>() : nullptr, dy.ptr<T>(), x.ptr<T>(),
-                            w.ptr<T>(), rstd.ptr<T>(), rows, w.size(0), zero_centered,
+                            w.ptr<T>(), rstd.ptr<T>(), d.rows, d.dim, zero_centered,
                             residual.defined() ? residual.ptr<T>() : nullptr);
   });
 }
@@ -163,9 +159,8 @@ void swiglu_forward(Context& ctx, const Tensor& h, const Tensor& gate, const Ten
   DT_CUDA_DISPATCH(swiglu_forward, ctx, h, gate, up);
   const char* op = "swiglu_forward";
   require_cpu(ctx, op);
-  check_same_numel(op, "h", h, "gate", gate);
-  check_same_numel(op, "up", up, "gate", gate);
-  check_tensors(op, gate.dtype, {{"h", &h}, {"gate", &gate}, {"up", &up}});
+  op_checks::elementwise(op, "gate", gate, {{"h", &h}, {"up", &up}});
+  cpu_tensors(op, gate.dtype, {{"h", &h}, {"gate", &gate}, {"up", &up}});
   dispatch_float(gate.dtype, op, [&](auto t) {
     using T = decltype(t);
     swiglu_forward_ref<T>(h.ptr<T>(), gate.ptr<T>(), up.ptr<T>(), gate.numel());
@@ -177,9 +172,8 @@ void swiglu_backward(Context& ctx, const Tensor& dgate, const Tensor& dup, const
   DT_CUDA_DISPATCH(swiglu_backward, ctx, dgate, dup, dh, gate, up);
   const char* op = "swiglu_backward";
   require_cpu(ctx, op);
-  for (auto [name, t] : {std::pair{"dgate", &dgate}, {"dup", &dup}, {"dh", &dh}, {"up", &up}})
-    check_same_numel(op, name, *t, "gate", gate);
-  check_tensors(op, gate.dtype, {{"dgate", &dgate}, {"dup", &dup}, {"dh", &dh}, {"gate", &gate}, {"up", &up}});
+  op_checks::elementwise(op, "gate", gate, {{"dgate", &dgate}, {"dup", &dup}, {"dh", &dh}, {"up", &up}});
+  cpu_tensors(op, gate.dtype, {{"dgate", &dgate}, {"dup", &dup}, {"dh", &dh}, {"gate", &gate}, {"up", &up}});
   dispatch_float(gate.dtype, op, [&](auto t) {
     using T = decltype(t);
     swiglu_backward_ref<T>(dgate.ptr<T>(), dup.ptr<T>(), dh.ptr<T>(), gate.ptr<T>(), up.ptr<T>(), gate.numel());
@@ -190,9 +184,8 @@ void sigmoid_gate_forward(Context& ctx, const Tensor& y, const Tensor& x, const 
   DT_CUDA_DISPATCH(sigmoid_gate_forward, ctx, y, x, g);
   const char* op = "sigmoid_gate_forward";
   require_cpu(ctx, op);
-  check_same_numel(op, "y", y, "x", x);
-  check_same_numel(op, "g", g, "x", x);
-  check_tensors(op, x.dtype, {{"y", &y}, {"x", &x}, {"g", &g}});
+  op_checks::elementwise(op, "x", x, {{"y", &y}, {"g", &g}});
+  cpu_tensors(op, x.dtype, {{"y", &y}, {"x", &x}, {"g", &g}});
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
     sigmoid_gate_forward_ref<T>(y.ptr<T>(), x.ptr<T>(), g.ptr<T>(), x.numel());
@@ -204,9 +197,8 @@ void sigmoid_gate_backward(Context& ctx, const Tensor& dx, const Tensor& dg, con
   DT_CUDA_DISPATCH(sigmoid_gate_backward, ctx, dx, dg, dy, x, g);
   const char* op = "sigmoid_gate_backward";
   require_cpu(ctx, op);
-  for (auto [name, t] : {std::pair{"dx", &dx}, {"dg", &dg}, {"dy", &dy}, {"g", &g}})
-    check_same_numel(op, name, *t, "x", x);
-  check_tensors(op, x.dtype, {{"dx", &dx}, {"dg", &dg}, {"dy", &dy}, {"x", &x}, {"g", &g}});
+  op_checks::elementwise(op, "x", x, {{"dx", &dx}, {"dg", &dg}, {"dy", &dy}, {"g", &g}});
+  cpu_tensors(op, x.dtype, {{"dx", &dx}, {"dg", &dg}, {"dy", &dy}, {"x", &x}, {"g", &g}});
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
     sigmoid_gate_backward_ref<T>(dx.ptr<T>(), dg.ptr<T>(), dy.ptr<T>(), x.ptr<T>(), g.ptr<T>(), x.numel());
@@ -217,9 +209,8 @@ void residual_add(Context& ctx, const Tensor& y, const Tensor& a, const Tensor& 
   DT_CUDA_DISPATCH(residual_add, ctx, y, a, b);
   const char* op = "residual_add";
   require_cpu(ctx, op);
-  check_same_numel(op, "y", y, "a", a);
-  check_same_numel(op, "b", b, "a", a);
-  check_tensors(op, a.dtype, {{"y", &y}, {"a", &a}, {"b", &b}});
+  op_checks::elementwise(op, "a", a, {{"y", &y}, {"b", &b}});
+  cpu_tensors(op, a.dtype, {{"y", &y}, {"a", &a}, {"b", &b}});
   dispatch_float(a.dtype, op, [&](auto t) {
     using T = decltype(t);
     residual_add_ref<T>(y.ptr<T>(), a.ptr<T>(), b.ptr<T>(), a.numel());
@@ -231,12 +222,8 @@ void residual_add(Context& ctx, const Tensor& y, const Tensor& a, const Tensor& 
 namespace {
 
 void rope_check(const char* op, const Tensor& y, const Tensor& x, int64_t rotary_dim, double theta) {
-  DT_CHECK(x.ndim() == 4, "{}: x must be [B, T, H, D], got {}", op, x.shape.str());
-  DT_CHECK(y.shape == x.shape, "{}: output {} must match input {}", op, y.shape.str(), x.shape.str());
-  DT_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= x.size(3),
-           "{}: rotary_dim {} must be even and at most the head dim {}", op, rotary_dim, x.size(3));
-  DT_CHECK(theta > 0, "{}: rope theta must be positive, got {}", op, theta);
-  check_tensors(op, x.dtype, {{"y", &y}, {"x", &x}});
+  op_checks::rope(op, y, x, rotary_dim, theta);
+  cpu_tensors(op, x.dtype, {{"y", &y}, {"x", &x}});
 }
 
 }  // namespace
@@ -288,7 +275,7 @@ AttnDims attention_check(const char* op, const Tensor& o, const Tensor& lse, con
   check_shape(o, Shape{d.B, d.T, d.H, d.Dv}, "attention output o");
   DT_CHECK(lse.numel() == d.B * d.H * d.T, "{}: lse {} must hold B*H*T = {} values", op, lse.shape.str(),
            d.B * d.H * d.T);
-  check_tensors(op, q.dtype, {{"o", &o}, {"lse", &lse}, {"q", &q}, {"k", &k}, {"v", &v}});
+  cpu_tensors(op, q.dtype, {{"o", &o}, {"lse", &lse}, {"q", &q}, {"k", &k}, {"v", &v}});
   return d;
 }
 
@@ -318,7 +305,7 @@ void attention_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const 
   check_shape(dk, k.shape, "attention_backward: dk");
   check_shape(dv, v.shape, "attention_backward: dv");
   check_shape(dout, o.shape, "attention_backward: dout");
-  check_tensors(op, q.dtype, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}});
+  cpu_tensors(op, q.dtype, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}});
   dispatch_float(q.dtype, op, [&](auto t) {
     using T = decltype(t);
     attention_backward_ref<T>(dq.ptr<T>(), dk.ptr<T>(), dv.ptr<T>(), dout.ptr<T>(), q.ptr<T>(), k.ptr<T>(),
@@ -330,22 +317,9 @@ void attention_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const 
 
 namespace {
 
-struct ConcatDims {
-  int64_t rows, H, da, db;
-  bool shared;
-};
-
-ConcatDims head_concat_check(const char* op, const Tensor& x, const Tensor& a, const Tensor& b) {
-  DT_CHECK(x.ndim() >= 2 && a.ndim() == x.ndim() && b.ndim() == x.ndim(),
-           "{}: x {}, a {}, b {} must all be [..., heads, dim]", op, x.shape.str(), a.shape.str(), b.shape.str());
-  ConcatDims d{x.numel() / (x.size(-1) * x.size(-2)), x.size(-2), a.size(-1), b.size(-1), false};
-  DT_CHECK(a.size(-2) == d.H && (b.size(-2) == d.H || b.size(-2) == 1) && d.da + d.db == x.size(-1),
-           "{}: x {} is not the per-head concat of a {} and b {}", op, x.shape.str(), a.shape.str(),
-           b.shape.str());
-  d.shared = b.size(-2) != d.H;
-  DT_CHECK(a.numel() == d.rows * d.H * d.da && b.numel() == d.rows * b.size(-2) * d.db,
-           "{}: leading dims of x {}, a {}, b {} differ", op, x.shape.str(), a.shape.str(), b.shape.str());
-  check_tensors(op, x.dtype, {{"x", &x}, {"a", &a}, {"b", &b}});
+op_checks::HeadConcatDims head_concat_check(const char* op, const Tensor& x, const Tensor& a, const Tensor& b) {
+  const op_checks::HeadConcatDims d = op_checks::head_concat(op, x, a, b);
+  cpu_tensors(op, x.dtype, {{"x", &x}, {"a", &a}, {"b", &b}});
   return d;
 }
 
@@ -355,10 +329,10 @@ void head_concat_forward(Context& ctx, const Tensor& x, const Tensor& a, const T
   DT_CUDA_DISPATCH(head_concat_forward, ctx, x, a, b);
   const char* op = "head_concat_forward";
   require_cpu(ctx, op);
-  ConcatDims d = head_concat_check(op, x, a, b);
+  const op_checks::HeadConcatDims d = head_concat_check(op, x, a, b);
   dispatch_float(x.dtype, op, [&](auto t) {
     using T = decltype(t);
-    head_concat_ref<T>(x.ptr<T>(), a.ptr<T>(), b.ptr<T>(), d.rows, d.H, d.da, d.db, d.shared);
+    head_concat_ref<T>(x.ptr<T>(), a.ptr<T>(), b.ptr<T>(), d.rows, d.H, d.da, d.db, d.shared());
   });
 }
 
@@ -366,10 +340,10 @@ void head_concat_backward(Context& ctx, const Tensor& da, const Tensor& db, cons
   DT_CUDA_DISPATCH(head_concat_backward, ctx, da, db, dx);
   const char* op = "head_concat_backward";
   require_cpu(ctx, op);
-  ConcatDims d = head_concat_check(op, dx, da, db);
+  const op_checks::HeadConcatDims d = head_concat_check(op, dx, da, db);
   dispatch_float(dx.dtype, op, [&](auto t) {
     using T = decltype(t);
-    head_split_ref<T>(da.ptr<T>(), db.ptr<T>(), dx.ptr<T>(), d.rows, d.H, d.da, d.db, d.shared);
+    head_split_ref<T>(da.ptr<T>(), db.ptr<T>(), dx.ptr<T>(), d.rows, d.H, d.da, d.db, d.shared());
   });
 }
 
@@ -378,12 +352,9 @@ void head_concat_backward(Context& ctx, const Tensor& da, const Tensor& db, cons
 namespace {
 
 int64_t cross_entropy_check(const char* op, const Tensor& logits, const Tensor& lse, const Tensor& targets) {
-  int64_t vocab = logits.size(-1), n = targets.numel();
-  DT_CHECK(logits.numel() == n * vocab, "{}: logits {} do not match targets {}", op, logits.shape.str(),
-           targets.shape.str());
-  DT_CHECK(lse.numel() == n, "{}: lse {} must hold one value per target ({})", op, lse.shape.str(), n);
-  check_tensors(op, DType::kI32, {{"targets", &targets}});
-  check_tensors(op, logits.dtype, {{"logits", &logits}, {"lse", &lse}});
+  const int64_t vocab = op_checks::cross_entropy(op, logits, lse, targets).vocab;
+  cpu_tensors(op, DType::kI32, {{"targets", &targets}});
+  cpu_tensors(op, logits.dtype, {{"logits", &logits}, {"lse", &lse}});
   return vocab;
 }
 
@@ -395,8 +366,8 @@ void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse
   const char* op = "cross_entropy_forward";
   require_cpu(ctx, op);
   int64_t vocab = cross_entropy_check(op, logits, lse, targets);
-  check_same_numel(op, "losses", losses, "targets", targets);
-  check_tensors(op, logits.dtype, {{"losses", &losses}});
+  same_numel(op, "losses", losses, "targets", targets);
+  cpu_tensors(op, logits.dtype, {{"losses", &losses}});
   dispatch_float(logits.dtype, op, [&](auto t) {
     using T = decltype(t);
     cross_entropy_forward_ref<T>(losses.ptr<T>(), lse.ptr<T>(), logits.ptr<T>(), targets.ptr<int32_t>(),
@@ -410,8 +381,8 @@ void cross_entropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& l
   const char* op = "cross_entropy_backward";
   require_cpu(ctx, op);
   int64_t vocab = cross_entropy_check(op, logits, lse, targets);
-  check_same_numel(op, "dlogits", dlogits, "logits", logits);
-  check_tensors(op, logits.dtype, {{"dlogits", &dlogits}});
+  same_numel(op, "dlogits", dlogits, "logits", logits);
+  cpu_tensors(op, logits.dtype, {{"dlogits", &dlogits}});
   dispatch_float(logits.dtype, op, [&](auto t) {
     using T = decltype(t);
     cross_entropy_backward_ref<T>(dlogits.ptr<T>(), logits.ptr<T>(), lse.ptr<T>(), targets.ptr<int32_t>(),
@@ -432,7 +403,7 @@ void cast(Context& ctx, const Tensor& y, const Tensor& x) {
   const char* op = "cast";
   DT_CUDA_DISPATCH(cast, ctx, y, x);
   require_cpu(ctx, op);
-  check_same_numel(op, "y", y, "x", x);
+  same_numel(op, "y", y, "x", x);
   DT_CHECK(x.is_contiguous() && y.is_contiguous(), "{}: x {} and y {} must be contiguous", op, x.str(), y.str());
   const int64_t n = x.numel();
   auto load = [&](int64_t i) -> double {

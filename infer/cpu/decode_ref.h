@@ -8,11 +8,13 @@
 #include <limits>
 #include <vector>
 
+#include "infer/gemv_input.h"
 #include "kernels/cpu/gdn_common.h"
 #include "kernels/cpu/gdn_delta_rule.h"
 #include "kernels/cpu/gdn_gates.h"
 #include "kernels/cpu/gdn_l2norm.h"
 #include "kernels/cpu/gdn_norm.h"
+#include "kernels/cpu/rmsnorm.h"
 
 namespace dt {
 
@@ -30,20 +32,27 @@ void decode_argmax_ref(int32_t* out, const T* logits, int64_t N, int64_t V, int6
 }
 
 // The fused GEMV of infer/cuda/decode_fused.cu: y[n, r] = sum_c w[r, c] x'[n, c] (+ residual[n, r]),
-// x' = x, or silu(x) x2 (SwiGLU) when x2 is given; x, x2 [N, C] rows ldx apart; w [rows, C];
-// y, residual [N, rows] (residual may be null).
+// x' the input taken as `in` says (infer/gemv_input.h; x, x2 [N, C] rows ldx apart, norm_w [C]);
+// w [rows, C]; y, residual [N, rows] (residual may be null).
 template <class T>
-void decode_gemv_ref(T* y, const T* w, const T* x, const T* x2, const T* residual, int64_t N, int64_t C, int64_t ldx,
-                     int64_t rows) {
-  std::vector<T> in(static_cast<size_t>(C));
+void decode_gemv_ref(T* y, const T* w, GemvInput in, const T* x, const T* x2, const T* norm_w, T eps,
+                     bool zero_centered, const T* residual, int64_t N, int64_t C, int64_t ldx, int64_t rows) {
+  std::vector<T> xin(static_cast<size_t>(C)), rstd(1);
   for (int64_t n = 0; n < N; ++n) {
-    for (int64_t c = 0; c < C; ++c) {
-      const T g = x[n * ldx + c];
-      in[c] = x2 ? g * gdn_sigmoid(g) * x2[n * ldx + c] : g;
+    const T* xr = x + n * ldx;
+    switch (in) {
+      case GemvInput::kPlain: std::copy(xr, xr + C, xin.begin()); break;
+      case GemvInput::kSwiGLU:
+        for (int64_t c = 0; c < C; ++c) xin[c] = xr[c] * gdn_sigmoid(xr[c]) * x2[n * ldx + c];
+        break;
+      case GemvInput::kGate:
+        for (int64_t c = 0; c < C; ++c) xin[c] = xr[c] * gdn_sigmoid(x2[n * ldx + c]);
+        break;
+      case GemvInput::kRmsNorm: rmsnorm_forward_ref<T>(xin.data(), rstd.data(), xr, norm_w, 1, C, eps, zero_centered); break;
     }
     for (int64_t r = 0; r < rows; ++r) {
       T acc = 0;
-      for (int64_t c = 0; c < C; ++c) acc += w[r * C + c] * in[c];
+      for (int64_t c = 0; c < C; ++c) acc += w[r * C + c] * xin[c];
       y[n * rows + r] = acc + (residual ? residual[n * rows + r] : T(0));
     }
   }

@@ -15,15 +15,12 @@
 // k2 = the rotated shared key against q_pe; the value is v (GQA) or c_t (MLA), whose output
 // o_lat goes through W_vb (mla_out_kernel).
 #include <cmath>
+#include <cstdint>
 
 #include "infer/cuda/decode_cuda.h"
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
 
-namespace dt::decode_cuda {
-
-using dense_cuda::bf16_bits_to_f32;
-using dense_cuda::f32_to_bf16_bits;
-using dense_cuda::warp_sum;
+namespace dt::cuda {
 
 namespace {
 
@@ -118,25 +115,124 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
   }
 }
 
-// o[row] = the merge of the S partials of row; bf16 (GQA) or fp32 (MLA's o_lat).
+// GQA's split (bf16 q, one key segment of Dqk = 8 G features, Dv = 2 P with P dividing kThreads):
+// the same partials as split_kernel, with the positions of a range taken kTile at a time in three
+// phases that each keep many loads in flight: the scores (G lanes a key, 16 bytes each), the
+// tile's max and probabilities (online softmax across tiles), then the values (a thread per pair
+// of value features and group of positions).
+constexpr int kTile = 128;
+
+// The max over the CTA of v, returned to every thread (block_sum's pattern with warp_max).
+__device__ __forceinline__ float block_max(float v, float* red) {
+  v = warp_max(v);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < kWarps; ++w) r = fmaxf(r, red[w]);
+  return r;
+}
+
+template <int G, int P>
+__global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_constant__ SplitParams p) {
+  constexpr int kPosPerWarp = 32 / G, kGroups = kThreads / P;
+  static_assert(kTile % (kWarps * kPosPerWarp) == 0 && kThreads % P == 0, "tile and thread layout");
+  __shared__ float sq[8 * G];
+  __shared__ float sp[kTile];
+  __shared__ float red[kWarps];
+  __shared__ float2 sacc[kGroups][P];
+  const int64_t s = blockIdx.x, h = blockIdx.y, n = blockIdx.z, row = n * p.H + h;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t len = decode_len(p.pos_dev, p.pos, p.cap);
+  const int64_t per = (len + p.S - 1) / p.S, t0 = s * per, t1 = t0 + per < len ? t0 + per : len;
+  for (int d = tid; d < 8 * G; d += kThreads)
+    sq[d] = bf16_bits_to_f32(static_cast<const uint16_t*>(p.q1)[row * 8 * G + d]);
+  __syncthreads();
+  const int64_t hk = h / (p.H / p.Hkv);
+  const uint16_t* kb = p.k1 + n * p.k1_seq + hk * p.k1_head;
+  const uint16_t* vb = p.v + n * p.v_seq + hk * p.v_head;
+  const int part = lane % G, lp = lane / G, pair = tid % P, group = tid / P;
+  float qf[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) qf[k] = sq[part * 8 + k];
+  float m = -INFINITY, l = 0.f, a0 = 0.f, a1 = 0.f;
+  for (int64_t tb = t0; tb < t1; tb += kTile) {
+    const int64_t te = tb + kTile < t1 ? tb + kTile : t1;
+    // scores
+#pragma unroll 4
+    for (int i = 0; i < kTile / (kWarps * kPosPerWarp); ++i) {
+      const int64_t t = tb + (i * kWarps + warp) * kPosPerWarp + lp;
+      float dot = 0.f;
+      if (t < te) {
+        const uint4 kv = __ldg(reinterpret_cast<const uint4*>(kb + t * p.k1_pos) + part);
+        const uint16_t* kh = reinterpret_cast<const uint16_t*>(&kv);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) dot += qf[k] * bf16_bits_to_f32(kh[k]);
+      }
+#pragma unroll
+      for (int off = G / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+      if (part == 0 && t < te) sp[t - tb] = dot * p.scale;
+    }
+    __syncthreads();
+    // the tile's max, its probabilities and their sum
+    const int cnt = static_cast<int>(te - tb);
+    float mx = -INFINITY;
+    for (int j = tid; j < cnt; j += kThreads) mx = fmaxf(mx, sp[j]);
+    const float mn = fmaxf(m, block_max(mx, red));
+    const float corr = expf(m - mn);  // 0 at the first tile (m = -inf)
+    float sum = 0.f;
+    for (int j = tid; j < cnt; j += kThreads) {
+      const float pr = expf(sp[j] - mn);
+      sp[j] = pr;
+      sum += pr;
+    }
+    l = l * corr + block_sum(sum, red);  // block_sum's barriers also publish sp
+    m = mn;
+    // the values
+    a0 *= corr, a1 *= corr;
+#pragma unroll 4
+    for (int64_t t = tb + group; t < te; t += kGroups) {
+      const float pr = sp[t - tb];
+      const uint32_t vv = __ldg(reinterpret_cast<const uint32_t*>(vb + t * p.v_pos) + pair);
+      a0 += pr * bf16_bits_to_f32(static_cast<uint16_t>(vv & 0xffffu));
+      a1 += pr * bf16_bits_to_f32(static_cast<uint16_t>(vv >> 16));
+    }
+    __syncthreads();  // sp is reused by the next tile
+  }
+  sacc[group][pair] = make_float2(a0, a1);
+  __syncthreads();
+  float* out = p.partial + (row * p.S + s) * (p.Dv + 2);
+  for (int d = tid; d < 2 * P; d += kThreads) {
+    float a = 0.f;
+    for (int g = 0; g < kGroups; ++g) a += d % 2 ? sacc[g][d / 2].y : sacc[g][d / 2].x;
+    out[2 + d] = a;
+  }
+  if (tid == 0) out[0] = m, out[1] = l;  // an empty range: m = -inf, l = 0, no values
+}
+
+// o[row] = the merge of the S partials of row; bf16 (GQA) or fp32 (MLA's o_lat). The splits'
+// maxima and sums are read at once into shared memory, then each thread merges its features.
 template <bool kOutF32>
 __global__ void __launch_bounds__(kThreads) merge_kernel(void* o, const float* partial, int64_t H, int64_t S,
                                                          int64_t Dv) {
+  __shared__ float fac[kMaxSplits];
+  __shared__ float sl[kMaxSplits];
   const int64_t row = blockIdx.y * H + blockIdx.x;
   const float* pr = partial + row * S * (Dv + 2);
+  for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = pr[s * (Dv + 2)], sl[s] = pr[s * (Dv + 2) + 1];
+  __syncthreads();
   float M = -INFINITY;
-  for (int64_t s = 0; s < S; ++s) M = fmaxf(M, pr[s * (Dv + 2)]);
+  for (int64_t s = 0; s < S; ++s) M = fmaxf(M, fac[s]);
   float L = 0.f;
-  for (int64_t s = 0; s < S; ++s) {
-    const float ms = pr[s * (Dv + 2)];
-    if (ms != -INFINITY) L += pr[s * (Dv + 2) + 1] * expf(ms - M);
-  }
+  for (int64_t s = 0; s < S; ++s)
+    if (fac[s] != -INFINITY) L += sl[s] * expf(fac[s] - M);
+  __syncthreads();  // every thread has read the maxima
+  for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = fac[s] == -INFINITY ? 0.f : expf(fac[s] - M);
+  __syncthreads();
   for (int64_t d = threadIdx.x; d < Dv; d += kThreads) {
     float a = 0.f;
-    for (int64_t s = 0; s < S; ++s) {
-      const float ms = pr[s * (Dv + 2)];
-      if (ms != -INFINITY) a += pr[s * (Dv + 2) + 2 + d] * expf(ms - M);
-    }
+#pragma unroll 8
+    for (int64_t s = 0; s < S; ++s) a += pr[s * (Dv + 2) + 2 + d] * fac[s];
     const float r = a / L;
     if constexpr (kOutF32)
       static_cast<float*>(o)[row * Dv + d] = r;
@@ -184,6 +280,42 @@ void launch_split(const SplitParams& p, cudaStream_t s) {
     split_kernel<16, kQ1F32><<<grid, kThreads, 0, s>>>(p);
 }
 
+// GQA's split: gqa_split_kernel where the head dims fit its layout (key dims 8 to 256 a power of
+// two, value dims 2 to 256 a power of two, 16-byte aligned rows), else split_kernel.
+template <int G>
+bool launch_gqa_split_g(const SplitParams& p, const dim3& grid, cudaStream_t s) {
+  switch (p.Dv) {
+    case 2: gqa_split_kernel<G, 1><<<grid, kThreads, 0, s>>>(p); return true;
+    case 4: gqa_split_kernel<G, 2><<<grid, kThreads, 0, s>>>(p); return true;
+    case 8: gqa_split_kernel<G, 4><<<grid, kThreads, 0, s>>>(p); return true;
+    case 16: gqa_split_kernel<G, 8><<<grid, kThreads, 0, s>>>(p); return true;
+    case 32: gqa_split_kernel<G, 16><<<grid, kThreads, 0, s>>>(p); return true;
+    case 64: gqa_split_kernel<G, 32><<<grid, kThreads, 0, s>>>(p); return true;
+    case 128: gqa_split_kernel<G, 64><<<grid, kThreads, 0, s>>>(p); return true;
+    case 256: gqa_split_kernel<G, 128><<<grid, kThreads, 0, s>>>(p); return true;
+    default: return false;
+  }
+}
+
+void launch_gqa_split(const SplitParams& p, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(p.S), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N));
+  const bool aligned = reinterpret_cast<uintptr_t>(p.k1) % 16 == 0 && p.k1_pos % 8 == 0 && p.k1_head % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(p.v) % 4 == 0 && p.v_pos % 2 == 0 && p.v_head % 2 == 0;
+  bool done = false;
+  if (aligned) {
+    switch (p.D1) {
+      case 8: done = launch_gqa_split_g<1>(p, grid, s); break;
+      case 16: done = launch_gqa_split_g<2>(p, grid, s); break;
+      case 32: done = launch_gqa_split_g<4>(p, grid, s); break;
+      case 64: done = launch_gqa_split_g<8>(p, grid, s); break;
+      case 128: done = launch_gqa_split_g<16>(p, grid, s); break;
+      case 256: done = launch_gqa_split_g<32>(p, grid, s); break;
+      default: break;
+    }
+  }
+  if (!done) launch_split<false>(p, s);
+}
+
 void check_dims(const char* op, int64_t N, int64_t H, int64_t cap, int64_t Dk, int64_t Dv) {
   DT_CHECK(N >= 1 && H >= 1 && cap >= 1 && N <= 65535 && H <= 65535, "{}: bad sizes N {}, H {}, capacity {}", op, N,
            H, cap);
@@ -221,11 +353,11 @@ void attention(uint16_t* o, const uint16_t* q, const uint16_t* k_cache, const ui
   p.N = N, p.H = H, p.Hkv = Hkv, p.D1 = Dqk, p.D2 = 0, p.Dv = Dv, p.cap = cap, p.S = attention_splits(cap);
   p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = ws;
   auto s = static_cast<cudaStream_t>(stream);
-  launch_split<false>(p, s);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  launch_gqa_split(p, s);
+  DT_CUDA_OK(cudaGetLastError(), op);
   merge_kernel<false><<<dim3(static_cast<unsigned>(H), static_cast<unsigned>(N)), kThreads, 0, s>>>(o, ws, H, p.S,
                                                                                                    Dv);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,
@@ -242,7 +374,7 @@ void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, co
   auto s = static_cast<cudaStream_t>(stream);
   const dim3 rows(static_cast<unsigned>(H), static_cast<unsigned>(N));
   mla_q_kernel<<<rows, kThreads, 0, s>>>(q_lat, q_nope, w_kvb, H, dn, dv, kvr);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   SplitParams p{};
   p.q1 = q_lat, p.q2 = dr > 0 ? q_pe : nullptr, p.k1 = c_cache, p.k2 = dr > 0 ? pe_cache : nullptr, p.v = c_cache;
   p.k1_seq = cap * kvr, p.k1_pos = kvr, p.k1_head = 0;
@@ -251,11 +383,11 @@ void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, co
   p.N = N, p.H = H, p.Hkv = 1, p.D1 = kvr, p.D2 = dr, p.Dv = kvr, p.cap = cap, p.S = attention_splits(cap);
   p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = partial;
   launch_split<true>(p, s);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   merge_kernel<true><<<rows, kThreads, 0, s>>>(o_lat, partial, H, p.S, kvr);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   mla_out_kernel<<<rows, kThreads, 0, s>>>(o, o_lat, w_kvb, H, dn, dv, kvr);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

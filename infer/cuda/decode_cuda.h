@@ -11,7 +11,9 @@
 
 #include <cstdint>
 
-namespace dt::decode_cuda {
+#include "infer/gemv_input.h"
+
+namespace dt::cuda {
 
 // Head dims the attention kernels take: the value dim (Dv, MLA's kv_lora_rank) up to 512, the
 // query / key dims (Dqk; MLA's kv_lora_rank + rope dim) up to 1024.
@@ -40,25 +42,42 @@ void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_
 
 inline constexpr int64_t kGemvMaxRows = 8;           // sequences a GEMV takes
 inline constexpr int kGemvMaxSegments = 4;           // weights sharing one input
-inline constexpr int64_t kGemvMaxInputBytes = 160 * 1024;  // N x C bf16 input, in shared memory
+inline constexpr int64_t kGemvMaxInputBytes = 160 * 1024;  // the input in shared memory: gemv_smem_bytes
+// The GEMV's shared memory: the input x' [N, C] bf16 (16-byte aligned), then for the norm its
+// weight [C] fp32.
+inline constexpr int64_t gemv_smem_bytes(int64_t N, int64_t C, GemvInput in) {
+  return (N * C + 7) / 8 * 16 + (in == GemvInput::kRmsNorm ? C * 4 : 0);
+}
 
 // One weight of a GEMV: w bf16 [rows, C] (16-byte aligned), y [N, rows] (fp32, or bf16 with an
 // optional residual bf16 [N, rows] added before the rounding; it may be y itself). row_end: the
 // running total of the rows of the segments up to this one.
+// With conv_w (fp32 [rows, conv_k]) the output goes through the GDN conv step (conv_step above):
+// y = silu(conv of [conv_tail, bf16(W x)]) with conv_tail bf16 [N, conv_k - 1, rows] (null when
+// conv_k = 1) shifted by one; y bf16, no residual.
 struct GemvSegment {
   const uint16_t* w = nullptr;
   void* y = nullptr;
   bool y_f32 = false;
   const uint16_t* residual = nullptr;
+  const float* conv_w = nullptr;
+  uint16_t* conv_tail = nullptr;
+  int64_t conv_k = 0;
   int64_t row_end = 0;
 };
-// y_s[n] = W_s x[n] for every segment s, fp32 sums. x bf16 [N, C] (rows ldx apart, C a multiple of
-// 8); with x2 (same layout) the input is bf16(silu(x) x2), SwiGLU's output.
+// The GEMV's input x bf16 [N, C] (16-byte aligned, rows ldx apart, C and ldx multiples of 8) is
+// taken as x' by `in` (infer/gemv_input.h; x2 in x's layout, norm_w fp32 [C]; the norm's sum of
+// squares in a fixed order).
+// y_s[n] = W_s x'[n] for every segment s, fp32 sums.
 struct GemvParams {
   GemvSegment seg[kGemvMaxSegments];
   int n_seg = 0;
+  GemvInput in = GemvInput::kPlain;
   const uint16_t* x = nullptr;
   const uint16_t* x2 = nullptr;
+  const float* norm_w = nullptr;
+  float eps = 0.f;
+  bool zero_centered = false;
   int64_t N = 0, C = 0, ldx = 0;
 };
 void gemv(const GemvParams& p, void* stream);
@@ -78,6 +97,26 @@ struct GdnStepParams {
   float q_scale = 1.f, eps = 1e-6f;
 };
 void gdn_step(const GdnStepParams& p, void* stream);
+
+// The softmax attention layer's token before the attention, per sequence n: qg bf16 [N, H qw]
+// holds each query head's hd features (then, with an output gate, its hd gate features: qw = 2 hd,
+// else hd); k, v bf16 [N, Hkv hd]. Each query and key head is RMS-normed over hd (with qn_w, kn_w
+// fp32 [hd]; skipped when null; rmsnorm_forward's sums, eps and zero_centered), rounded to bf16,
+// then rotated (RoPE on its first `rot` features at the position, as rope()), and rounded again:
+// the queries into q [N, H, hd], the keys into k_cache [N, cap, Hkv, hd] at the position, the
+// values copied into v_cache likewise, and the gates into gate [N, H, hd] (when qw = 2 hd).
+struct AttnPrepParams {
+  const uint16_t *qg = nullptr, *k = nullptr, *v = nullptr;
+  const float *qn_w = nullptr, *kn_w = nullptr;
+  uint16_t *q = nullptr, *gate = nullptr, *k_cache = nullptr, *v_cache = nullptr;
+  int64_t N = 0, H = 0, Hkv = 0, hd = 0, cap = 0, pos = 0;
+  const int32_t* pos_dev = nullptr;
+  float eps = 0.f;
+  bool zero_centered = false, interleaved = false;
+  int rot = 0;
+  double theta = 0;
+};
+void attn_prep(const AttnPrepParams& p, void* stream);
 
 // counter[0] += 1 (the step's last kernel: the next replay runs one position further).
 void advance(int32_t* counter, void* stream);
@@ -102,4 +141,4 @@ void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, co
                    int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos, const int32_t* pos_dev,
                    float scale, void* stream);
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

@@ -10,120 +10,248 @@
 #include <cstdint>
 
 #include "infer/cuda/decode_cuda.h"
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"
 
-namespace dt::decode_cuda {
+namespace dt::cuda {
 
-using dense_cuda::bf16_bits_to_f32;
-using dense_cuda::f32_to_bf16_bits;
-using dense_cuda::sigmoid_f32;
-using dense_cuda::warp_sum;
 using gdn_cuda::sigmoid_f;  // the GDN gates' own, so the fused token computes them as the unfused kernels do
 using gdn_cuda::softplus_f;
 
 namespace {
 
 // ---- GEMV: one warp per output row for all N sequences; the input rows in shared memory (bf16),
-// each lane reads 8 weights (16 bytes) at a time ----
+// each lane reads 8 weights (16 bytes) at a time. At one token a step the GEMVs are bound by
+// latency, not bandwidth, so a warp issues its row's first kGemvPrefetch loads a lane before
+// anything else, and the kernel is launched as a programmatic dependent of the kernel before it
+// (gemv()): its CTAs start, and their weights are on the way, while that kernel finishes; they
+// wait for it (griddepcontrol.wait) before reading the input or writing. ----
 
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = kGemvWarps * 32;
+constexpr int kGemvPrefetch = 4;  // 16-byte loads a lane before the staging: rows of up to 1024 inputs
 
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constant__ GemvParams p) {
-  extern __shared__ uint4 smem_x[];  // [N, C] bf16, 16-byte aligned
+// Row r of the segments' weights stacked (null past the last row).
+__device__ __forceinline__ const uint4* gemv_row(const GemvParams& p, int64_t r) {
+  int s = 0;
+  while (s < p.n_seg && r >= p.seg[s].row_end) ++s;
+  if (s >= p.n_seg) return nullptr;
+  const int64_t row = r - (s > 0 ? p.seg[s - 1].row_end : 0);
+  return reinterpret_cast<const uint4*>(p.seg[s].w + row * p.C);
+}
+
+// acc[n] += w . x'[n] over one chunk of 8 inputs (c) for the first N of kN input rows; with a norm
+// (nws non-null) x' = bf16(x rs[n] w') is taken here from the raw x in shared memory.
+template <int kN>
+__device__ __forceinline__ void gemv_fma(float* acc, const uint4& wv, const uint4* xs, const float* nws,
+                                         const float* rs, float one, int64_t C, int N, int64_t c) {
+  const uint16_t* wh = reinterpret_cast<const uint16_t*>(&wv);
+  float wf[8], nw[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) wf[k] = bf16_bits_to_f32(wh[k]);
+  if (nws) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) nw[k] = one + nws[c * 8 + k];
+  }
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    if (n >= N) break;
+    const uint4 xv = xs[(n * C) / 8 + c];
+    const uint16_t* xh = reinterpret_cast<const uint16_t*>(&xv);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float x = bf16_bits_to_f32(xh[k]);
+      if (nws) x = bf16_bits_to_f32(f32_to_bf16_bits(x * rs[n] * nw[k]));
+      acc[n] += wf[k] * x;
+    }
+  }
+}
+
+// Shared memory: the input [N, C] bf16 (x' itself, or for the norm the raw x), then for the norm
+// its weight [C] fp32. kN >= N rows of registers for the sums.
+template <int kN>
+__global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_constant__ GemvParams p) {
+  extern __shared__ uint4 smem_x[];
   auto* xs = reinterpret_cast<uint16_t*>(smem_x);
+  const int N = static_cast<int>(p.N);
   const int64_t NC = p.N * p.C;
-  for (int64_t i = threadIdx.x; i < NC; i += kGemvThreads) {
-    const int64_t n = i / p.C, c = i % p.C;
-    if (p.x2) {  // SwiGLU: x = bf16(silu(gate) up), as swiglu_forward rounds it
-      const float g = bf16_bits_to_f32(p.x[n * p.ldx + c]), u = bf16_bits_to_f32(p.x2[n * p.ldx + c]);
-      xs[i] = f32_to_bf16_bits(g * sigmoid_f32(g) * u);
-    } else {
-      xs[i] = p.x[n * p.ldx + c];
+  float* nws = reinterpret_cast<float*>(xs + (NC + 7) / 8 * 8);
+  __shared__ float red[kGemvWarps][kN];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool norm = p.in == GemvInput::kRmsNorm;
+
+  // The warps take rows blockIdx.x * kGemvWarps + warp, then gridDim.x * kGemvWarps further on, ...
+  // (gemv() launches at most as many CTAs as run at once, so the input is staged once a CTA). The
+  // first row's first loads go out before the staging.
+  const int64_t chunks = p.C / 8, stride = static_cast<int64_t>(gridDim.x) * kGemvWarps;
+  int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  uint4 wpre[kGemvPrefetch];
+  {
+    const uint4* w0 = gemv_row(p, r);
+#pragma unroll
+    for (int k = 0; k < kGemvPrefetch; ++k) {
+      const int64_t c = lane + 32 * k;
+      if (w0 && c < chunks) wpre[k] = __ldg(w0 + c);
+    }
+  }
+  // The weights never change; x, x2 and the outputs are the previous kernels' business until they end.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+
+  // The input in one pass, 8 features (16 bytes) a thread at a time: x' straight from x (and x2),
+  // or for the norm the raw x, its weight and each thread's share of sum x^2 per row.
+  float ss[kN];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) ss[n] = 0.f;
+  for (int64_t i8 = threadIdx.x; i8 < NC / 8; i8 += kGemvThreads) {
+    const int64_t n = i8 * 8 / p.C, c = i8 * 8 % p.C;
+    const uint4 xv = *reinterpret_cast<const uint4*>(p.x + n * p.ldx + c);
+    const uint16_t* xh = reinterpret_cast<const uint16_t*>(&xv);
+    uint4 out = xv;
+    auto* oh = reinterpret_cast<uint16_t*>(&out);
+    if (p.in == GemvInput::kRmsNorm) {
+      float q = 0.f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float f = bf16_bits_to_f32(xh[k]);
+        q += f * f;
+      }
+#pragma unroll
+      for (int m = 0; m < kN; ++m)
+        if (m == n) ss[m] += q;
+      if (n == 0)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) nws[c + k] = p.norm_w[c + k];
+    } else if (p.in != GemvInput::kPlain) {
+      const uint4 x2v = *reinterpret_cast<const uint4*>(p.x2 + n * p.ldx + c);
+      const uint16_t* x2h = reinterpret_cast<const uint16_t*>(&x2v);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float a = bf16_bits_to_f32(xh[k]), b = bf16_bits_to_f32(x2h[k]);
+        // SwiGLU: bf16(silu(gate) up), as swiglu_forward rounds it; the gate: bf16(x sigmoid(g)),
+        // as sigmoid_gate_forward
+        oh[k] = f32_to_bf16_bits(p.in == GemvInput::kSwiGLU ? a * sigmoid_f32(a) * b : a * sigmoid_f32(b));
+      }
+    }
+    smem_x[i8] = out;
+  }
+  if (norm) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const float v = warp_sum(ss[n]);
+      if (lane == 0) red[warp][n] = v;
     }
   }
   __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  int s = 0;
-  while (s < p.n_seg && r >= p.seg[s].row_end) ++s;
-  if (s >= p.n_seg) return;
-  const GemvSegment& g = p.seg[s];
-  const int64_t row = r - (s == 0 ? 0 : p.seg[s - 1].row_end);
-  const int64_t rows = g.row_end - (s == 0 ? 0 : p.seg[s - 1].row_end);
-  const uint4* w = reinterpret_cast<const uint4*>(g.w + row * p.C);
-  float acc[kGemvMaxRows];
+  // 1 / rms of each input row: the warps' partial sums in a fixed order.
+  float rs[kN];
+  if (norm) {
 #pragma unroll
-  for (int n = 0; n < kGemvMaxRows; ++n) acc[n] = 0.f;
-  const int64_t chunks = p.C / 8;
-  for (int64_t c = lane; c < chunks; c += 32) {
-    const uint4 wv = w[c];
-    const uint16_t* wh = reinterpret_cast<const uint16_t*>(&wv);
-    float wf[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) wf[k] = bf16_bits_to_f32(wh[k]);
-#pragma unroll
-    for (int n = 0; n < kGemvMaxRows; ++n) {
-      if (n >= p.N) break;
-      const uint4 xv = smem_x[(n * p.C) / 8 + c];
-      const uint16_t* xh = reinterpret_cast<const uint16_t*>(&xv);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc[n] += wf[k] * bf16_bits_to_f32(xh[k]);
+    for (int n = 0; n < kN; ++n) {
+      float t = 0.f;
+      for (int w2 = 0; w2 < kGemvWarps; ++w2) t += red[w2][n];
+      rs[n] = 1.f / sqrtf(t / static_cast<float>(p.C) + p.eps);
     }
   }
+  const float one = p.zero_centered ? 1.f : 0.f;
+  const float* nw = norm ? nws : nullptr;
+
+  for (bool first = true;; first = false, r += stride) {
+    const uint4* w = gemv_row(p, r);
+    if (!w) return;
+    if (!first) {
 #pragma unroll
-  for (int n = 0; n < kGemvMaxRows; ++n) {
-    if (n >= p.N) break;
-    const float v = warp_sum(acc[n]);
-    if (lane == 0) {
-      const int64_t o = n * rows + row;
-      if (g.y_f32) {
-        static_cast<float*>(g.y)[o] = v;
-      } else {
-        const float res = g.residual ? bf16_bits_to_f32(g.residual[o]) : 0.f;
-        static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(v + res);
+      for (int k = 0; k < kGemvPrefetch; ++k) {
+        const int64_t c = lane + 32 * k;
+        if (c < chunks) wpre[k] = __ldg(w + c);
+      }
+    }
+    float acc[kN];
+#pragma unroll
+    for (int n = 0; n < kN; ++n) acc[n] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kGemvPrefetch; ++k) {
+      const int64_t c = lane + 32 * k;
+      if (c < chunks) gemv_fma<kN>(acc, wpre[k], smem_x, nw, rs, one, p.C, N, c);
+    }
+#pragma unroll 4
+    for (int64_t c = lane + 32 * kGemvPrefetch; c < chunks; c += 32)
+      gemv_fma<kN>(acc, __ldg(w + c), smem_x, nw, rs, one, p.C, N, c);
+    int s = 0;
+    while (r >= p.seg[s].row_end) ++s;
+    const GemvSegment& g = p.seg[s];
+    const int64_t row_begin = s > 0 ? p.seg[s - 1].row_end : 0, row = r - row_begin, rows = g.row_end - row_begin;
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      if (n >= N) break;
+      const float v = warp_sum(acc[n]);
+      if (lane == 0) {
+        const int64_t o = n * rows + row;
+        if (g.y_f32) {
+          static_cast<float*>(g.y)[o] = v;
+        } else if (g.conv_w) {  // conv_step_kernel's arithmetic on this row's channel: oldest input first
+          const uint16_t pre = f32_to_bf16_bits(v);
+          const float* cw = g.conv_w + row * g.conv_k;
+          uint16_t* tl = g.conv_tail ? g.conv_tail + n * (g.conv_k - 1) * rows + row : nullptr;
+          float u = 0.f;
+          for (int64_t j = 0; j + 1 < g.conv_k; ++j) u += cw[j] * bf16_bits_to_f32(tl[j * rows]);
+          u += cw[g.conv_k - 1] * bf16_bits_to_f32(pre);
+          static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(u / (1.f + __expf(-u)));
+          if (tl) {
+            for (int64_t j = 0; j + 2 < g.conv_k; ++j) tl[j * rows] = tl[(j + 1) * rows];
+            tl[(g.conv_k - 2) * rows] = pre;
+          }
+        } else {
+          const float res = g.residual ? bf16_bits_to_f32(g.residual[o]) : 0.f;
+          static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(v + res);
+        }
       }
     }
   }
 }
 
-// ---- GDN token: one CTA per (value head, sequence), thread j owns column j of the head's state ----
+// ---- GDN token: one CTA per (value head, sequence); gdn_step_kernel's thread j owns column j of
+// the head's state, gdn_step_split_kernel splits each column over a few threads ----
 
 constexpr int kGdnMaxDim = 128;
 
-
-// The sum over the CTA of v (every thread's), returned to all threads; red holds a float per warp.
-__device__ __forceinline__ float block_sum(float v, float* red) {
-  v = warp_sum(v);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();  // red's last use is over
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float t = 0.f;
-  for (int w = 0; w < warps; ++w) t += red[w];
-  return t;
-}
-
-__global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_constant__ GdnStepParams p) {
-  __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[kGdnMaxDim / 32];
-  const int64_t h = blockIdx.x, n = blockIdx.y, j = threadIdx.x;
-  const int64_t kh = h / (p.Hv / p.Hk);
+// The GDN token's start, for CTA (value head blockIdx.x, sequence blockIdx.y): q^ = bf16(q_scale q /
+// |q|) and k^ = bf16(k / |k|) of its key head into sq, sk (rounded as gdn_l2norm_forward writes
+// them), and its gates.
+__device__ __forceinline__ void gdn_token_begin(const GdnStepParams& p, float* sq, float* sk, float* red,
+                                                float* decay, float* beta) {
+  const int64_t h = blockIdx.x, n = blockIdx.y, kh = h / (p.Hv / p.Hk), gi = n * p.Hv + h;
   const uint16_t* row = p.qkv + n * p.ld_qkv;
-  // l2norms of q and k (rounded to bf16, as gdn_l2norm_forward writes them)
   float qq = 0.f, kk = 0.f;
-  for (int64_t i = j; i < p.dk; i += blockDim.x) {
+  for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x) {
     const float q = bf16_bits_to_f32(row[kh * p.dk + i]), k = bf16_bits_to_f32(row[p.Hk * p.dk + kh * p.dk + i]);
     sq[i] = q, sk[i] = k, qq += q * q, kk += k * k;
   }
   const float rq = rsqrtf(block_sum(qq, red) + 1e-6f) * p.q_scale, rk = rsqrtf(block_sum(kk, red) + 1e-6f);
-  for (int64_t i = j; i < p.dk; i += blockDim.x)
+  for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x)
     sq[i] = bf16_bits_to_f32(f32_to_bf16_bits(sq[i] * rq)), sk[i] = bf16_bits_to_f32(f32_to_bf16_bits(sk[i] * rk));
   __syncthreads();
-  // gates
-  const int64_t gi = n * p.Hv + h;
-  const float decay = expf(-expf(p.A_log[h]) * softplus_f(p.a[gi] + p.dt_bias[h]));
-  const float beta = sigmoid_f(p.b[gi]);
+  *decay = expf(-expf(p.A_log[h]) * softplus_f(p.a[gi] + p.dt_bias[h]));
+  *beta = sigmoid_f(p.b[gi]);
+}
+
+// The token's end: the gated RMSNorm over the head's dv outputs, y = o rsqrt(mean o^2 + eps) w silu(z),
+// written by the threads with `out` (one a column j); every thread of the CTA takes part.
+__device__ __forceinline__ void gdn_token_end(const GdnStepParams& p, float o, bool out, int64_t j, float* red) {
+  const int64_t h = blockIdx.x, n = blockIdx.y;
+  const float ms = block_sum(out ? o * o : 0.f, red) / static_cast<float>(p.dv);
+  if (out) {
+    const float rs = rsqrtf(ms + p.eps);
+    const float z = bf16_bits_to_f32(p.z[n * p.ld_z + h * p.dv + j]);
+    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * rs * p.norm_w[j] * (z * sigmoid_f(z)));
+  }
+}
+
+__global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_constant__ GdnStepParams p) {
+  __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[kGdnMaxDim / 32];
+  const int64_t h = blockIdx.x, n = blockIdx.y, j = threadIdx.x, gi = n * p.Hv + h;
+  const uint16_t* row = p.qkv + n * p.ld_qkv;
+  float decay, beta;
+  gdn_token_begin(p, sq, sk, red, &decay, &beta);
   // the delta rule on column j: S~ = decay S, u = S~^T k, d = beta (v - u), S = S~ + k d^T, o = S^T q
   float o = 0.f;
   if (j < p.dv) {
@@ -139,40 +267,95 @@ __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_const
     }
     o = bf16_bits_to_f32(f32_to_bf16_bits(o));  // the recurrent kernel's bf16 output
   }
-  // gated RMSNorm over the head's dv outputs: y = o rsqrt(mean o^2 + eps) w silu(z)
-  const float ms = block_sum(j < p.dv ? o * o : 0.f, red) / static_cast<float>(p.dv);
-  if (j < p.dv) {
-    const float r = rsqrtf(ms + p.eps);
-    const float z = bf16_bits_to_f32(p.z[n * p.ld_z + h * p.dv + j]);
-    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * r * p.norm_w[j] * (z * sigmoid_f(z)));
+  gdn_token_end(p, o, j < p.dv, j, red);
+}
+
+// The same token with the state's column split over R = dk / kPer threads, each holding kPer rows
+// of it in registers: R times the loads in flight of gdn_step_kernel, and the state read once.
+// Thread t takes column t / R and rows (t % R) kPer ..; u and o are summed over the R threads of a
+// column by shuffles (R a power of two up to 32, so a column's threads are lanes of one warp).
+template <int kPer>
+__global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_constant__ GdnStepParams p) {
+  __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[32];
+  const int64_t h = blockIdx.x, n = blockIdx.y, gi = n * p.Hv + h;
+  const int R = static_cast<int>(p.dk / kPer), tid = threadIdx.x, j = tid / R, r = tid % R;
+  const uint16_t* row = p.qkv + n * p.ld_qkv;
+  float decay, beta;
+  gdn_token_begin(p, sq, sk, red, &decay, &beta);
+  const bool col = j < p.dv;
+  float* S = p.state + gi * p.dk * p.dv + static_cast<int64_t>(r) * kPer * p.dv + j;
+  const float* kr = sk + r * kPer;
+  const float* qr = sq + r * kPer;
+  float st[kPer];
+  float u = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    st[i] = col ? S[i * p.dv] : 0.f;
+    u += decay * st[i] * kr[i];
   }
+  for (int off = R / 2; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
+  const float v = col ? bf16_bits_to_f32(row[2 * p.Hk * p.dk + h * p.dv + j]) : 0.f;
+  const float d = beta * (v - u);
+  float o = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const float sv = decay * st[i] + kr[i] * d;
+    if (col) S[i * p.dv] = sv;
+    o += sv * qr[i];
+  }
+  for (int off = R / 2; off > 0; off >>= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
+  o = bf16_bits_to_f32(f32_to_bf16_bits(o));  // the recurrent kernel's bf16 output
+  gdn_token_end(p, o, col && r == 0, j, red);
 }
 
 }  // namespace
 
 void gemv(const GemvParams& p, void* stream) {
   const char* op = "decode_gemv (GPU)";
-  DT_CHECK(p.x && p.N >= 1 && p.N <= kGemvMaxRows && p.C >= 8 && p.C % 8 == 0 && p.ldx >= p.C,
-           "{}: bad input: N {} (1 to {}), C {} (a multiple of 8), ldx {}", op, p.N, kGemvMaxRows, p.C, p.ldx);
+  DT_CHECK(p.x && p.N >= 1 && p.N <= kGemvMaxRows && p.C >= 8 && p.C % 8 == 0 && p.ldx >= p.C && p.ldx % 8 == 0,
+           "{}: bad input: N {} (1 to {}), C {} (a multiple of 8), ldx {} (a multiple of 8)", op, p.N, kGemvMaxRows,
+           p.C, p.ldx);
+  DT_CHECK(reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.x2) % 16 == 0,
+           "{}: the input is not 16-byte aligned", op);
   DT_CHECK(p.n_seg >= 1 && p.n_seg <= kGemvMaxSegments, "{}: {} weights (1 to {})", op, p.n_seg, kGemvMaxSegments);
+  DT_CHECK((p.in != GemvInput::kSwiGLU && p.in != GemvInput::kGate) || p.x2, "{}: the input's second operand is null", op);
+  DT_CHECK(p.in != GemvInput::kRmsNorm || p.norm_w, "{}: the input norm's weight is null", op);
   int64_t prev = 0;
   for (int s = 0; s < p.n_seg; ++s) {
     const GemvSegment& g = p.seg[s];
     DT_CHECK(g.w && g.y && g.row_end > prev, "{}: weight {}: null pointer or no rows", op, s);
     DT_CHECK(reinterpret_cast<uintptr_t>(g.w) % 16 == 0, "{}: weight {} is not 16-byte aligned", op, s);
     DT_CHECK(!(g.y_f32 && g.residual), "{}: weight {}: a residual needs a bf16 output", op, s);
+    DT_CHECK(!g.conv_w || (!g.y_f32 && !g.residual && g.conv_k >= 1 && (g.conv_k == 1 || g.conv_tail)),
+             "{}: weight {}: the conv needs a bf16 output without residual, conv_k >= 1 and a tail", op, s);
     prev = g.row_end;
   }
-  const size_t smem = static_cast<size_t>(p.N * p.C) * 2;
+  const size_t smem = gemv_smem_bytes(p.N, p.C, p.in);
   DT_CHECK(smem <= kGemvMaxInputBytes, "{}: the input ({} bytes) exceeds {} bytes of shared memory", op, smem,
            kGemvMaxInputBytes);
+  // At most the CTAs that run at once (4 an SM: the kernel's launch bounds), each staging the input
+  // once and taking every grid-th group of rows.
+  static thread_local int sms = [] {
+    int dev = 0, n = 0;
+    DT_CUDA_OK(cudaGetDevice(&dev), "decode_gemv (GPU)");
+    DT_CUDA_OK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "decode_gemv (GPU)");
+    return n;
+  }();
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((prev + kGemvWarps - 1) / kGemvWarps, 4 * sms));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(kGemvThreads), cfg.dynamicSmemBytes = smem;
+  cfg.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N.
+  auto kernel = p.N <= 1 ? gemv_kernel<1> : p.N <= 2 ? gemv_kernel<2> : p.N <= 4 ? gemv_kernel<4> : gemv_kernel<8>;
   if (smem > 48 * 1024)
-    DT_DENSE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)),
+    DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);
-  const auto blocks = static_cast<unsigned>((prev + kGemvWarps - 1) / kGemvWarps);
-  gemv_kernel<<<blocks, kGemvThreads, smem, static_cast<cudaStream_t>(stream)>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, p), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void gdn_step(const GdnStepParams& p, void* stream) {
@@ -182,10 +365,22 @@ void gdn_step(const GdnStepParams& p, void* stream) {
                p.dv <= kGdnMaxDim,
            "{}: bad sizes N {}, Hk {}, Hv {}, dk {}, dv {} (head dims 1 to {}, Hv a multiple of Hk)", op, p.N, p.Hk,
            p.Hv, p.dk, p.dv, kGdnMaxDim);
-  const int threads = static_cast<int>(std::max<int64_t>(32, (std::max(p.dk, p.dv) + 31) / 32 * 32));
-  gdn_step_kernel<<<dim3(static_cast<unsigned>(p.Hv), static_cast<unsigned>(p.N)), threads, 0,
-                    static_cast<cudaStream_t>(stream)>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  const dim3 grid(static_cast<unsigned>(p.Hv), static_cast<unsigned>(p.N));
+  const auto st = static_cast<cudaStream_t>(stream);
+  // The split kernel where dk / kPer is a power of two (a column's threads in one warp) and the
+  // block fits: kPer 16 up to dk 64, 32 above.
+  const int64_t per = p.dk <= 64 ? 16 : 32, R = p.dk / per;
+  if (p.dk % per == 0 && R >= 1 && R <= 32 && (R & (R - 1)) == 0 && p.dv * R <= 1024) {
+    const int threads = static_cast<int>((p.dv * R + 31) / 32 * 32);
+    if (per == 16)
+      gdn_step_split_kernel<16><<<grid, threads, 0, st>>>(p);
+    else
+      gdn_step_split_kernel<32><<<grid, threads, 0, st>>>(p);
+  } else {
+    const int threads = static_cast<int>(std::max<int64_t>(32, (std::max(p.dk, p.dv) + 31) / 32 * 32));
+    gdn_step_kernel<<<grid, threads, 0, st>>>(p);
+  }
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

@@ -1,15 +1,13 @@
 // The small GPU decode kernels of infer/cuda/decode_cuda.h: the conv step, RoPE at the decode
-// position, the cache write and the position counter's advance. CPU references:
+// position, the attention layer's token before the attention (norms, RoPE, cache writes in one
+// kernel), the cache write, greedy argmax and the position counter's advance. CPU references:
 // infer/cpu/decode_ref.h (the cache write is a copy). bf16 as raw bits, fp32 math.
 #include <cmath>
 
 #include "infer/cuda/decode_cuda.h"
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
 
-namespace dt::decode_cuda {
-
-using dense_cuda::bf16_bits_to_f32;
-using dense_cuda::f32_to_bf16_bits;
+namespace dt::cuda {
 
 namespace {
 
@@ -49,14 +47,6 @@ struct RopeParams {
   double inv_freq[kMaxRotaryDim / 2];
 };
 
-// kernels/cuda/rope.cu's angle: t inv_freq in double, reduced mod 2 pi, then fp32 sincos.
-__device__ __forceinline__ void rope_sincos(double t, double inv_freq, float* s, float* c) {
-  const double a = t * inv_freq;
-  const double turns = rint(a * 0.15915494309189535);
-  const float r = static_cast<float>(fma(-turns, 6.283185307179586, a));
-  sincosf(r, s, c);
-}
-
 __global__ void rope_kernel(const __grid_constant__ RopeParams p) {
   __shared__ float in[kMaxRotaryDim];
   uint16_t* xr = p.x + blockIdx.x * p.D;
@@ -71,6 +61,73 @@ __global__ void rope_kernel(const __grid_constant__ RopeParams p) {
     xr[i] = f32_to_bf16_bits(x1 * c - x2 * s);
     xr[p.half + i] = f32_to_bf16_bits(x2 * c + x1 * s);
   }
+}
+
+// ---- attention prep: one warp per (sequence, head): query heads 0..H, then key (and value) heads ----
+
+struct AttnPrepKernelParams {
+  AttnPrepParams a;
+  int64_t qw;
+  int half;
+  double inv_freq[kMaxRotaryDim / 2];
+};
+
+// One head of hd features from src into dst: RMS-normed with w when given (rmsnorm_forward_kernel<V>'s
+// sums and rounding), then RoPE on the first rot features (rope_kernel's), rounded to bf16.
+template <int V>
+__device__ void prep_head(uint16_t* dst, const uint16_t* src, const float* w, const AttnPrepKernelParams& p,
+                          double t, float* buf) {
+  const int lane = threadIdx.x;
+  const int64_t hd = p.a.hd;
+  if (w) {
+    float ss = 0.f;
+    for (int64_t v = lane; v < hd / V; v += 32) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float f = bf16_bits_to_f32(src[v * V + k]);
+        ss += f * f;
+      }
+    }
+    ss = warp_sum(ss);
+    const float rs = 1.f / sqrtf(ss / static_cast<float>(hd) + p.a.eps);
+    const float one = p.a.zero_centered ? 1.f : 0.f;
+    for (int64_t d = lane; d < hd; d += 32)
+      buf[d] = bf16_bits_to_f32(f32_to_bf16_bits(bf16_bits_to_f32(src[d]) * rs * (one + w[d])));
+  } else {
+    for (int64_t d = lane; d < hd; d += 32) buf[d] = bf16_bits_to_f32(src[d]);
+  }
+  __syncwarp();
+  for (int i = lane; i < p.half; i += 32) {
+    const float x1 = p.a.interleaved ? buf[2 * i] : buf[i];
+    const float x2 = p.a.interleaved ? buf[2 * i + 1] : buf[p.half + i];
+    float s, c;
+    rope_sincos(t, p.inv_freq[i], &s, &c);
+    dst[i] = f32_to_bf16_bits(x1 * c - x2 * s);
+    dst[p.half + i] = f32_to_bf16_bits(x2 * c + x1 * s);
+  }
+  for (int64_t d = 2 * p.half + lane; d < hd; d += 32) dst[d] = f32_to_bf16_bits(buf[d]);
+}
+
+__global__ void __launch_bounds__(32) attn_prep_kernel(const __grid_constant__ AttnPrepKernelParams p) {
+  __shared__ float buf[kMaxRotaryDim];
+  const AttnPrepParams& a = p.a;
+  const int64_t n = blockIdx.y, head = blockIdx.x, hd = a.hd;
+  const int64_t at = a.pos_dev ? *a.pos_dev : a.pos;
+  const double t = static_cast<double>(at);
+  const bool vec = hd % 8 == 0;
+  if (head < a.H) {
+    const uint16_t* src = a.qg + n * a.H * p.qw + head * p.qw;
+    uint16_t* dst = a.q + (n * a.H + head) * hd;
+    vec ? prep_head<8>(dst, src, a.qn_w, p, t, buf) : prep_head<1>(dst, src, a.qn_w, p, t, buf);
+    if (a.gate)
+      for (int64_t d = threadIdx.x; d < hd; d += 32) a.gate[(n * a.H + head) * hd + d] = src[hd + d];
+    return;
+  }
+  if (at < 0 || at >= a.cap) return;  // cache_write's rule: a position outside the cache writes nothing
+  const int64_t kh = head - a.H, row = ((n * a.cap + at) * a.Hkv + kh) * hd;
+  const uint16_t* src = a.k + (n * a.Hkv + kh) * hd;
+  vec ? prep_head<8>(a.k_cache + row, src, a.kn_w, p, t, buf) : prep_head<1>(a.k_cache + row, src, a.kn_w, p, t, buf);
+  for (int64_t d = threadIdx.x; d < hd; d += 32) a.v_cache[row + d] = a.v[(n * a.Hkv + kh) * hd + d];
 }
 
 // ---- cache write: 2-byte units; a device position outside the cache writes nothing ----
@@ -128,7 +185,7 @@ void conv_step(uint16_t* y, uint16_t* tail, const uint16_t* x, const float* w, i
   DT_CHECK(N >= 1 && C >= 1 && K >= 1, "{}: bad sizes N {}, C {}, K {}", op, N, C, K);
   conv_step_kernel<<<blocks_for(N * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(y, K > 1 ? tail : nullptr,
                                                                                           x, w, N, C, K);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void rope(uint16_t* x, int64_t rows, int64_t D, int64_t rot, double theta, bool interleaved, int64_t pos,
@@ -145,7 +202,7 @@ void rope(uint16_t* x, int64_t rows, int64_t D, int64_t rot, double theta, bool 
   // The double inv_freq of kernels/cuda/rope.cu (the prefill's RoPE): the same cached keys.
   for (int i = 0; i < p.half; ++i) p.inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / p.rot);
   rope_kernel<<<static_cast<unsigned>(rows), 64, 0, static_cast<cudaStream_t>(stream)>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void cache_write(void* cache, const void* src, int64_t N, int64_t cap, int64_t row_bytes, int64_t pos,
@@ -158,7 +215,25 @@ void cache_write(void* cache, const void* src, int64_t N, int64_t cap, int64_t r
   if (row == 0) return;
   cache_write_kernel<<<blocks_for(N * row), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<uint16_t*>(cache), static_cast<const uint16_t*>(src), N, cap, row, pos, pos_dev);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+}
+
+void attn_prep(const AttnPrepParams& a, void* stream) {
+  const char* op = "decode_attn_prep (GPU)";
+  DT_CHECK(a.qg && a.k && a.v && a.q && a.k_cache && a.v_cache, "{}: null tensor pointer", op);
+  DT_CHECK(a.N >= 1 && a.H >= 1 && a.Hkv >= 1 && a.hd >= 1 && a.hd <= kMaxRotaryDim && a.cap >= 1,
+           "{}: bad sizes N {}, H {}, Hkv {}, head dim {} (1 to {}), cap {}", op, a.N, a.H, a.Hkv, a.hd,
+           kMaxRotaryDim, a.cap);
+  DT_CHECK(a.rot >= 0 && a.rot % 2 == 0 && a.rot <= a.hd, "{}: rotary_dim {} must be even and at most the head dim {}",
+           op, a.rot, a.hd);
+  DT_CHECK(a.rot == 0 || a.theta > 0, "{}: rope theta must be positive, got {}", op, a.theta);
+  AttnPrepKernelParams p{};
+  p.a = a, p.qw = a.gate ? 2 * a.hd : a.hd, p.half = a.rot / 2;
+  // rope()'s double inv_freq: the same rotation as the prefill's keys.
+  for (int i = 0; i < p.half; ++i) p.inv_freq[i] = 1.0 / std::pow(a.theta, static_cast<double>(2 * i) / a.rot);
+  attn_prep_kernel<<<dim3(static_cast<unsigned>(a.H + a.Hkv), static_cast<unsigned>(a.N)), 32, 0,
+                     static_cast<cudaStream_t>(stream)>>>(p);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, void* stream) {
@@ -167,13 +242,13 @@ void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_
   DT_CHECK(N >= 1 && V >= 1 && V <= ld && V < (int64_t{1} << 31), "{}: bad sizes N {}, V {}, ld {}", op, N, V, ld);
   argmax_kernel<<<static_cast<unsigned>(N), kArgmaxThreads, 0, static_cast<cudaStream_t>(stream)>>>(out, logits, V,
                                                                                                     ld);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void advance(int32_t* counter, void* stream) {
   DT_CHECK(counter, "decode advance (GPU): null counter");
   advance_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(counter);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), "decode advance (GPU)");
+  DT_CUDA_OK(cudaGetLastError(), "decode advance (GPU)");
 }
 
-}  // namespace dt::decode_cuda
+}  // namespace dt::cuda

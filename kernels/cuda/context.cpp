@@ -63,6 +63,8 @@ void release(CudaState& s) {
   s.ce_bad_row = s.ce_bad_row_host = nullptr;
   if (s.stream) cudaStreamDestroy(s.stream);
   s.stream = nullptr;
+  if (s.pool) cudaMemPoolDestroy(s.pool);  // after the stream: its frees have completed
+  s.pool = nullptr;
 }
 
 }  // namespace
@@ -82,13 +84,17 @@ CudaContextOwner::CudaContextOwner(int device_index) : state_(std::make_unique<c
     DT_CUDA_OK(cudaSetDevice(device_index), op);
     // A blocking stream: it orders with the legacy default stream that device_copy's cudaMemcpy uses.
     DT_CUDA_OK(cudaStreamCreate(&s.stream), op);
-    // Scratch of the ops comes from cudaMallocAsync on the stream. Keep what the pool has grown to
-    // instead of returning it to the driver at every synchronisation: after the first step the
-    // pool serves every request, so the step loop makes no driver allocation.
-    cudaMemPool_t pool = nullptr;
-    DT_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, device_index), op);
+    // Scratch of the ops comes stream-ordered from the context's own pool. It keeps what it has grown
+    // to instead of returning it to the driver at every synchronisation: after the first step the
+    // pool serves every request, so the step loop makes no driver allocation. A private pool, so the
+    // process's other CUDA users see the device's default pool unchanged.
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device_index;
+    DT_CUDA_OK(cudaMemPoolCreate(&s.pool, &props), op);
     uint64_t keep_all = UINT64_MAX;
-    DT_CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), op);
+    DT_CUDA_OK(cudaMemPoolSetAttribute(s.pool, cudaMemPoolAttrReleaseThreshold, &keep_all), op);
     DT_CUBLAS_OK(cublasLtCreate(&s.cublaslt), op);
     DT_CUDA_OK(cudaMalloc(&s.gemm_workspace, cuda::kGemmWorkspaceBytes), op);
 #ifdef DELTATRON_HAVE_CUDNN
@@ -118,6 +124,11 @@ CudaContextOwner::CudaContextOwner(int device_index) : state_(std::make_unique<c
 
 CudaContextOwner::~CudaContextOwner() {
   if (state_) cuda::release(*state_);
+}
+
+void* cuda_scratch_pool(const Context& ctx) {
+  return ctx.device == Device::kCUDA && ctx.cuda_state ? static_cast<const cuda::CudaState*>(ctx.cuda_state)->pool
+                                                       : nullptr;
 }
 
 void CudaContextOwner::synchronize() { DT_CUDA_OK(cudaStreamSynchronize(state_->stream), "synchronize"); }

@@ -27,7 +27,8 @@
 //           Same per-row code as regs, so the same bits. Needs sm_90; regs elsewhere.
 // Rows longer than 57344 use stream in every variant; forward and fused always pick the same
 // reduction for a vocab, so their lse / losses agree bitwise within a variant (not across variants).
-// The variant: set_cross_entropy_variant (bench, tests) or DT_CE_VARIANT=stream|regs|tma; default tma.
+// The variant is a plan choice (cross_entropy_plan): tma where it applies; tests and benchmarks may ask a
+// context for another (kernels/cuda/dense_mm_launch.h).
 // Rows whose target is outside [0, vocab) lower *bad_row to their index; the host reads it back and
 // throws (cross_entropy_ops.cpp).
 //
@@ -47,14 +48,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/error.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dense_mm_launch.h"
 
-namespace dt {
-namespace dense_mm_cuda {
+namespace dt::cuda {
 
 namespace {
 
@@ -73,21 +72,6 @@ enum Mode { kForward, kBackward, kFused };
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint32_t kNegInf2 = 0xff80ff80u;  // two bf16 -inf
-
-__device__ __forceinline__ float bf16_to_float(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
-
-// Round to nearest even (NaN becomes the canonical bf16 NaN).
-__device__ __forceinline__ uint16_t float_to_bf16(float f) {
-  uint16_t h;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-}
-// lo in the low half (the lower address), hi in the high half.
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t w;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
-  return w;
-}
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -108,19 +92,6 @@ __device__ __forceinline__ float max_halves(uint32_t w) {
   return fmaxf(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 
-__device__ __forceinline__ void unpack8(const uint4& u, float x[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-  for (int i = 0; i < 4; ++i) {
-    x[2 * i] = __uint_as_float(w[i] << 16);
-    x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ uint4 pack8(const float d[8]) {
-  return make_uint4(pack_bf16x2(d[0], d[1]), pack_bf16x2(d[2], d[3]), pack_bf16x2(d[4], d[5]),
-                    pack_bf16x2(d[6], d[7]));
-}
-
 // Loads: the stream variant's first pass keeps the line in L2 for the second (no L1 allocation);
 // everything read once is evict-first (ld.global.cs). No .nc: the fused kernel writes the logits.
 __device__ __forceinline__ uint4 load_keep(const uint4* p) {
@@ -132,30 +103,20 @@ __device__ __forceinline__ uint4 load_keep(const uint4* p) {
 }
 __device__ __forceinline__ uint4 load_once(const uint4* p) { return __ldcs(p); }
 
-// Butterflies: every lane ends with the same bits (fmaxf and a + b are commutative).
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
 // The shift for a max m: terms 2^(x log2e - mh). An all -inf max shifts by 0 (its terms are 0, or NaN).
 __device__ __forceinline__ float shift_of(float m) { return m == -INFINITY ? 0.f : __fmul_rn(m, kLog2e); }
 
 // s += 2^(x log2e - mh) over 8 values (neg_mh = -mh).
 __device__ __forceinline__ float sum8(float s, const uint4& u, float neg_mh) {
   float v[8];
-  unpack8(u, v);
+  unpack_bf16x8(u, v);
   for (int i = 0; i < 8; ++i) s = __fadd_rn(s, ex2(__fmaf_rn(v[i], kLog2e, neg_mh)));
   return s;
 }
 
 // A warp's (max m, sum_v exp(x_v - m)) from its lanes' sums of 2^(x log2e - mh): times 2^-ml.
 __device__ __forceinline__ float2 warp_pair(float m, float mh, float s_lane) {
-  const float s = warp_sum(s_lane);
+  const float s = warp_sum_rn(s_lane);
   float ml = __fmaf_rn(m, kLog2e, -mh);  // m log2e - mh, exactly
   if (!isfinite(ml)) ml = 0.f;           // m = +-inf or NaN: the sum is already 0 or NaN
   return make_float2(m, __fmul_rn(s, exp2f(-ml)));
@@ -166,7 +127,7 @@ __device__ __forceinline__ float combine_pairs(const float2* pairs, int nwarps, 
   const float2 q = lane < nwarps ? pairs[lane] : make_float2(-INFINITY, 0.f);
   const float M = warp_max(q.x);
   const float f = q.x == -INFINITY ? 0.f : expf(__fsub_rn(q.x, M));  // 0 * NaN stays NaN
-  const float S = warp_sum(__fmul_rn(q.y, f));
+  const float S = warp_sum_rn(__fmul_rn(q.y, f));
   return __fadd_rn(M, logf(S));
 }
 
@@ -191,14 +152,14 @@ __device__ __forceinline__ float grad1(float x, const GradRow& g, bool is_target
 // Gradients of the 8 elements i0 .. i0 + 7.
 __device__ __forceinline__ uint4 grad8(const uint4& u, int64_t i0, const GradRow& g) {
   float v[8], d[8];
-  unpack8(u, v);
+  unpack_bf16x8(u, v);
   const uint64_t k = static_cast<uint64_t>(g.t - i0);
   if (k < 8) {
     for (int i = 0; i < 8; ++i) d[i] = grad1(v[i], g, i == static_cast<int>(k));
   } else {
     for (int i = 0; i < 8; ++i) d[i] = grad1(v[i], g, false);
   }
-  return pack8(d);
+  return pack_bf16x8(d);
 }
 
 // A row as [0, head) scalars, nvec 16-byte blocks, [tail, vocab) scalars (head, vocab - tail < 8).
@@ -249,10 +210,10 @@ __global__ void __launch_bounds__(kStreamThreads, 2) cross_entropy_stream_kernel
       lse = p.lse[r];
     } else {
       // Read before the reduction: after it, the fused kernel overwrites the row.
-      const float x_t = tid == 0 && t_ok ? bf16_to_float(x[t]) : 0.f;
+      const float x_t = tid == 0 && t_ok ? bf16_bits_to_f32(x[t]) : 0.f;
       float m = -INFINITY, mh = 0.f, s = 0.f;  // m, mh warp-uniform
       if (warp == 0 && nscal > 0) {  // the < 16 scalars, one a lane of warp 0
-        const float xs = lane < nscal ? bf16_to_float(x[scalar_index(sp, lane)]) : -INFINITY;
+        const float xs = lane < nscal ? bf16_bits_to_f32(x[scalar_index(sp, lane)]) : -INFINITY;
         m = warp_max(xs);
         mh = shift_of(m);
         if (lane < nscal) s = ex2(__fmaf_rn(xs, kLog2e, -mh));
@@ -301,11 +262,11 @@ __global__ void __launch_bounds__(kStreamThreads, 2) cross_entropy_stream_kernel
         }
         for (int64_t k = tid; k < nscal; k += kStreamThreads) {
           const int64_t i = scalar_index(sp, k);
-          dx[i] = float_to_bf16(grad1(bf16_to_float(x[i]), g, i == g.t));
+          dx[i] = f32_to_bf16_bits(grad1(bf16_bits_to_f32(x[i]), g, i == g.t));
         }
       } else {  // dlogits offset differently from the logits (backward only): all scalar
         for (int64_t i = tid; i < V; i += kStreamThreads)
-          dx[i] = float_to_bf16(grad1(bf16_to_float(x[i]), g, i == g.t));
+          dx[i] = f32_to_bf16_bits(grad1(bf16_bits_to_f32(x[i]), g, i == g.t));
       }
     }
   }
@@ -334,7 +295,7 @@ __device__ __forceinline__ RowInfo row_info(const CrossEntropyParams& p, int64_t
 }
 
 __device__ __forceinline__ float load_scalar(const RowInfo& ri, int tid) {
-  return tid < ri.nscal ? bf16_to_float(ri.x[scalar_index(ri.sp, tid)]) : -INFINITY;
+  return tid < ri.nscal ? bf16_bits_to_f32(ri.x[scalar_index(ri.sp, tid)]) : -INFINITY;
 }
 
 // Reduces the row held as v (block j = tid + k kRowThreads, -inf padded) and xs, writes lse / loss and
@@ -373,7 +334,7 @@ __device__ __forceinline__ void reduce_row_in_registers(const CrossEntropyParams
     }
     if (tid < ri.nscal) {
       const int64_t i = scalar_index(ri.sp, tid);
-      dx[i] = float_to_bf16(grad1(xs, g, i == g.t));
+      dx[i] = f32_to_bf16_bits(grad1(xs, g, i == g.t));
     }
   }
 }
@@ -391,7 +352,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) cross_entropy_regs_kernel(Cros
     v[k] = j < ri.sp.nvec ? load_once(xv + j) : make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
   }
   const float xs = load_scalar(ri, tid);
-  const float x_t = tid == 0 && ri.t_ok ? bf16_to_float(ri.x[ri.t]) : 0.f;
+  const float x_t = tid == 0 && ri.t_ok ? bf16_bits_to_f32(ri.x[ri.t]) : 0.f;
   reduce_row_in_registers<kMode>(p, r, ri, v, xs, x_t, pairs, [] {});
 }
 
@@ -462,7 +423,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) cross_entropy_tma_kernel(Cross
   for (int it = 0; r < p.n; ++it, r += G) {
     const int st = it & 1;
     const RowInfo ri = row_info(p, r, t);
-    const float x_t = tid == 0 && ri.t_ok ? bf16_to_float(ri.x[ri.t]) : 0.f;
+    const float x_t = tid == 0 && ri.t_ok ? bf16_bits_to_f32(ri.x[ri.t]) : 0.f;
     const int64_t rn = r + G;
     int32_t t_next = 0;
     float xs_next = -INFINITY;
@@ -491,19 +452,10 @@ __global__ void __launch_bounds__(kRowThreads, 1) cross_entropy_tma_kernel(Cross
 // launchers
 // ============================================================================
 
-#define DT_CE_CUDA_CHECK(call, what)                                                                  \
-  do {                                                                                                \
-    cudaError_t err_ = (call);                                                                        \
-    DT_CHECK(err_ == cudaSuccess, "{}: CUDA error {} ({}) at {}:{}", what, static_cast<int>(err_),   \
-             cudaGetErrorString(err_), __FILE__, __LINE__);                                           \
-  } while (0)
-
-std::atomic<int> g_variant{-1};  // -1: not chosen yet (DT_CE_VARIANT, else kTma)
-
 int device_attribute(cudaDeviceAttr attr, const char* op) {
   int dev = 0, value = 0;
-  DT_CE_CUDA_CHECK(cudaGetDevice(&dev), op);
-  DT_CE_CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, dev), op);
+  DT_CUDA_OK(cudaGetDevice(&dev), op);
+  DT_CUDA_OK(cudaDeviceGetAttribute(&value, attr, dev), op);
   return value;
 }
 
@@ -513,40 +465,47 @@ bool tma_available(const char* op) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> known[kMaxDevices];  // 0 unknown, 1 no, 2 yes
   int dev = 0;
-  DT_CE_CUDA_CHECK(cudaGetDevice(&dev), op);
+  DT_CUDA_OK(cudaGetDevice(&dev), op);
   if (dev >= 0 && dev < kMaxDevices && known[dev].load() != 0) return known[dev].load() == 2;
   bool ok = device_attribute(cudaDevAttrComputeCapabilityMajor, op) >= 9;
   if (ok) {
     cudaFuncAttributes fa{};
-    DT_CE_CUDA_CHECK(cudaFuncGetAttributes(&fa, cross_entropy_tma_kernel<kForward>), op);
+    DT_CUDA_OK(cudaFuncGetAttributes(&fa, cross_entropy_tma_kernel<kForward>), op);
     ok = fa.ptxVersion >= 90;
   }
   if (dev >= 0 && dev < kMaxDevices) known[dev].store(ok ? 2 : 1);
   return ok;
 }
 
+// The tma kernel's ring: two stages of the longest row's blocks (a 128-byte multiple).
+int tma_stage_vecs(int64_t vocab) { return static_cast<int>((vocab / 8 + 7) / 8 * 8); }
+size_t tma_smem_bytes(int64_t vocab) { return 2 * static_cast<size_t>(tma_stage_vecs(vocab)) * sizeof(uint4); }
+
+CrossEntropyVariant plan(const CrossEntropyParams& p, int mode, CrossEntropyVariant variant, const char* op) {
+  // The register variants hold rows up to kMaxRowVocab and write dlogits offset like the logits (the fused
+  // op writes in place); anything else, and every backward, runs the stream kernel.
+  const bool offset_like_logits =
+      mode != kFused || (reinterpret_cast<uintptr_t>(p.dlogits) - reinterpret_cast<uintptr_t>(p.logits)) % 16 == 0;
+  if (mode == kBackward || p.vocab > kMaxRowVocab || !offset_like_logits) variant = CrossEntropyVariant::kStream;
+  if (variant == CrossEntropyVariant::kTma &&
+      (!tma_available(op) ||
+       tma_smem_bytes(p.vocab) + 1024 >
+           static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, op))))
+    variant = CrossEntropyVariant::kRegs;  // the same per-row code: the same bits
+  return variant;
+}
+
 template <int kMode>
-void launch(const CrossEntropyParams& p, void* stream_ptr, const char* op) {
+void launch(const CrossEntropyParams& p, CrossEntropyVariant preferred, void* stream_ptr, const char* op) {
   DT_CHECK(p.logits && p.targets && p.lse && p.bad_row, "{}: null tensor pointer", op);
   DT_CHECK(kMode == kBackward || p.losses, "{}: null losses", op);
   DT_CHECK(kMode == kForward || p.dlogits, "{}: null dlogits", op);
   DT_CHECK(p.n >= 0 && p.n < kNoBadRow && p.vocab > 0, "{}: {} rows of vocab {} out of range", op, p.n, p.vocab);
   if (p.n == 0) return;
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
-  CrossEntropyVariant variant = cross_entropy_variant();
-  // The register variants hold rows up to kMaxRowVocab and write dlogits offset like the logits (the fused
-  // op writes in place); anything else, and every backward, runs the stream kernel.
-  const bool offset_like_logits =
-      kMode != kFused ||
-      (reinterpret_cast<uintptr_t>(p.dlogits) - reinterpret_cast<uintptr_t>(p.logits)) % 16 == 0;
-  if (kMode == kBackward || p.vocab > kMaxRowVocab || !offset_like_logits) variant = CrossEntropyVariant::kStream;
-  // The tma kernel's ring: two stages of the longest row's blocks (a 128-byte multiple).
-  const int stage_vecs = static_cast<int>((p.vocab / 8 + 7) / 8 * 8);
-  const size_t tma_smem = 2 * static_cast<size_t>(stage_vecs) * sizeof(uint4);
-  if (variant == CrossEntropyVariant::kTma &&
-      (!tma_available(op) ||
-       tma_smem + 1024 > static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, op))))
-    variant = CrossEntropyVariant::kRegs;  // the same per-row code: the same bits
+  const CrossEntropyVariant variant = plan(p, kMode, preferred, op);
+  const int stage_vecs = tma_stage_vecs(p.vocab);
+  const size_t tma_smem = tma_smem_bytes(p.vocab);
 
   if (variant == CrossEntropyVariant::kStream) {
     unsigned grid = static_cast<unsigned>(p.n);
@@ -561,16 +520,15 @@ void launch(const CrossEntropyParams& p, void* stream_ptr, const char* op) {
   } else {
     if constexpr (kMode != kBackward) {
       if (tma_smem > 48 * 1024)
-        DT_CE_CUDA_CHECK(cudaFuncSetAttribute(cross_entropy_tma_kernel<kMode>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(tma_smem)),
-                         op);
+        DT_CUDA_OK(cudaFuncSetAttribute(cross_entropy_tma_kernel<kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(tma_smem)),
+                   op);
       const int64_t sms = device_attribute(cudaDevAttrMultiProcessorCount, op);
       const auto grid = static_cast<unsigned>(p.n < sms ? p.n : sms);
       cross_entropy_tma_kernel<kMode><<<grid, kRowThreads, tma_smem, stream>>>(p, stage_vecs);
     }
   }
-  DT_CE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace
@@ -587,35 +545,23 @@ const char* cross_entropy_variant_name(CrossEntropyVariant v) {
   return "?";
 }
 
-CrossEntropyVariant cross_entropy_variant() {
-  int v = g_variant.load();
-  if (v < 0) {
-    const char* env = std::getenv("DT_CE_VARIANT");
-    CrossEntropyVariant chosen = CrossEntropyVariant::kTma;
-    if (env != nullptr && *env != '\0') {
-      bool known = false;
-      for (CrossEntropyVariant c : kCrossEntropyVariants)
-        if (std::strcmp(env, cross_entropy_variant_name(c)) == 0) chosen = c, known = true;
-      DT_CHECK(known, "DT_CE_VARIANT={} is not a cross-entropy variant; set it to stream, regs or tma, or unset it",
-               env);
-    }
-    v = static_cast<int>(chosen);
-    g_variant.store(v);
-  }
-  return static_cast<CrossEntropyVariant>(v);
+static_assert(static_cast<int>(CrossEntropyPass::kForward) == kForward &&
+              static_cast<int>(CrossEntropyPass::kBackward) == kBackward &&
+              static_cast<int>(CrossEntropyPass::kFused) == kFused);
+
+CrossEntropyVariant cross_entropy_plan(const CrossEntropyParams& p, CrossEntropyPass pass,
+                                       CrossEntropyVariant preferred) {
+  return plan(p, static_cast<int>(pass), preferred, "cross_entropy_plan");
 }
 
-void set_cross_entropy_variant(CrossEntropyVariant v) { g_variant.store(static_cast<int>(v)); }
-
-void cross_entropy_forward_launch(const CrossEntropyParams& p, void* stream) {
-  launch<kForward>(p, stream, "cross_entropy_forward");
+void cross_entropy_forward_launch(const CrossEntropyParams& p, CrossEntropyVariant preferred, void* stream) {
+  launch<kForward>(p, preferred, stream, "cross_entropy_forward");
 }
 void cross_entropy_backward_launch(const CrossEntropyParams& p, void* stream) {
-  launch<kBackward>(p, stream, "cross_entropy_backward");
+  launch<kBackward>(p, CrossEntropyVariant::kStream, stream, "cross_entropy_backward");
 }
-void cross_entropy_fused_launch(const CrossEntropyParams& p, void* stream) {
-  launch<kFused>(p, stream, "cross_entropy_fused");
+void cross_entropy_fused_launch(const CrossEntropyParams& p, CrossEntropyVariant preferred, void* stream) {
+  launch<kFused>(p, preferred, stream, "cross_entropy_fused");
 }
 
-}  // namespace dense_mm_cuda
-}  // namespace dt
+}  // namespace dt::cuda

@@ -10,6 +10,7 @@
 #include "kernels/cuda/dense_mm_launch.h"
 #include "kernels/cuda/dense_mm_state.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/op_checks.h"
 
 namespace dt::cuda {
 
@@ -24,18 +25,14 @@ void check_tensor(const char* op, const char* name, const Tensor& t, DType dtype
   DT_CHECK(t.is_contiguous(), "{}: {} {} must be contiguous", op, name, t.str());
 }
 
-dense_mm_cuda::CrossEntropyParams make_params(const char* op, CudaState& s, const Tensor& logits, const Tensor& lse,
-                                              const Tensor& targets) {
+CrossEntropyParams make_params(const char* op, CudaState& s, const Tensor& logits, const Tensor& lse,
+                               const Tensor& targets) {
   check_tensor(op, "logits", logits, DType::kBF16);
   check_tensor(op, "lse", lse, DType::kF32);
   check_tensor(op, "targets", targets, DType::kI32);
-  DT_CHECK(logits.ndim() >= 1 && logits.size(-1) > 0, "{}: logits {} must be [..., vocab]", op, logits.shape.str());
-  const int64_t vocab = logits.size(-1), n = targets.numel();
-  DT_CHECK(logits.numel() == n * vocab, "{}: logits {} do not match targets {}", op, logits.shape.str(),
-           targets.shape.str());
-  DT_CHECK(lse.numel() == n, "{}: lse {} must hold one value per target ({})", op, lse.shape.str(), n);
-  DT_CHECK(n < dense_mm_cuda::kNoBadRow, "{}: {} rows is more than one call takes; split the batch", op, n);
-  dense_mm_cuda::CrossEntropyParams p;
+  const auto [n, vocab] = op_checks::cross_entropy(op, logits, lse, targets);
+  DT_CHECK(n < kNoBadRow, "{}: {} rows is more than one call takes; split the batch", op, n);
+  CrossEntropyParams p;
   p.n = n, p.vocab = vocab;
   p.logits = static_cast<const uint16_t*>(logits.data);
   p.targets = targets.ptr<int32_t>();
@@ -46,12 +43,12 @@ dense_mm_cuda::CrossEntropyParams make_params(const char* op, CudaState& s, cons
 }
 
 // Reads the flag back; throws for the first row whose target is outside the vocabulary.
-void check_targets(const char* op, CudaState& s, const dense_mm_cuda::CrossEntropyParams& p) {
+void check_targets(const char* op, CudaState& s, const CrossEntropyParams& p) {
   if (p.n == 0) return;
   DT_CUDA_OK(cudaMemcpyAsync(s.ce_bad_row_host, s.ce_bad_row, sizeof(int), cudaMemcpyDeviceToHost, s.stream), op);
   DT_CUDA_OK(cudaStreamSynchronize(s.stream), op);
   const int row = *s.ce_bad_row_host;
-  if (row == dense_mm_cuda::kNoBadRow) return;
+  if (row == kNoBadRow) return;
   int32_t id = 0;
   DT_CUDA_OK(cudaMemcpy(&id, p.targets + row, sizeof(id), cudaMemcpyDeviceToHost), op);
   DT_FAIL("{}: target id {} at position {} is outside the vocabulary [0, {}); check the data shards and "
@@ -59,7 +56,15 @@ void check_targets(const char* op, CudaState& s, const dense_mm_cuda::CrossEntro
           op, id, row, p.vocab);
 }
 
+CrossEntropyVariant preferred_variant(const CudaState& s) {
+  return s.ce_variant_for_testing.value_or(kCrossEntropyDefaultVariant);
+}
+
 }  // namespace
+
+void set_cross_entropy_variant_for_testing(Context& ctx, std::optional<CrossEntropyVariant> variant) {
+  cuda_state(ctx, "set_cross_entropy_variant_for_testing").ce_variant_for_testing = variant;
+}
 
 void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse, const Tensor& logits,
                            const Tensor& targets) {
@@ -68,9 +73,9 @@ void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse
   check_tensor(op, "losses", losses, DType::kF32);
   DT_CHECK(losses.numel() == targets.numel(), "{}: losses {} must hold one value per target {}", op,
            losses.shape.str(), targets.shape.str());
-  dense_mm_cuda::CrossEntropyParams p = make_params(op, s, logits, lse, targets);
+  CrossEntropyParams p = make_params(op, s, logits, lse, targets);
   p.losses = losses.ptr<float>();
-  dense_mm_cuda::cross_entropy_forward_launch(p, s.stream);
+  cross_entropy_forward_launch(p, preferred_variant(s), s.stream);
   check_targets(op, s, p);
 }
 
@@ -81,10 +86,10 @@ void cross_entropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& l
   check_tensor(op, "dlogits", dlogits, DType::kBF16);
   DT_CHECK(dlogits.numel() == logits.numel(), "{}: dlogits {} vs logits {}", op, dlogits.shape.str(),
            logits.shape.str());
-  dense_mm_cuda::CrossEntropyParams p = make_params(op, s, logits, lse, targets);
+  CrossEntropyParams p = make_params(op, s, logits, lse, targets);
   p.dlogits = static_cast<uint16_t*>(dlogits.data);
   p.grad_scale = static_cast<float>(grad_scale);
-  dense_mm_cuda::cross_entropy_backward_launch(p, s.stream);
+  cross_entropy_backward_launch(p, s.stream);
   check_targets(op, s, p);
 }
 
@@ -95,11 +100,11 @@ void cross_entropy_fused(Context& ctx, const Tensor& losses, const Tensor& lse, 
   check_tensor(op, "losses", losses, DType::kF32);
   DT_CHECK(losses.numel() == targets.numel(), "{}: losses {} must hold one value per target {}", op,
            losses.shape.str(), targets.shape.str());
-  dense_mm_cuda::CrossEntropyParams p = make_params(op, s, logits, lse, targets);
+  CrossEntropyParams p = make_params(op, s, logits, lse, targets);
   p.losses = losses.ptr<float>();
   p.dlogits = static_cast<uint16_t*>(logits.data);  // in place
   p.grad_scale = static_cast<float>(grad_scale);
-  dense_mm_cuda::cross_entropy_fused_launch(p, s.stream);
+  cross_entropy_fused_launch(p, preferred_variant(s), s.stream);
   check_targets(op, s, p);
 }
 

@@ -12,8 +12,7 @@
 
 #include <cstdint>
 
-namespace dt {
-namespace dense_cuda {
+namespace dt::cuda {
 
 // ---- embedding (embedding.cu) ----
 
@@ -25,10 +24,11 @@ void embedding_forward_launch(uint16_t* y, const int32_t* ids, const uint16_t* w
 // one CTA column slice per run of equal ids summing its dy rows in position order, starting from
 // the old dw row (the same order of additions as the CPU reference). Ids outside [0, vocab) are
 // skipped. Scratch: `scratch` of at least embedding_backward_scratch_bytes(n, vocab) bytes, or
-// null: allocated with cudaMallocAsync on `stream` and freed (stream-ordered) before return.
+// null: allocated stream-ordered from `pool` (a cudaMemPool_t; null = the device's current pool;
+// common.cuh's scratch_malloc) and freed (stream-ordered) before return.
 int64_t embedding_backward_scratch_bytes(int64_t n, int64_t vocab);
 void embedding_backward_launch(float* dw, const uint16_t* dy, const int32_t* ids, int64_t n, int64_t vocab,
-                               int64_t dim, void* scratch, void* stream);
+                               int64_t dim, void* scratch, void* pool, void* stream);
 
 // ---- RMSNorm (rmsnorm.cu) ----
 
@@ -51,7 +51,7 @@ void rmsnorm_forward_launch(const RmsNormParams& p, void* stream);
 // dw: fixed per-(row chunk, column slice) partials, then one fixed-order sum per column. Scratch as
 // embedding_backward_launch (0 bytes when dw is null).
 int64_t rmsnorm_backward_scratch_bytes(int64_t rows, int64_t dim);
-void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* stream);
+void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* pool, void* stream);
 
 // ---- RoPE (rope.cu) ----
 
@@ -89,6 +89,7 @@ void head_concat_backward_launch(uint16_t* da, uint16_t* db, const uint16_t* dx,
                                  void* stream);
 
 // ---- optimizer (optim.cu): one launch over many tensors ----
+// Each launch copies a table of its tensors to the device, into scratch from `pool` (as embedding's).
 
 // One fp32 tensor of an AdamW step; pc (optional, bf16) receives the rounded new p.
 struct AdamWSlot {
@@ -104,11 +105,11 @@ struct AdamWSlot {
 //   g' = fp32(g * grad_scale) (scale_tensors_launch's rounding; g is not written; 1: g' = g)
 //   m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;  p = p decay - step m / (sqrt(v) / bc2_sqrt + eps)
 void adamw_update_launch(const AdamWSlot* slots, int64_t count, double beta1, double beta2, double step_size,
-                         double bc2_sqrt, double eps, double grad_scale, void* stream);
+                         double bc2_sqrt, double eps, double grad_scale, void* pool, void* stream);
 // sum of x^2 over all tensors (fp32), deterministic; waits for the stream and returns on the host.
-double sum_squares_launch(const float* const* xs, const int64_t* ns, int64_t count, void* stream);
+double sum_squares_launch(const float* const* xs, const int64_t* ns, int64_t count, void* pool, void* stream);
 // x = x * factor (the product in double, rounded to fp32).
-void scale_tensors_launch(float* const* xs, const int64_t* ns, int64_t count, double factor, void* stream);
+void scale_tensors_launch(float* const* xs, const int64_t* ns, int64_t count, double factor, void* pool,
+                          void* stream);
 
-}  // namespace dense_cuda
-}  // namespace dt
+}  // namespace dt::cuda

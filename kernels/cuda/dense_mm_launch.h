@@ -6,8 +6,7 @@
 
 #include <cstdint>
 
-namespace dt {
-namespace dense_mm_cuda {
+namespace dt::cuda {
 
 // Logits are bf16 (raw uint16_t bits) [n, vocab], row-major with no padding; every sum in fp32.
 struct CrossEntropyParams {
@@ -27,26 +26,34 @@ inline constexpr int kNoBadRow = 0x7f7f7f7f;  // what cudaMemset(p, 0x7f, 4) wri
 
 // Which kernels forward and fused run (kernels/cuda/cross_entropy.cu's header has the designs):
 //   kStream  online pass, then (fused) the row re-read from L2 for dlogits; any vocab;
-//   kRegs    the row held in registers (vocab <= 57344, else kStream): read once, written once;
-//   kTma     as kRegs, persistent, the next rows fetched by cp.async.bulk meanwhile (sm_90; else kRegs).
-// forward and fused give the same lse / losses bits within one variant, not across variants; the
-// backward does not depend on it. The default: DT_CE_VARIANT=stream|regs|tma if set, else kTma. Set by
-// bench_dense_ops and the GPU tests to compare them; a process should not switch between a forward and
-// the backward that uses its lse (the gradient would still be right, only not bitwise the fused one).
+//   kRegs    the row held in registers (vocab <= 57344): read once, written once;
+//   kTma     as kRegs, persistent, the next rows fetched by cp.async.bulk meanwhile (sm_90 code).
+// A plan choice, made per call from the shapes and the device (cross_entropy_plan): kTma, the default,
+// where it applies; kRegs where the device lacks sm_90 code or the shared memory for the row's ring;
+// kStream for rows over 57344, for a fused dlogits not offset like the logits, and for every backward
+// (which has one kernel). forward and fused give the same lse / losses bits within one variant, not
+// across variants; the backward's bits do not depend on it.
+//
+// Tests and benchmarks compare the variants by giving a context a preferred one (test-only override,
+// set_cross_entropy_variant_for_testing in kernels/cuda_ops.h); the plan applies the same fallbacks to
+// it. Nothing else changes the choice: no environment variable, no process-wide setting.
 enum class CrossEntropyVariant : int { kStream = 0, kRegs = 1, kTma = 2 };
 inline constexpr CrossEntropyVariant kCrossEntropyVariants[] = {
     CrossEntropyVariant::kStream, CrossEntropyVariant::kRegs, CrossEntropyVariant::kTma};
+inline constexpr CrossEntropyVariant kCrossEntropyDefaultVariant = CrossEntropyVariant::kTma;
 const char* cross_entropy_variant_name(CrossEntropyVariant v);  // "stream", "regs", "tma"
-CrossEntropyVariant cross_entropy_variant();                     // throws for an unknown DT_CE_VARIANT
-void set_cross_entropy_variant(CrossEntropyVariant v);
+
+enum class CrossEntropyPass : int { kForward = 0, kBackward = 1, kFused = 2 };
+// The variant a pass runs for these params on the current device, starting from `preferred`.
+CrossEntropyVariant cross_entropy_plan(const CrossEntropyParams& p, CrossEntropyPass pass,
+                                       CrossEntropyVariant preferred);
 
 // losses, lse written: fp32 max/sum over each row in one read.
-void cross_entropy_forward_launch(const CrossEntropyParams& p, void* stream);
+void cross_entropy_forward_launch(const CrossEntropyParams& p, CrossEntropyVariant preferred, void* stream);
 // dlogits = grad_scale (exp(logits - lse) - onehot(target)), from the saved lse.
 void cross_entropy_backward_launch(const CrossEntropyParams& p, void* stream);
 // Both: lse / losses as the forward's, then dlogits written over the logits (dlogits == logits is the
 // intended use), the same bits as the backward's from that lse.
-void cross_entropy_fused_launch(const CrossEntropyParams& p, void* stream);
+void cross_entropy_fused_launch(const CrossEntropyParams& p, CrossEntropyVariant preferred, void* stream);
 
-}  // namespace dense_mm_cuda
-}  // namespace dt
+}  // namespace dt::cuda

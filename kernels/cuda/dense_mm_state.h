@@ -11,18 +11,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "core/context.h"
 #include "core/error.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/dense_mm_launch.h"
 
-// Every CUDA runtime / cuBLASLt call is checked; the message names the op and the source line.
-#define DT_CUDA_OK(call, op)                                                                              \
-  do {                                                                                                    \
-    cudaError_t err_ = (call);                                                                            \
-    DT_CHECK(err_ == cudaSuccess, "{}: CUDA error {} ({}) at {}:{}", op, static_cast<int>(err_),         \
-             cudaGetErrorString(err_), __FILE__, __LINE__);                                               \
-  } while (0)
-
+// Every cuBLASLt call is checked (CUDA runtime calls: DT_CUDA_OK of kernels/cuda/check.h); the message
+// names the op and the source line.
 #define DT_CUBLAS_OK(call, op)                                                                             \
   do {                                                                                                    \
     cublasStatus_t st_ = (call);                                                                          \
@@ -62,6 +59,9 @@ inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's r
 struct CudaState {
   int device = 0;
   cudaStream_t stream = nullptr;
+  // The context's own stream-ordered memory pool (cudaMemPoolCreate) for the ops' scratch, keeping
+  // what it has grown to (release threshold: everything). The device's default pool is left as it is.
+  cudaMemPool_t pool = nullptr;
 
   cublasLtHandle_t cublaslt = nullptr;
   void* gemm_workspace = nullptr;  // kGemmWorkspaceBytes, allocated once
@@ -74,6 +74,9 @@ struct CudaState {
 
   int* ce_bad_row = nullptr;       // device: the first row with a target outside [0, V), or INT_MAX-ish
   int* ce_bad_row_host = nullptr;  // pinned host copy
+  // Tests and benchmarks only (set_cross_entropy_variant_for_testing): the cross-entropy variant this
+  // context prefers; unset: the plan's default.
+  std::optional<CrossEntropyVariant> ce_variant_for_testing;
 };
 
 // The state of a Context made by make_cuda_context; a clear error for any other Context.

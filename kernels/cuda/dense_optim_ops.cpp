@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cuda/dense_elem.h"
+#include "kernels/cuda_context.h"
 #include "kernels/cuda_ops.h"
 
 namespace dt::cuda {
@@ -30,7 +31,7 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double bet
                   double bc2_sqrt, double eps, double grad_scale) {
   const char* op = "adamw_update";
   check_context(ctx, op);
-  std::vector<dense_cuda::AdamWSlot> slots;
+  std::vector<AdamWSlot> slots;
   slots.reserve(tensors.size());
   for (size_t k = 0; k < tensors.size(); ++k) {
     const AdamWTensor& t = tensors[k];
@@ -47,15 +48,15 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, double bet
       DT_CHECK(t.p_compute.numel() == n, "{}: tensor {} of the list: p_compute {} must match p {}", op, k,
                t.p_compute.shape.str(), t.p.shape.str());
     }
-    dense_cuda::AdamWSlot s;
+    AdamWSlot s;
     s.p = static_cast<float*>(t.p.data), s.g = static_cast<const float*>(t.g.data);
     s.m = static_cast<float*>(t.m.data), s.v = static_cast<float*>(t.v.data);
     s.pc = t.p_compute.defined() ? static_cast<uint16_t*>(t.p_compute.data) : nullptr;
     s.n = n, s.decay_factor = t.decay_factor;
     slots.push_back(s);
   }
-  dense_cuda::adamw_update_launch(slots.data(), static_cast<int64_t>(slots.size()), beta1, beta2, step_size, bc2_sqrt,
-                                  eps, grad_scale, ctx.stream);
+  adamw_update_launch(slots.data(), static_cast<int64_t>(slots.size()), beta1, beta2, step_size, bc2_sqrt,
+                      eps, grad_scale, cuda_scratch_pool(ctx), ctx.stream);
 }
 
 namespace {
@@ -76,7 +77,7 @@ double sum_squares(Context& ctx, std::span<const Tensor> xs) {
   std::vector<float*> ptrs;
   std::vector<int64_t> ns;
   tensor_list(op, xs, ptrs, ns);
-  return dense_cuda::sum_squares_launch(ptrs.data(), ns.data(), static_cast<int64_t>(ptrs.size()), ctx.stream);
+  return sum_squares_launch(ptrs.data(), ns.data(), static_cast<int64_t>(ptrs.size()), cuda_scratch_pool(ctx), ctx.stream);
 }
 
 void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor) {
@@ -85,7 +86,8 @@ void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor) {
   std::vector<float*> ptrs;
   std::vector<int64_t> ns;
   tensor_list(op, xs, ptrs, ns);
-  dense_cuda::scale_tensors_launch(ptrs.data(), ns.data(), static_cast<int64_t>(ptrs.size()), factor, ctx.stream);
+  scale_tensors_launch(ptrs.data(), ns.data(), static_cast<int64_t>(ptrs.size()), factor, cuda_scratch_pool(ctx),
+                       ctx.stream);
 }
 
 }  // namespace dt::cuda

@@ -11,10 +11,10 @@
 // so outputs may alias inputs.
 #include <algorithm>
 
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense_elem.h"
 
-namespace dt {
-namespace dense_cuda {
+namespace dt::cuda {
 
 namespace {
 
@@ -144,7 +144,7 @@ void launch_elementwise(const F& f, int64_t n, bool vec_ok, void* stream, const 
   } else {
     elementwise_kernel<1, F><<<grid_for(n), kThreads, 0, s>>>(f, n);
   }
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 // ---- head concat / split ----
@@ -282,9 +282,9 @@ void cast_launch(void* y, bool y_bf16, const void* x, bool x_bf16, int64_t n, vo
   if (n == 0) return;
   if (y_bf16 == x_bf16) {
     if (y == x) return;
-    DT_DENSE_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * (y_bf16 ? 2 : 4), cudaMemcpyDeviceToDevice,
-                                        static_cast<cudaStream_t>(stream)),
-                        "cast");
+    DT_CUDA_OK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * (y_bf16 ? 2 : 4), cudaMemcpyDeviceToDevice,
+                               static_cast<cudaStream_t>(stream)),
+               "cast");
     return;
   }
   // V = 8: 32-byte fp32 side (two float4), 16-byte bf16 side.
@@ -302,7 +302,7 @@ void head_concat_forward_launch(uint16_t* x, const uint16_t* a, const uint16_t* 
   const int64_t work = p.rows * p.H * (p.da + p.db);
   if (work == 0) return;
   launch_by_vec<ConcatLaunch>(concat_vec(p, x, a, b), work, static_cast<cudaStream_t>(stream), x, a, b, p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void head_concat_backward_launch(uint16_t* da, uint16_t* db, const uint16_t* dx, const HeadConcatParams& p,
@@ -313,13 +313,12 @@ void head_concat_backward_launch(uint16_t* da, uint16_t* db, const uint16_t* dx,
   auto s = static_cast<cudaStream_t>(stream);
   if (p.rows * p.H * p.da > 0) {
     launch_by_vec<SplitALaunch>(v, p.rows * p.H * p.da, s, da, dx, p);
-    DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+    DT_CUDA_OK(cudaGetLastError(), op);
   }
   if (p.rows * p.Hb * p.db > 0) {
     launch_by_vec<SplitBLaunch>(v, p.rows * p.Hb * p.db, s, db, dx, p);
-    DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+    DT_CUDA_OK(cudaGetLastError(), op);
   }
 }
 
-}  // namespace dense_cuda
-}  // namespace dt
+}  // namespace dt::cuda

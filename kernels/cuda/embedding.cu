@@ -12,10 +12,10 @@
 
 #include <algorithm>
 
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense_elem.h"
 
-namespace dt {
-namespace dense_cuda {
+namespace dt::cuda {
 
 namespace {
 
@@ -90,12 +90,12 @@ int64_t round_up(int64_t x) { return (x + 255) / 256 * 256; }
 
 size_t cub_temp_bytes(int64_t n, int64_t vocab) {
   size_t bytes = 0;
-  DT_DENSE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const uint32_t*>(nullptr),
-                                                      static_cast<uint32_t*>(nullptr),
-                                                      static_cast<const int32_t*>(nullptr),
-                                                      static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
-                                                      key_bits(vocab)),
-                      "embedding_backward (radix sort size query)");
+  DT_CUDA_OK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const uint32_t*>(nullptr),
+                                             static_cast<uint32_t*>(nullptr),
+                                             static_cast<const int32_t*>(nullptr),
+                                             static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
+                                             key_bits(vocab)),
+             "embedding_backward (radix sort size query)");
   return bytes;
 }
 
@@ -129,7 +129,7 @@ void embedding_forward_launch(uint16_t* y, const int32_t* ids, const uint16_t* w
     const int grid = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1 << 16));
     embedding_forward_kernel<1><<<grid, 256, 0, s>>>(y, ids, w, n, vocab, dim);
   }
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 int64_t embedding_backward_scratch_bytes(int64_t n, int64_t vocab) {
@@ -138,7 +138,7 @@ int64_t embedding_backward_scratch_bytes(int64_t n, int64_t vocab) {
 }
 
 void embedding_backward_launch(float* dw, const uint16_t* dy, const int32_t* ids, int64_t n, int64_t vocab,
-                               int64_t dim, void* scratch, void* stream) {
+                               int64_t dim, void* scratch, void* pool, void* stream) {
   const char* op = "embedding_backward";
   DT_CHECK(dw && dy && ids, "{}: null tensor pointer", op);
   DT_CHECK(n < (int64_t{1} << 31), "{}: {} tokens exceed the radix sort's int32 count", op, n);
@@ -148,16 +148,16 @@ void embedding_backward_launch(float* dw, const uint16_t* dy, const int32_t* ids
   const size_t cub_bytes = cub_temp_bytes(n, vocab);
   const int64_t bytes = 4 * round_up(n * 4) + static_cast<int64_t>(cub_bytes);
   void* base = scratch;
-  if (!base) DT_DENSE_CUDA_CHECK(cudaMallocAsync(&base, static_cast<size_t>(bytes), s), op);
+  if (!base) DT_CUDA_OK(scratch_malloc(&base, static_cast<size_t>(bytes), pool, s), op);
   Scratch sc = carve(base, n, cub_bytes);
 
   const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 1 << 16));
   embedding_keys_kernel<<<grid, 256, 0, s>>>(sc.keys_in, sc.pos_in, ids, n, vocab);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   size_t temp = sc.cub_bytes;
-  DT_DENSE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sc.cub_temp, temp, sc.keys_in, sc.keys_out, sc.pos_in,
-                                                      sc.pos_out, static_cast<int>(n), 0, key_bits(vocab), s),
-                      op);
+  DT_CUDA_OK(cub::DeviceRadixSort::SortPairs(sc.cub_temp, temp, sc.keys_in, sc.keys_out, sc.pos_in,
+                                             sc.pos_out, static_cast<int>(n), 0, key_bits(vocab), s),
+             op);
 
   const bool vec = dim % 8 == 0 && aligned(dw, 16) && aligned(dy, 16);
   const int V = vec ? 8 : 1;
@@ -168,9 +168,8 @@ void embedding_backward_launch(float* dw, const uint16_t* dy, const int32_t* ids
     embedding_backward_kernel<8><<<grid2, kThreads, 0, s>>>(dw, dy, sc.keys_out, sc.pos_out, n, vocab, dim);
   else
     embedding_backward_kernel<1><<<grid2, kThreads, 0, s>>>(dw, dy, sc.keys_out, sc.pos_out, n, vocab, dim);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
-  if (!scratch) DT_DENSE_CUDA_CHECK(cudaFreeAsync(base, s), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+  if (!scratch) DT_CUDA_OK(cudaFreeAsync(base, s), op);
 }
 
-}  // namespace dense_cuda
-}  // namespace dt
+}  // namespace dt::cuda

@@ -1,13 +1,17 @@
 // fill on the GPU: one grid-stride kernel per element size (the bit pattern is
-// computed on the host, so every dtype is a plain store of 2, 4 or 8 bytes).
+// computed on the host, so every dtype is a plain store of 2, 4 or 8 bytes). The kernel and its
+// launcher live in dt::cuda; dt::fill_cuda (kernels/fill.h) is the entry point.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 
+#include "kernels/cuda/check.h"
 #include "kernels/fill.h"
 
 namespace dt {
 
+namespace cuda {
 namespace {
 
 template <class Word>
@@ -23,13 +27,14 @@ void launch(void* p, int64_t n, Word value, cudaStream_t stream) {
   int threads = 256;
   int blocks = static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535));
   fill_kernel<Word><<<blocks, threads, 0, stream>>>(static_cast<Word*>(p), n, value);
-  cudaError_t err = cudaGetLastError();
-  DT_CHECK(err == cudaSuccess, "fill: kernel launch failed: {}", cudaGetErrorString(err));
+  DT_CUDA_OK(cudaGetLastError(), "fill");
 }
 
 }  // namespace
+}  // namespace cuda
 
 void fill_cuda(const Tensor& t, double value, void* stream) {
+  using cuda::launch;
   auto s = static_cast<cudaStream_t>(stream);
   int64_t n = t.numel();
   switch (t.dtype) {

@@ -17,10 +17,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense_elem.h"
 
-namespace dt {
-namespace dense_cuda {
+namespace dt::cuda {
 
 namespace {
 
@@ -102,18 +102,6 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(const AdamWDevSlot* slo
   }
 }
 
-// Block-wide sum of one double per thread, a fixed tree; the result in thread 0.
-__device__ double block_sum(double x) {
-  __shared__ double red[kThreads];
-  red[threadIdx.x] = x;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  return red[0];
-}
-
 __global__ void __launch_bounds__(kThreads) sum_squares_kernel(const TensorDevSlot* slots, int64_t count,
                                                                double* partial) {
   const TensorDevSlot& t = slot_of(slots, count, blockIdx.x);
@@ -130,14 +118,14 @@ __global__ void __launch_bounds__(kThreads) sum_squares_kernel(const TensorDevSl
     const float f = t.x[i];
     acc += static_cast<double>(f * f);
   }
-  const double total = block_sum(acc);
+  const double total = block_sum_tree<kThreads>(acc);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
 __global__ void __launch_bounds__(kThreads) sum_partials_kernel(const double* partial, int64_t n, double* out) {
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) acc += partial[i];
-  const double total = block_sum(acc);
+  const double total = block_sum_tree<kThreads>(acc);
   if (threadIdx.x == 0) *out = total;
 }
 
@@ -159,14 +147,14 @@ __global__ void __launch_bounds__(kThreads) scale_kernel(const TensorDevSlot* sl
 
 int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
-// Device copy of a host table, allocated stream-ordered; the caller frees it with cudaFreeAsync.
+// Device copy of a host table, allocated stream-ordered from `pool`; the caller frees it with cudaFreeAsync.
 // A pageable host source is staged before cudaMemcpyAsync returns, so `host` may die afterwards.
 template <class Slot>
-Slot* upload_table(const std::vector<Slot>& host, cudaStream_t s, const char* op) {
+Slot* upload_table(const std::vector<Slot>& host, void* pool, cudaStream_t s, const char* op) {
   Slot* dev = nullptr;
   const size_t bytes = host.size() * sizeof(Slot);
-  DT_DENSE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), bytes, s), op);
-  DT_DENSE_CUDA_CHECK(cudaMemcpyAsync(dev, host.data(), bytes, cudaMemcpyHostToDevice, s), op);
+  DT_CUDA_OK(scratch_malloc(reinterpret_cast<void**>(&dev), bytes, pool, s), op);
+  DT_CUDA_OK(cudaMemcpyAsync(dev, host.data(), bytes, cudaMemcpyHostToDevice, s), op);
   return dev;
 }
 
@@ -187,7 +175,7 @@ int64_t tensor_table(std::vector<TensorDevSlot>& out, float* const* xs, const in
 }  // namespace
 
 void adamw_update_launch(const AdamWSlot* slots, int64_t count, double beta1, double beta2, double step_size,
-                         double bc2_sqrt, double eps, double grad_scale, void* stream) {
+                         double bc2_sqrt, double eps, double grad_scale, void* pool, void* stream) {
   const char* op = "adamw_update";
   std::vector<AdamWDevSlot> table;
   int64_t chunks = 0;
@@ -204,47 +192,47 @@ void adamw_update_launch(const AdamWSlot* slots, int64_t count, double beta1, do
   DT_CHECK(chunks < (int64_t{1} << 31), "{}: {} chunks exceed the grid", op, chunks);
   auto s = static_cast<cudaStream_t>(stream);
   const AdamWScalars sc{beta1, 1.0 - beta1, beta2, 1.0 - beta2, step_size, bc2_sqrt, eps, grad_scale};
-  AdamWDevSlot* dev = upload_table(table, s, op);
+  AdamWDevSlot* dev = upload_table(table, pool, s, op);
   const auto kernel = grad_scale != 1.0 ? adamw_kernel<true> : adamw_kernel<false>;  // 1: g' = g, no multiply
   kernel<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(dev, static_cast<int64_t>(table.size()), sc);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
-  DT_DENSE_CUDA_CHECK(cudaFreeAsync(dev, s), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaFreeAsync(dev, s), op);
 }
 
-double sum_squares_launch(const float* const* xs, const int64_t* ns, int64_t count, void* stream) {
+double sum_squares_launch(const float* const* xs, const int64_t* ns, int64_t count, void* pool, void* stream) {
   const char* op = "sum_squares";
   std::vector<TensorDevSlot> table;
   // The kernel only reads x; the slot type is shared with scale.
   const int64_t chunks = tensor_table(table, const_cast<float* const*>(xs), ns, count, op);
   if (table.empty()) return 0.0;
   auto s = static_cast<cudaStream_t>(stream);
-  TensorDevSlot* dev = upload_table(table, s, op);
+  TensorDevSlot* dev = upload_table(table, pool, s, op);
   double* partial = nullptr;  // [chunks] per-chunk sums, then the total
-  DT_DENSE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), (chunks + 1) * sizeof(double), s), op);
+  DT_CUDA_OK(scratch_malloc(reinterpret_cast<void**>(&partial), (chunks + 1) * sizeof(double), pool, s), op);
   sum_squares_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(dev, static_cast<int64_t>(table.size()),
                                                                         partial);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   sum_partials_kernel<<<1, kThreads, 0, s>>>(partial, chunks, partial + chunks);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   double result = 0.0;
-  DT_DENSE_CUDA_CHECK(cudaMemcpyAsync(&result, partial + chunks, sizeof(double), cudaMemcpyDeviceToHost, s), op);
-  DT_DENSE_CUDA_CHECK(cudaFreeAsync(partial, s), op);
-  DT_DENSE_CUDA_CHECK(cudaFreeAsync(dev, s), op);
-  DT_DENSE_CUDA_CHECK(cudaStreamSynchronize(s), op);
+  DT_CUDA_OK(cudaMemcpyAsync(&result, partial + chunks, sizeof(double), cudaMemcpyDeviceToHost, s), op);
+  DT_CUDA_OK(cudaFreeAsync(partial, s), op);
+  DT_CUDA_OK(cudaFreeAsync(dev, s), op);
+  DT_CUDA_OK(cudaStreamSynchronize(s), op);
   return result;
 }
 
-void scale_tensors_launch(float* const* xs, const int64_t* ns, int64_t count, double factor, void* stream) {
+void scale_tensors_launch(float* const* xs, const int64_t* ns, int64_t count, double factor, void* pool,
+                          void* stream) {
   const char* op = "scale_tensors";
   std::vector<TensorDevSlot> table;
   const int64_t chunks = tensor_table(table, xs, ns, count, op);
   if (table.empty()) return;
   auto s = static_cast<cudaStream_t>(stream);
-  TensorDevSlot* dev = upload_table(table, s, op);
+  TensorDevSlot* dev = upload_table(table, pool, s, op);
   scale_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(dev, static_cast<int64_t>(table.size()), factor);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
-  DT_DENSE_CUDA_CHECK(cudaFreeAsync(dev, s), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaFreeAsync(dev, s), op);
 }
 
-}  // namespace dense_cuda
-}  // namespace dt
+}  // namespace dt::cuda

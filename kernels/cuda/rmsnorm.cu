@@ -6,16 +6,16 @@
 // Forward and dx: one warp per row, lane l holding vectors l, l + 32, ... of V = 8 features (V = 1
 // when the row is not a whole number of aligned 16-byte vectors); two passes over the row (the
 // second one mostly hits L1). dw: deterministic, no atomics: CTA (column slice, row chunk) writes
-// the fixed-order sum of its chunk's rows to a partial, then 32 lanes per column add the partials
-// to dw in a fixed order. The dw kernels run before dx, so dx may alias dy. In the dx kernel's
+// the fixed-order sum of its chunk's rows to a partial, then the partials are added to dw in a fixed
+// order (common.cuh's column sum). The dw kernels run before dx, so dx may alias dy. In the dx kernel's
 // second pass each lane reads dy and the residual at its own vector before writing dx there (the
 // first pass only reads dy), so dx may alias dy and/or the residual.
 #include <algorithm>
 
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense_elem.h"
 
-namespace dt {
-namespace dense_cuda {
+namespace dt::cuda {
 
 namespace {
 
@@ -123,27 +123,6 @@ __global__ void rmsnorm_dw_partial_kernel(RmsNormParams p, float* partial) {
   }
 }
 
-// dw[c] += sum over chunks of partial[chunk, c]. CTA of 32 columns x 32 chunk lanes: lane j sums
-// chunks j, j + 32, ... in order (coalesced along the columns), then the 32 lane sums are added in
-// lane order. The order depends on the sizes only: same inputs, same bits.
-constexpr int kDwFinishLanes = 32;
-__global__ void __launch_bounds__(32 * kDwFinishLanes) rmsnorm_dw_finish_kernel(float* dw, const float* partial,
-                                                                                int64_t n_chunks, int64_t dim) {
-  __shared__ float red[kDwFinishLanes][33];  // +1: no bank conflicts on the column reads
-  const int col = threadIdx.x % 32, j = threadIdx.x / 32;
-  const int64_t c = blockIdx.x * static_cast<int64_t>(32) + col;
-  float s = 0.f;
-  if (c < dim)
-    for (int64_t k = j; k < n_chunks; k += kDwFinishLanes) s += partial[k * dim + c];
-  red[j][col] = s;
-  __syncthreads();
-  if (j == 0 && c < dim) {
-    float t = 0.f;
-    for (int jj = 0; jj < kDwFinishLanes; ++jj) t += red[jj][col];
-    dw[c] += t;
-  }
-}
-
 void check_params(const RmsNormParams& p, bool backward, const char* op) {
   DT_CHECK(p.rows >= 0 && p.dim >= 1, "{}: bad sizes rows {}, dim {}", op, p.rows, p.dim);
   DT_CHECK(p.x && p.w && p.rstd, "{}: null tensor pointer", op);
@@ -175,14 +154,14 @@ void rmsnorm_forward_launch(const RmsNormParams& p, void* stream) {
     rmsnorm_forward_kernel<8><<<row_grid(p.rows), kWarps * 32, 0, s>>>(p);
   else
     rmsnorm_forward_kernel<1><<<row_grid(p.rows), kWarps * 32, 0, s>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 int64_t rmsnorm_backward_scratch_bytes(int64_t rows, int64_t dim) {
   return dw_chunks(rows) * dim * static_cast<int64_t>(sizeof(float));
 }
 
-void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* stream) {
+void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* pool, void* stream) {
   const char* op = "rmsnorm_backward";
   check_params(p, true, op);
   if (p.rows == 0) return;
@@ -193,9 +172,9 @@ void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* stream
              65535 * kDwRowsPerChunk);
     float* partial = static_cast<float*>(scratch);
     if (!partial)
-      DT_DENSE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
-                                          static_cast<size_t>(rmsnorm_backward_scratch_bytes(p.rows, p.dim)), s),
-                          op);
+      DT_CUDA_OK(scratch_malloc(reinterpret_cast<void**>(&partial),
+                                static_cast<size_t>(rmsnorm_backward_scratch_bytes(p.rows, p.dim)), pool, s),
+                 op);
     // 8-byte accesses (4 bf16) per column lane: x and dy rows start 8-byte aligned.
     const bool vec = p.dim % 4 == 0 && aligned(p.x, 8) && aligned(p.dy, 8);
     const int V = vec ? 4 : 1;
@@ -205,19 +184,18 @@ void rmsnorm_backward_launch(const RmsNormParams& p, void* scratch, void* stream
       rmsnorm_dw_partial_kernel<4><<<grid, block, 0, s>>>(p, partial);
     else
       rmsnorm_dw_partial_kernel<1><<<grid, block, 0, s>>>(p, partial);
-    DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+    DT_CUDA_OK(cudaGetLastError(), op);
     DT_CHECK((p.dim + 31) / 32 <= 0x7fffffff, "{}: dim {} too large for the dw reduction's grid", op, p.dim);
-    const unsigned fin = static_cast<unsigned>((p.dim + 31) / 32);
-    rmsnorm_dw_finish_kernel<<<fin, 32 * kDwFinishLanes, 0, s>>>(p.dw, partial, n_chunks, p.dim);
-    DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
-    if (!scratch) DT_DENSE_CUDA_CHECK(cudaFreeAsync(partial, s), op);
+    column_sum_add_kernel<int64_t><<<column_sum_grid(p.dim), kColumnSumThreads, 0, s>>>(p.dw, partial, n_chunks,
+                                                                                        p.dim);
+    DT_CUDA_OK(cudaGetLastError(), op);
+    if (!scratch) DT_CUDA_OK(cudaFreeAsync(partial, s), op);
   }
   if (row_vec_ok(p, true))
     rmsnorm_dx_kernel<8><<<row_grid(p.rows), kWarps * 32, 0, s>>>(p);
   else
     rmsnorm_dx_kernel<1><<<row_grid(p.rows), kWarps * 32, 0, s>>>(p);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
-}  // namespace dense_cuda
-}  // namespace dt
+}  // namespace dt::cuda

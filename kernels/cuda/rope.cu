@@ -19,10 +19,10 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cuda/dense_elem.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense_elem.h"
 
-namespace dt {
-namespace dense_cuda {
+namespace dt::cuda {
 
 namespace {
 
@@ -38,13 +38,6 @@ struct RopeKernelParams {
 };
 
 bool aligned(const void* p, int64_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
-__device__ __forceinline__ void rope_sincos(double t, double inv_freq, float* s, float* c) {
-  const double a = t * inv_freq;
-  const double turns = rint(a * 0.15915494309189535);           // a / (2 pi)
-  const float r = static_cast<float>(fma(-turns, 6.283185307179586, a));  // in [-pi, pi]
-  sincosf(r, s, c);
-}
 
 template <int V, bool kInterleaved, bool kBackward>
 __global__ void __launch_bounds__(kWarps * 32) rope_kernel(const __grid_constant__ RopeKernelParams p) {
@@ -161,7 +154,7 @@ void run_rope(uint16_t* y, const uint16_t* x, const RopeParams& p, bool backward
     backward ? launch_rope<true, true>(kp, vec, s) : launch_rope<true, false>(kp, vec, s);
   else
     backward ? launch_rope<false, true>(kp, vec, s) : launch_rope<false, false>(kp, vec, s);
-  DT_DENSE_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace
@@ -174,5 +167,4 @@ void rope_backward_launch(uint16_t* dx, const uint16_t* dy, const RopeParams& p,
   run_rope(dx, dy, p, true, stream, "rope_backward");
 }
 
-}  // namespace dense_cuda
-}  // namespace dt
+}  // namespace dt::cuda

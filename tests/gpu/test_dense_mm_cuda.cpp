@@ -34,7 +34,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/linear.h"
-#include "kernels/cuda/dense_mm_launch.h"
+#include "kernels/cuda_ops.h"
 #include "kernels/cuda_context.h"
 #include "kernels/fill.h"
 #include "kernels/ops.h"
@@ -440,15 +440,14 @@ TEST(DenseMmAttention, MlaHeadDims) {
 // Cross-entropy, for every kernel variant of kernels/cuda/cross_entropy.cu
 // ============================================================================
 
-using dense_mm_cuda::CrossEntropyVariant;
+using cuda::CrossEntropyVariant;
 
-// Runs one scope under a kernel variant, then restores the one before.
+// Runs one scope with the GPU context preferring a kernel variant (the test-only override), then
+// restores the plan's default.
 struct CeVariantScope {
-  CrossEntropyVariant old;
-  explicit CeVariantScope(CrossEntropyVariant v) : old(dense_mm_cuda::cross_entropy_variant()) {
-    dense_mm_cuda::set_cross_entropy_variant(v);
-  }
-  ~CeVariantScope() { dense_mm_cuda::set_cross_entropy_variant(old); }
+  Context& ctx;
+  CeVariantScope(Context& c, CrossEntropyVariant v) : ctx(c) { cuda::set_cross_entropy_variant_for_testing(ctx, v); }
+  ~CeVariantScope() { cuda::set_cross_entropy_variant_for_testing(ctx, std::nullopt); }
   CeVariantScope(const CeVariantScope&) = delete;
   CeVariantScope& operator=(const CeVariantScope&) = delete;
 };
@@ -524,8 +523,8 @@ void expect_dlogits_close(const std::string& name, const std::vector<uint16_t>& 
   expect_elementwise(name + " dlogits", from_bf16(got), ref.dlogits, tol);
 }
 
-void check_cross_entropy(int64_t n, int64_t V) {
-  const std::string variant = dense_mm_cuda::cross_entropy_variant_name(dense_mm_cuda::cross_entropy_variant());
+void check_cross_entropy(int64_t n, int64_t V, CrossEntropyVariant preferred) {
+  const std::string variant = cuda::cross_entropy_variant_name(preferred);
   const std::string name = "cross_entropy " + variant + " N=" + std::to_string(n) + " V=" + std::to_string(V);
   SCOPED_TRACE(name);
   Context& ctx = gpu().context();
@@ -582,19 +581,19 @@ class DenseMmCrossEntropy : public ::testing::TestWithParam<std::tuple<int64_t, 
 TEST_P(DenseMmCrossEntropy, ForwardBackwardFusedMatchReference) {
   SKIP_WITHOUT_GPU();
   const auto [V, variant] = GetParam();
-  const CeVariantScope scope(variant);
+  const CeVariantScope scope(gpu().context(), variant);
   const std::vector<int64_t> rows = V <= 1000 ? std::vector<int64_t>{1, 37, 300, 1200}
                                     : V <= 50304 ? std::vector<int64_t>{1, 37, 300}
                                                  : std::vector<int64_t>{3, 37};
-  for (int64_t n : rows) check_cross_entropy(n, V);
+  for (int64_t n : rows) check_cross_entropy(n, V, variant);
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, DenseMmCrossEntropy,
                          ::testing::Combine(::testing::Values(7, 1000, 50257, 50304, 57344, 57345),
-                                            ::testing::ValuesIn(dense_mm_cuda::kCrossEntropyVariants)),
+                                            ::testing::ValuesIn(cuda::kCrossEntropyVariants)),
                          [](const auto& info) {
                            return "V" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  dense_mm_cuda::cross_entropy_variant_name(std::get<1>(info.param));
+                                  cuda::cross_entropy_variant_name(std::get<1>(info.param));
                          });
 
 TEST(DenseMmCrossEntropyTargets, OutOfRangeTargetIsAnError) {
@@ -604,9 +603,9 @@ TEST(DenseMmCrossEntropyTargets, OutOfRangeTargetIsAnError) {
   DevBuf xd(n * V * 2), td(n * 4), lossd(n * 4), lsed(n * 4);
   const Tensor xt = gpu_tensor(xd.p, DType::kBF16, Shape{n, V}), tt = gpu_tensor(td.p, DType::kI32, Shape{n});
   const Tensor losst = gpu_tensor(lossd.p, DType::kF32, Shape{n}), lset = gpu_tensor(lsed.p, DType::kF32, Shape{n});
-  for (const CrossEntropyVariant variant : dense_mm_cuda::kCrossEntropyVariants) {
-    const CeVariantScope scope(variant);
-    SCOPED_TRACE(dense_mm_cuda::cross_entropy_variant_name(variant));
+  for (const CrossEntropyVariant variant : cuda::kCrossEntropyVariants) {
+    const CeVariantScope scope(ctx, variant);
+    SCOPED_TRACE(cuda::cross_entropy_variant_name(variant));
     upload(xd.p, to_bf16(random_bf16(n * V, 5, 1.0)));
     for (int32_t bad : {static_cast<int32_t>(V), -1}) {
       std::vector<int32_t> targets(n, 3);

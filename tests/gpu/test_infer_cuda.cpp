@@ -78,6 +78,82 @@ TEST(DecodeOpsCuda, RopeMatchesTheCpu) {
         }
 }
 
+// The attention layer's token before the attention in one kernel against the CPU's composition
+// of the unfused ops in double: query and key heads RMS-normed (or not), RoPE on part or all of
+// the head, the gate split off (or none), head dims with and without a multiple of 8, the position
+// from the host and from the counter; outputs and caches poisoned (the cache rows other than the
+// position must stay so). With the norms the GPU rounds the normed head to bf16 before RoPE, as
+// the unfused kernels store it, and the reference does not: a rotated feature then carries up to
+// 2^-9 (|x1| + |x2|) of error, which for a feature near zero is not relative to it, hence a floor
+// of 2% of the RMS there (a wrong head, pair or position moves features by O(RMS)).
+TEST(DecodeOpsCuda, AttnPrepMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context();
+  Context cpu;
+  const int64_t N = 3, H = 4, Hkv = 2, cap = 7, pos = 5;
+  Dev counter(DType::kI32, {1});
+  for (int64_t hd : {64, 36})
+    for (bool gated : {false, true})
+      for (bool norm : {false, true})
+        for (bool on_device : {false, true}) {
+          const int64_t rot = hd == 64 ? 64 : 20, qw = gated ? 2 * hd : hd;
+          SCOPED_TRACE(fmt::format("hd {}, rot {}{}{}{}", hd, rot, gated ? ", gated" : "", norm ? ", qk norm" : "",
+                                   on_device ? ", the counter" : ""));
+          const uint64_t salt = 500 + hd + 2 * gated + 4 * norm;
+          const std::vector<float> qg = randn(N * H * qw, salt), k = randn(N * Hkv * hd, salt + 1),
+                                   v = randn(N * Hkv * hd, salt + 2);
+          const std::vector<float> qn = randn(hd, salt + 3, 0.5, false), kn = randn(hd, salt + 4, 0.5, false);
+          Dev dqg(DType::kBF16, {N, H * qw}), dk(DType::kBF16, {N, Hkv * hd}), dv(DType::kBF16, {N, Hkv * hd});
+          Dev dqn(DType::kF32, {hd}), dkn(DType::kF32, {hd}), dq(DType::kBF16, {N, H, hd}), dg(DType::kBF16, {N, H, hd});
+          Dev dkc(DType::kBF16, {N, cap, Hkv, hd}), dvc(DType::kBF16, {N, cap, Hkv, hd});
+          dqg.upload(qg), dk.upload(k), dv.upload(v), dqn.upload(qn), dkn.upload(kn);
+          for (const Dev* d : {&dq, &dg, &dkc, &dvc}) d->poison(ctx);
+          DecodePosition at{pos, {}};
+          if (on_device) {  // the host value is wrong on purpose: the kernel must read the counter
+            counter.set_i32(static_cast<int32_t>(pos));
+            at = DecodePosition{0, counter.t()};
+          }
+          AttnPrepArgs a;
+          a.q = dq, a.gate = gated ? dg.t() : Tensor{}, a.k_cache = dkc, a.v_cache = dvc;
+          a.qg = dqg, a.k = dk, a.v = dv, a.qn_w = norm ? dqn.t() : Tensor{}, a.kn_w = norm ? dkn.t() : Tensor{};
+          a.n_heads = H, a.n_kv_heads = Hkv, a.head_dim = hd, a.rotary_dim = rot, a.eps = 1e-6, a.theta = 10000.0;
+          a.zero_centered = true;
+          decode_attn_prep(ctx, a, at);
+          // The CPU in double: the same op on host tensors.
+          std::vector<double> hqg = to_double(qg), hk = to_double(k), hv = to_double(v), hqn = to_double(qn),
+                              hkn = to_double(kn);
+          std::vector<double> hq(N * H * hd), hg(N * H * hd), hkc(N * cap * Hkv * hd, 0.0), hvc(hkc.size(), 0.0);
+          auto host = [](std::vector<double>& x, Shape s) { return Tensor(x.data(), DType::kF64, Device::kCPU, s); };
+          AttnPrepArgs c = a;
+          c.q = host(hq, {N, H, hd}), c.gate = gated ? host(hg, {N, H, hd}) : Tensor{};
+          c.k_cache = host(hkc, {N, cap, Hkv, hd}), c.v_cache = host(hvc, {N, cap, Hkv, hd});
+          c.qg = host(hqg, {N, H * qw}), c.k = host(hk, {N, Hkv * hd}), c.v = host(hv, {N, Hkv * hd});
+          c.qn_w = norm ? host(hqn, {hd}) : Tensor{}, c.kn_w = norm ? host(hkn, {hd}) : Tensor{};
+          decode_attn_prep(cpu, c, DecodePosition{pos, {}});
+          const double floor = norm ? 2e-2 : kFloorRel;
+          expect_close("q", dq.download(), hq, kBf16Rel, floor);
+          if (gated) expect_close("gate", dg.download(), hg, kBf16Rel, kFloorRel);
+          // The position's rows against the CPU; every other row still poisoned.
+          const std::vector<float> gk = dkc.download(), gv = dvc.download();
+          const int64_t row = Hkv * hd;
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t t = 0; t < cap; ++t) {
+              const int64_t o = (n * cap + t) * row;
+              const std::vector<float> rk(gk.begin() + o, gk.begin() + o + row), rv(gv.begin() + o, gv.begin() + o + row);
+              if (t == pos) {
+                expect_close("k cache", rk, std::vector<double>(hkc.begin() + o, hkc.begin() + o + row), kBf16Rel,
+                             floor);
+                expect_close("v cache", rv, std::vector<double>(hvc.begin() + o, hvc.begin() + o + row), kBf16Rel,
+                             kFloorRel);
+              } else {
+                EXPECT_TRUE(std::all_of(rk.begin(), rk.end(), [](float f) { return std::isnan(f); })) << "k row " << t;
+                EXPECT_TRUE(std::all_of(rv.begin(), rv.end(), [](float f) { return std::isnan(f); })) << "v row " << t;
+              }
+            }
+        }
+}
+
 TEST(DecodeOpsCuda, CacheWriteMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   SEED_TRACE();
@@ -126,22 +202,43 @@ TEST(DecodeOpsCuda, ArgmaxMatchesTheCpu) {
 }
 
 // The fused GEMV: 1 to 8 sequences, input widths from 8 to 2056, one weight with a residual or
-// four weights with bf16 and fp32 outputs, with and without the SwiGLU input; outputs poisoned.
+// four weights with bf16 and fp32 outputs, for each way of taking the input (plain, SwiGLU, the
+// sigmoid gate, RMSNorm plain and zero-centred); outputs poisoned. The reference takes the input
+// as the GPU rounds it to bf16.
 TEST(DecodeOpsCuda, GemvMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   SEED_TRACE();
   Context ctx = gpu_context();
   for (int64_t N : {1, 3, 8})
     for (int64_t C : {8, 72, 776, 2056})
-      for (bool swiglu : {false, true}) {
-        SCOPED_TRACE(fmt::format("N {}, C {}{}", N, C, swiglu ? ", SwiGLU" : ""));
-        const uint64_t salt = 100 + N * 7 + C + swiglu;
+      for (GemvInput kind : {GemvInput::kPlain, GemvInput::kSwiGLU, GemvInput::kGate, GemvInput::kRmsNorm}) {
+        const bool zc = C % 16 == 8;
+        SCOPED_TRACE(fmt::format("N {}, C {}, input kind {}{}", N, C, static_cast<int>(kind), zc ? ", zero-centred" : ""));
+        const uint64_t salt = 100 + N * 7 + C + static_cast<uint64_t>(kind);
         const std::vector<float> x = randn(N * C, salt), x2 = randn(N * C, salt + 1);
-        Dev dx(DType::kBF16, {N, C}), dx2(DType::kBF16, {N, C});
-        dx.upload(x), dx2.upload(x2);
+        const std::vector<float> nw = randn(C, salt + 2, 0.5, false);
+        Dev dx(DType::kBF16, {N, C}), dx2(DType::kBF16, {N, C}), dnw(DType::kF32, {C});
+        dx.upload(x), dx2.upload(x2), dnw.upload(nw);
         std::vector<double> in(static_cast<size_t>(N * C));  // the input as the GPU rounds it
-        for (int64_t i = 0; i < N * C; ++i)
-          in[i] = swiglu ? round_bf16(static_cast<float>(double(x[i]) / (1 + std::exp(-double(x[i]))) * x2[i])) : x[i];
+        for (int64_t n = 0; n < N; ++n) {
+          double ss = 0;
+          for (int64_t c = 0; c < C; ++c) ss += double(x[n * C + c]) * x[n * C + c];
+          const double rs = 1 / std::sqrt(ss / C + 1e-6);
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t i = n * C + c;
+            const double xi = x[i], gi = x2[i];
+            switch (kind) {
+              case GemvInput::kPlain: in[i] = xi; break;
+              case GemvInput::kSwiGLU: in[i] = round_bf16(static_cast<float>(xi / (1 + std::exp(-xi)) * gi)); break;
+              case GemvInput::kGate: in[i] = round_bf16(static_cast<float>(xi / (1 + std::exp(-gi)))); break;
+              case GemvInput::kRmsNorm: in[i] = round_bf16(static_cast<float>(xi * rs * ((zc ? 1 : 0) + nw[c]))); break;
+            }
+          }
+        }
+        GemvIn gin = dx.t();
+        if (kind == GemvInput::kSwiGLU) gin = GemvIn::swiglu(dx, dx2);
+        if (kind == GemvInput::kGate) gin = GemvIn::gated(dx, dx2);
+        if (kind == GemvInput::kRmsNorm) gin = GemvIn::rmsnorm(dx, dnw, 1e-6, zc);
         // rows and output dtype of each weight; the first has a residual when it is the only one
         const std::vector<std::pair<int64_t, bool>> shapes = {{37, false}, {5, false}, {3, true}, {130, true}};
         for (int n_w : {1, 4}) {
@@ -160,18 +257,50 @@ TEST(DecodeOpsCuda, GemvMatchesTheCpu) {
           }
           auto out = [&](int i) { return GemvOut{*w[i], *y[i], n_w == 1 ? res[i]->t() : Tensor{}}; };
           if (n_w == 1)
-            decode_gemv(ctx, {out(0)}, dx, swiglu ? dx2.t() : Tensor{});
+            decode_gemv(ctx, {out(0)}, gin);
           else
-            decode_gemv(ctx, {out(0), out(1), out(2), out(3)}, dx, swiglu ? dx2.t() : Tensor{});
+            decode_gemv(ctx, {out(0), out(1), out(2), out(3)}, gin);
           for (int i = 0; i < n_w; ++i) {
             const int64_t rows = shapes[i].first;
             std::vector<double> want(static_cast<size_t>(N * rows)), r = to_double(rh[i]);
-            decode_gemv_ref<double>(want.data(), to_double(wh[i]).data(), in.data(), nullptr,
-                                    n_w == 1 ? r.data() : nullptr, N, C, C, rows);
+            decode_gemv_ref<double>(want.data(), to_double(wh[i]).data(), GemvInput::kPlain, in.data(), nullptr,
+                                    nullptr, 0.0, false, n_w == 1 ? r.data() : nullptr, N, C, C, rows);
             expect_close(fmt::format("y{}", i), y[i]->download(), want, kBf16Rel, kFloorRel);
           }
         }
       }
+}
+
+// The GEMV with the GDN conv on its output against the GEMV and then decode_conv_step, both on the
+// GPU: the same bits, for the outputs and the shifted tails (conv sizes 1, 2 and 4; a second weight
+// without the conv beside it; outputs poisoned).
+TEST(DecodeOpsCuda, GemvWithTheConvIsTheConvStepBitwise) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context();
+  for (int64_t N : {1, 5})
+    for (int64_t K : {1, 2, 4}) {
+      SCOPED_TRACE(fmt::format("N {}, K {}", N, K));
+      const int64_t C = 72, rows = 40, rows2 = 9;
+      const uint64_t salt = 700 + N * 10 + K;
+      Dev dx(DType::kBF16, {N, C}), dw(DType::kBF16, {rows, C}), dw2(DType::kBF16, {rows2, C});
+      Dev dcw(DType::kF32, {rows, 1, K}), dnw(DType::kF32, {C});
+      dx.upload(randn(N * C, salt)), dw.upload(randn(rows * C, salt + 1, 0.2)), dw2.upload(randn(rows2 * C, salt + 2));
+      dcw.upload(randn(rows * K, salt + 3, 0.5, false)), dnw.upload(randn(C, salt + 4, 0.5, false));
+      const std::vector<float> tail = randn(N * std::max<int64_t>(K - 1, 1) * rows, salt + 5);
+      Dev tail_a(DType::kBF16, {N, std::max<int64_t>(K - 1, 1), rows}), tail_b(DType::kBF16, {N, std::max<int64_t>(K - 1, 1), rows});
+      tail_a.upload(tail), tail_b.upload(tail);
+      Dev y_fused(DType::kBF16, {N, rows}), y2(DType::kBF16, {N, rows2}), pre(DType::kBF16, {N, rows}),
+          y_ref(DType::kBF16, {N, rows});
+      for (const Dev* d : {&y_fused, &y2, &pre, &y_ref}) d->poison(ctx);
+      const GemvIn in = GemvIn::rmsnorm(dx, dnw, 1e-6, true);
+      decode_gemv(ctx, {GemvOut::with_conv(dw, y_fused, dcw, K > 1 ? tail_a.t() : Tensor{}), {dw2, y2}}, in);
+      decode_gemv(ctx, {{dw, pre, {}}}, in);
+      decode_conv_step(ctx, y_ref, K > 1 ? tail_b.t() : Tensor{}, pre, dcw);
+      EXPECT_EQ(y_fused.raw(), y_ref.raw()) << "outputs";
+      EXPECT_EQ(tail_a.raw(), tail_b.raw()) << "tails";
+      for (float v : y2.download()) ASSERT_TRUE(std::isfinite(v)) << "the second weight's output";
+    }
 }
 
 // The fused GDN token: GQA-style key heads, head dims from 8 to 128 (dk != dv), a few sequences;
