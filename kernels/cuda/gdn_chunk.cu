@@ -552,7 +552,7 @@ void check_rows(int64_t ld, int64_t width, const void* p, const char* op, const 
 
 float* alloc_workspace(int64_t floats, cudaStream_t s, const char* op) {
   void* p = nullptr;
-  DT_GDN_CUDA_CHECK(cudaMallocAsync(&p, static_cast<size_t>(floats) * sizeof(float), s), op);
+  DT_CUDA_OK(cudaMallocAsync(&p, static_cast<size_t>(floats) * sizeof(float), s), op);
   return static_cast<float*>(p);
 }
 
@@ -612,7 +612,7 @@ void chunk_forward_simt(const GdnCudaForwardParams& p, cudaStream_t s) {
   launch_check(op, "gdn_prep_kernel");
   gdn_state_forward_kernel<<<state_grid, kThreads, 0, s>>>(in, w, StatePassArgs{p.S0, p.o, p.ld_o, p.S_out, false});
   launch_check(op, "gdn_state_forward_kernel");
-  DT_GDN_CUDA_CHECK(cudaFreeAsync(base, s), op);
+  DT_CUDA_OK(cudaFreeAsync(base, s), op);
 }
 
 void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s) {
@@ -640,7 +640,7 @@ void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s) {
   launch_check(op, "gdn_sum_heads_kernel (dq)");
   gdn_sum_heads_kernel<<<blocks, 256, 0, s>>>(w.dk_vh, p.dk, p.ld_dk, rows, d.Hk, d.Hv, d.dk);
   launch_check(op, "gdn_sum_heads_kernel (dk)");
-  DT_GDN_CUDA_CHECK(cudaFreeAsync(base, s), op);
+  DT_CUDA_OK(cudaFreeAsync(base, s), op);
 }
 
 }  // namespace gdn_cuda

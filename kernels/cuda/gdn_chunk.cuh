@@ -1,5 +1,5 @@
 // Device-side pieces shared by the GDN chunk kernels (kernels/cuda/gdn_chunk.cu): bf16 loads
-// and stores, the launch check, and the fp32 workspace layout.
+// and stores and the fp32 workspace layout; the launch check is DT_CUDA_OK (kernels/cuda/check.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,15 +8,8 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "kernels/cuda/check.h"  // DT_CUDA_OK: every launch and runtime call goes through it
 #include "kernels/gdn_cuda.h"
-
-// Every launch and runtime call goes through this: it names the op, the file and the line.
-#define DT_GDN_CUDA_CHECK(call, what)                                                                      \
-  do {                                                                                                     \
-    cudaError_t err_ = (call);                                                                             \
-    DT_CHECK(err_ == cudaSuccess, "{}: CUDA error {} ({}) at {}:{}", what, static_cast<int>(err_),        \
-             cudaGetErrorString(err_), __FILE__, __LINE__);                                                \
-  } while (0)
 
 namespace dt {
 namespace gdn_cuda {

@@ -301,7 +301,7 @@ void gdn_conv_forward_cuda(const GdnCudaConvParams& p, void* stream) {
   const bool vec = p.C % 2 == 0 && aligned4(p.x) && aligned4(p.y);
   const dim3 grid = conv_grid(p, kForwardRows, vec ? 2 : 1, op);
   dispatch<ForwardLaunch>(p.K, vec, p, grid, static_cast<cudaStream_t>(stream));
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void gdn_conv_backward_cuda(const GdnCudaConvParams& p, void* stream) {
@@ -315,12 +315,12 @@ void gdn_conv_backward_cuda(const GdnCudaConvParams& p, void* stream) {
   const dim3 grid = conv_grid(p, kBackwardRows, vec ? 2 : 1, op);
   const int64_t groups = grid.x;
   float* partial = nullptr;
-  DT_GDN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), groups * p.C * p.K * sizeof(float), s), op);
+  DT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&partial), groups * p.C * p.K * sizeof(float), s), op);
   dispatch<BackwardLaunch>(p.K, vec, p, grid, s, partial);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   gdn_conv_dw_sum_kernel<<<static_cast<unsigned>((p.C * p.K + 255) / 256), 256, 0, s>>>(p, partial, groups);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
-  DT_GDN_CUDA_CHECK(cudaFreeAsync(partial, s), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaFreeAsync(partial, s), op);
 }
 
 }  // namespace dt

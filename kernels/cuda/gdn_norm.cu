@@ -262,7 +262,7 @@ void gdn_norm_forward_cuda(const GdnCudaNormParams& p, void* stream) {
     gdn_norm_forward_kernel<8, 1><<<blocks, kNormWarps * 32, 0, s>>>(p);
   else
     gdn_norm_forward_kernel<1, kNormMaxElems><<<blocks, kNormWarps * 32, 0, s>>>(p);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 namespace {
@@ -301,17 +301,17 @@ void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream) {
   }
   const int blocks = static_cast<int>((items + per_block - 1) / per_block);
   void* partial = nullptr;
-  DT_GDN_CUDA_CHECK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.d * sizeof(float), s), op);
+  DT_CUDA_OK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.d * sizeof(float), s), op);
   if (vec)
     launch_norm_backward<8, 1>(static_cast<unsigned>(blocks), p, static_cast<float*>(partial), per_block, s);
   else
     launch_norm_backward<1, kNormMaxElems>(static_cast<unsigned>(blocks), p, static_cast<float*>(partial), per_block,
                                            s);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   gdn_norm_dw_kernel<<<static_cast<unsigned>((p.d + 31) / 32), 32 * kDwLanes, 0, s>>>(static_cast<const float*>(partial),
                                                                                     blocks, p.d, p.dw);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
-  DT_GDN_CUDA_CHECK(cudaFreeAsync(partial, s), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaFreeAsync(partial, s), op);
 }
 
 }  // namespace dt

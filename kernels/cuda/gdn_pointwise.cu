@@ -162,7 +162,7 @@ void run_l2norm(const GdnCudaL2NormParams& p, void* stream, bool backward, const
     gdn_l2norm_kernel<8, 1><<<blocks, kWarpsPerBlock * 32, 0, s>>>(p, backward);
   else
     gdn_l2norm_kernel<1, kMaxDim / 32><<<blocks, kWarpsPerBlock * 32, 0, s>>>(p, backward);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace
@@ -181,7 +181,7 @@ void gdn_gates_forward_cuda(const GdnCudaGatesParams& p, void* stream) {
   if (n == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65535));
   gdn_gates_forward_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(p);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 void gdn_gates_backward_cuda(const GdnCudaGatesParams& p, void* stream) {
@@ -198,14 +198,14 @@ void gdn_gates_backward_cuda(const GdnCudaGatesParams& p, void* stream) {
   const int64_t rows_per_block = std::max<int64_t>(threads / p.H, (p.rows + 2047) / 2048);
   const int blocks = static_cast<int>((p.rows + rows_per_block - 1) / rows_per_block);
   void* partial = nullptr;
-  DT_GDN_CUDA_CHECK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.H * 2 * sizeof(float), s), op);
+  DT_CUDA_OK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.H * 2 * sizeof(float), s), op);
   gdn_gates_backward_kernel<<<static_cast<unsigned>(blocks), threads, threads * 2 * sizeof(float), s>>>(
       p, rows_per_block, static_cast<float*>(partial));
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   gdn_gates_params_kernel<<<static_cast<unsigned>(p.H), kParamThreads, 0, s>>>(p, static_cast<const float*>(partial),
                                                                              blocks);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
-  DT_GDN_CUDA_CHECK(cudaFreeAsync(partial, s), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaFreeAsync(partial, s), op);
 }
 
 }  // namespace dt

@@ -86,7 +86,7 @@ void gdn_recurrent_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   const dim3 grid(static_cast<unsigned>(d.dv / simt_state_cols(d.dv)), static_cast<unsigned>(d.Hv),
                   static_cast<unsigned>(d.B));
   gdn_recurrent_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace dt

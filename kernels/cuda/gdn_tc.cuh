@@ -417,14 +417,14 @@ void tc_launch_chunks(Kernel kernel, const TcArgs& a, int threads, size_t smem, 
   // {gridDim, blockDim, dynamicSmemBytes, stream, attrs, numAttrs}: the attribute only when chasing
   const cudaLaunchConfig_t cfg = {dim3(static_cast<unsigned>(n_chunks)), dim3(threads), smem, s, attr,
                                   a.ready ? 1u : 0u};
-  DT_GDN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a), op);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, a), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 // Raises a kernel's dynamic shared-memory limit (needed above 48 KB) before its launch.
 template <class Kernel>
 void tc_set_smem(Kernel kernel, size_t bytes, const char* op) {
-  DT_GDN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+  DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
                     op);
 }
 

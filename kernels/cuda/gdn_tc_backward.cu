@@ -324,7 +324,7 @@ void dv_local_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr DvLocalLayout<D> L{};
   tc_set_smem(gdn_tc_dv_local_kernel<D>, L.bytes, op);
   gdn_tc_dv_local_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 template <int D, int BV, int kStages = 2, bool kFused = false>
@@ -334,7 +334,7 @@ void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
   constexpr int kThreads = (kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 32;
   gdn_tc_state_backward_kernel<D, BV, kStages, kFused><<<grid, kThreads, L.bytes, s>>>(a);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace

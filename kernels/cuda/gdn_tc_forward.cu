@@ -510,7 +510,7 @@ void prep_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr PrepLayout<D> L{};
   tc_set_smem(gdn_tc_prep_kernel<D>, L.bytes, op);
   gdn_tc_prep_kernel<D><<<tc_chunk_grid(a), kTcThreads, L.bytes, s>>>(a);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 template <int D, int BV, int kStages = 2>
@@ -519,7 +519,7 @@ void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
   tc_set_smem(gdn_tc_state_forward_kernel<D, BV, kStages>, L.bytes, op);
   const dim3 grid(D / BV, static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
   gdn_tc_state_forward_kernel<D, BV, kStages><<<grid, kStateWarps<D> * 32, L.bytes, s>>>(a);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 // The mma.sync output kernel that `a` takes (M saved too where the reverse pass makes dvl).
@@ -578,7 +578,7 @@ void tc_prep_fed(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 
 void tc_prep_fed_load(const TcArgs& a, int D, const char* op) {
   cudaFuncAttributes attr;
-  auto load = [&](auto kernel) { DT_GDN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel), op); };
+  auto load = [&](auto kernel) { DT_CUDA_OK(cudaFuncGetAttributes(&attr, kernel), op); };
   if (D == 64) {
     load(gdn_tc_prep_fed_kernel<64>);
     load(output_kernel<64>(a));

@@ -602,7 +602,7 @@ void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
   } else {
     tc_set_smem(gdn_tc_grad_qk_kernel<D, false, false>, L.bytes, op);
     gdn_tc_grad_qk_kernel<D, false, false><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
-    DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+    DT_CUDA_OK(cudaGetLastError(), op);
   }
 }
 
@@ -611,7 +611,7 @@ void grad_wy_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradWyLayout<D> L{};
   tc_set_smem(gdn_tc_grad_wy_kernel<D>, L.bytes, op);
   gdn_tc_grad_wy_kernel<D><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace
@@ -632,9 +632,9 @@ void tc_sum_heads(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   const int64_t rows = a.B * a.T, total = rows * a.Hk * D;
   const int blocks = static_cast<int>(total / 256 + 1 < 65535 ? total / 256 + 1 : 65535);
   gdn_tc_sum_heads_kernel<<<blocks, 256, 0, s>>>(a.dq_vh, a.dq, a.ld_dq, rows, a.Hk, a.Hv, D);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
   gdn_tc_sum_heads_kernel<<<blocks, 256, 0, s>>>(a.dk_vh, a.dk, a.ld_dk, rows, a.Hk, a.Hv, D);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace gdn_cuda

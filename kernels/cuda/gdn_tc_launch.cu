@@ -92,7 +92,7 @@ cudaMemPool_t workspace_pool(const char* op) {
   static std::mutex mutex;
   static std::vector<cudaMemPool_t> pools;  // by device
   int dev = 0;
-  DT_GDN_CUDA_CHECK(cudaGetDevice(&dev), op);
+  DT_CUDA_OK(cudaGetDevice(&dev), op);
   std::lock_guard<std::mutex> lock(mutex);
   if (pools.size() <= static_cast<size_t>(dev)) pools.resize(static_cast<size_t>(dev) + 1, nullptr);
   if (!pools[dev]) {
@@ -101,9 +101,9 @@ cudaMemPool_t workspace_pool(const char* op) {
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = dev;
     cudaMemPool_t pool = nullptr;
-    DT_GDN_CUDA_CHECK(cudaMemPoolCreate(&pool, &props), op);
+    DT_CUDA_OK(cudaMemPoolCreate(&pool, &props), op);
     uint64_t keep = UINT64_MAX;
-    DT_GDN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), op);
+    DT_CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), op);
     pools[dev] = pool;
   }
   return pools[dev];
@@ -113,12 +113,12 @@ cudaMemPool_t workspace_pool(const char* op) {
 // the graph's own memory node (cudaMallocAsync), and no pool is made or touched while capturing.
 char* tc_alloc(int64_t bytes, cudaStream_t s, const char* op) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DT_GDN_CUDA_CHECK(cudaStreamIsCapturing(s, &capture), op);
+  DT_CUDA_OK(cudaStreamIsCapturing(s, &capture), op);
   void* base = nullptr;
   if (capture != cudaStreamCaptureStatusNone)
-    DT_GDN_CUDA_CHECK(cudaMallocAsync(&base, static_cast<size_t>(bytes), s), op);
+    DT_CUDA_OK(cudaMallocAsync(&base, static_cast<size_t>(bytes), s), op);
   else
-    DT_GDN_CUDA_CHECK(cudaMallocFromPoolAsync(&base, static_cast<size_t>(bytes), workspace_pool(op), s), op);
+    DT_CUDA_OK(cudaMallocFromPoolAsync(&base, static_cast<size_t>(bytes), workspace_pool(op), s), op);
   return static_cast<char*>(base);
 }
 
@@ -126,7 +126,7 @@ char* tc_alloc(int64_t bytes, cudaStream_t s, const char* op) {
 // head), zeroed on the stream.
 void start_counts(TcArgs& a, int* counts, int per_head, cudaStream_t s, const char* op) {
   a.ready = counts, a.ready_count = per_head;
-  DT_GDN_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
+  DT_CUDA_OK(cudaMemsetAsync(counts, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
 }
 
 void check_saved(const void* saved, const char* op) {
@@ -265,7 +265,7 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, const GdnPlan& plan, 
     // (starting once every CTA of the kernel before it runs); their code loaded before: loaded on
     // its first launch, prep would wait for the state pass, which waits for it).
     ap.fed = a.fed, ap.ready = a.ready;
-    DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.fed, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
+    DT_CUDA_OK(cudaMemsetAsync(a.fed, 0, static_cast<size_t>(a.B * a.Hv * a.NC) * 4, s), op);
     tc_prep_fed_load(a, D, op);
     tc_state_forward(a, D, s, op);
     tc_prep_fed(ap, D, s, op);
@@ -276,7 +276,7 @@ void gdn_chunk_forward_cuda(const GdnCudaForwardParams& p, const GdnPlan& plan, 
     tc_state_forward(a, D, s, op);
     tc_output(a, D, s, op);
   }
-  if (temp) DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
+  if (temp) DT_CUDA_OK(cudaFreeAsync(temp, s), op);
 }
 
 void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, const GdnPlan& plan, void* stream) {
@@ -326,14 +326,14 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, const GdnPlan& plan
     start_counts(a, ready, D / plan.bwd_cols, s, op);
     // its ticket, zeroed before the state pass (a memset between the pass and grad_qk would wait for
     // the whole pass, and grad_qk would not chase it)
-    if (a.qk_persist) DT_GDN_CUDA_CHECK(cudaMemsetAsync(a.qk_ticket, 0, 4, s), op);
+    if (a.qk_persist) DT_CUDA_OK(cudaMemsetAsync(a.qk_ticket, 0, 4, s), op);
   }
   tc_state_backward(a, D, s, op);
   tc_grad_qk(a, D, s, op);
   a.ready = nullptr;
   tc_grad_wy(a, D, s, op);
   if (d.Hv > d.Hk) tc_sum_heads(a, D, s, op);
-  DT_GDN_CUDA_CHECK(cudaFreeAsync(temp, s), op);
+  DT_CUDA_OK(cudaFreeAsync(temp, s), op);
   if (p.q_rnorm && !norm_in_kernel) l2norm_backward_after(p, s);
 }
 

@@ -199,7 +199,7 @@ void launch_cw(Kernel kernel, size_t bytes, const TcArgs& a, cudaStream_t s, con
   tc_set_smem(kernel, bytes, op);
   const dim3 grid(D / (16 * NW), static_cast<unsigned>(a.Hv), static_cast<unsigned>(a.B));
   kernel<<<grid, 32 * (NW + 1), bytes, s>>>(a);
-  DT_GDN_CUDA_CHECK(cudaGetLastError(), op);
+  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 template <int D, int NW>
