@@ -444,7 +444,7 @@ static void plan_rejects() {
     d.impl = GdnCudaImpl::kTensorCore;
     GdnPlanForcing f;
     set(f);
-    plan_gdn_for_testing(d, gdn_current_device(), f);
+    plan_gdn_for_testing(d, GdnDevice{}, f);  // an H200's: 132 SMs, programmatic dependent launch
   };
   std::printf("plan options given something wrong\n");
   expect("overlap 2", "overlap must be -1 (the default), 0 (off) or 1 (on)",
@@ -461,6 +461,17 @@ static void plan_rejects() {
          [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 2; }); });
   expect("chase_prep 1 with overlap 0", "chase_prep 1 takes the mma.sync forward state pass",
          [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1, d.overlap = 0; }); });
+  expect("chase_prep 1 without programmatic dependent launch", "chase_prep 1 needs kernels of one stream running",
+         [] {
+           GdnCudaDims d;
+           d.B = 1, d.T = 64, d.Hk = d.Hv = 1, d.dk = d.dv = 128;
+           d.impl = GdnCudaImpl::kTensorCore;
+           GdnPlanForcing f;
+           f.chase_prep = 1;
+           GdnDevice no_pdl;
+           no_pdl.dependent_launch = false;
+           plan_gdn_for_testing(d, no_pdl, f);
+         });
   expect("qk_persist 2", "qk_persist must be -1 (by the sizes), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.qk_persist = 2; }); });
   expect("qk_persist 1 at head dim 64", "qk_persist 1 takes head dim 128",
