@@ -54,4 +54,31 @@ void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
 // default. It holds for this context only; the plan's fallbacks still apply.
 void set_cross_entropy_variant_for_testing(Context& ctx, std::optional<CrossEntropyVariant> variant);
 
+// Gated DeltaNet (kernels/cuda/gdn_ops.cpp; gdn_recurrent_backward has no GPU form).
+void gdn_conv_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w);
+void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                       const Tensor& w);
+void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale, const Tensor& rnorm);
+void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const Tensor& x, double scale);
+void gdn_gates_forward(Context& ctx, const Tensor& g, const Tensor& beta, const Tensor& a, const Tensor& b,
+                       const Tensor& A_log, const Tensor& dt_bias);
+void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const Tensor& dA_log,
+                        const Tensor& ddt_bias, const Tensor& dg, const Tensor& dbeta, const Tensor& a,
+                        const Tensor& b, const Tensor& A_log, const Tensor& dt_bias);
+void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                           const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0,
+                           const GdnQkL2Norm& l2);
+void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk,
+                       const Tensor& saved, const GdnQkL2Norm& l2);
+void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
+                        const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const Tensor& S0, int chunk, const Tensor& saved, const GdnQkL2Norm& l2);
+int64_t gdn_chunk_saved_elems(int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int chunk);
+void gdn_norm_forward(Context& ctx, const Tensor& y, const Tensor& o, const Tensor& z, const Tensor& w,
+                      double eps);
+void gdn_norm_backward(Context& ctx, const Tensor& d_o, const Tensor& dz, const Tensor& dw, const Tensor& dy,
+                       const Tensor& o, const Tensor& z, const Tensor& w, double eps);
+
 }  // namespace dt::cuda

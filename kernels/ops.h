@@ -157,7 +157,8 @@ void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
 
 // ============================================================================
 // Gated DeltaNet core: causal depthwise conv + SiLU, l2norm, gates, the delta
-// rule (recurrent and chunked), gated RMSNorm. Implemented in kernels/ops_gdn.cpp.
+// rule (recurrent and chunked), gated RMSNorm. Implemented in kernels/ops_gdn.cpp (the CPU) and
+// kernels/cuda/gdn_ops.cpp (the GPU), past the shape checks both share (kernels/gdn_op_checks.h).
 // ============================================================================
 // (gdn section begins)
 //
@@ -171,8 +172,8 @@ void scale_tensors(Context& ctx, std::span<const Tensor> xs, double factor);
 // On the GPU (ctx.device == kCUDA; kernels/gdn_cuda.h), for gdn_chunk_*, gdn_recurrent_forward,
 // gdn_l2norm_*, gdn_gates_*, gdn_conv_* and gdn_norm_* (gdn_recurrent_backward is CPU only):
 // q, k, v, o, d_o, dq, dk, dv (and l2norm's, the conv's and the gated norm's activations) are
-// bf16; g, beta, a, b, A_log, dt_bias, the conv weight, the norm weight, their gradients and the
-// states are fp32; chunk <= 64; head dims any multiple of 8 up to 128, dk != dv allowed (chunk 64
+// bf16; g, beta, a, b, A_log, dt_bias, the conv weight, the norm weight, their gradients, the
+// l2norms' r and the states are fp32; chunk <= 64; head dims any multiple of 8 up to 128, dk != dv allowed (chunk 64
 // with dk = dv in {64, 128} runs the tensor-core kernels, everything else the fp32 SIMT ones).
 
 // The [B, T, heads, dim] view of columns [col, col + heads*dim) of a contiguous [B, T, C] buffer.
@@ -188,8 +189,8 @@ void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const T
 
 // Per-head L2 norm: y = scale * x / sqrt(sum_d x^2 + 1e-6). x, y: [B, T, H, d], rows may be
 // strided. q takes scale = dk^-1/2, k takes 1.
-// rnorm (GPU only; optional): fp32 [B, T, H] contiguous, r = 1 / sqrt(sum_d x^2 + 1e-6) written per
-// row and head, for the backward that gdn_chunk_backward takes (GdnQkL2Norm).
+// rnorm (optional): [B, T, H] contiguous, r = 1 / sqrt(sum_d x^2 + 1e-6) written per row and head,
+// as the delta rule's GdnQkL2Norm keeps it.
 void gdn_l2norm_forward(Context& ctx, const Tensor& y, const Tensor& x, double scale, const Tensor& rnorm = {});
 // dx written (rows may be strided: it can be a slice of the conv output's gradient).
 void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const Tensor& x, double scale);
@@ -205,22 +206,26 @@ void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const 
 
 // The gated delta rule, per (batch, value head), S: dk x dv:
 //   S_t = exp(g_t) S_{t-1} + beta_t k_t (v_t - exp(g_t) S_{t-1}^T k_t)^T,   o_t = S_t^T q_t
-// q must already be l2-normalised and scaled by dk^-1/2, k l2-normalised.
+// q must already be l2-normalised and scaled by dk^-1/2, k l2-normalised, unless the l2norms are
+// taken inside (GdnQkL2Norm below).
 // S0 (initial state) may be undefined: zero. S_out (final state) may be undefined: not written.
 // The recurrent form runs token by token (the reference); the chunked form runs the WY form in
 // chunks of `chunk` tokens (any T; the last chunk may be partial). They agree to rounding.
-void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
-                           const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0);
-// The l2norms of q and k taken inside gdn_chunk_forward and gdn_chunk_backward (GPU only; saves
-// the four passes of gdn_l2norm_forward / _backward). Forward: q and k are the l2norms' inputs x
-// (rows may be strided: slices of the conv output); q_hat, k_hat ([B, T, Hk, dk] bf16, contiguous)
-// receive y = scale x r, q_rnorm, k_rnorm ([B, T, Hk] fp32) r = 1 / sqrt(sum x^2 + 1e-6).
-// Backward: q and k are those y (q_hat, k_hat unused) and dq, dk come out as the gradients with
-// respect to x.
+//
+// The l2norms of q and k taken inside the delta rule (the layer's one path on both devices; on the
+// GPU the chunked kernels save the four passes of gdn_l2norm_forward / _backward, the recurrent
+// forward runs the two l2norms first). Forward: q and k
+// are the l2norms' inputs x (rows may be strided: slices of the conv output); q_hat, k_hat
+// ([B, T, Hk, dk], contiguous) receive y = scale x r, q_rnorm, k_rnorm ([B, T, Hk], contiguous; fp32
+// on the GPU) r = 1 / sqrt(sum x^2 + 1e-6). Backward: q and k are those y (q_hat, k_hat unused),
+// dq, dk come out as the gradients with respect to x, from y and r: x^ = y (1 / scale).
 struct GdnQkL2Norm {
   Tensor q_hat, k_hat, q_rnorm, k_rnorm;
   double q_scale = 1, k_scale = 1;
 };
+void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
+                           const Tensor& v, const Tensor& g, const Tensor& beta, const Tensor& S0,
+                           const GdnQkL2Norm& l2 = {});
 // `saved` (GPU only; ignored elsewhere): a device buffer of gdn_chunk_saved_elems(...) kU16 elements
 // (when that is > 0) in which the forward leaves what the backward needs; the backward given the
 // same buffer, untouched, with the same inputs, skips recomputing it (memory for time: at
@@ -235,7 +240,7 @@ int64_t gdn_chunk_saved_elems(Device device, int64_t B, int64_t T, int64_t Hk, i
 void gdn_recurrent_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                             const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                             const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                            const Tensor& beta, const Tensor& S0);
+                            const Tensor& beta, const Tensor& S0, const GdnQkL2Norm& l2 = {});
 void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dg,
                         const Tensor& dbeta, const Tensor& dS0, const Tensor& d_o, const Tensor& dS_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,

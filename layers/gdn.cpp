@@ -74,7 +74,8 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   // Saved activations per layer, backward temporaries ("grad.*") shared by every GDN layer. The gate
   // inputs and the gates are statistics: fp32 on the GPU (docs/architecture.md, "Precision").
   auto decl = [&](const std::string& name, Shape s) {
-    static const char* const kFp32[] = {"a", "b", "g", "beta", "grad.g", "grad.beta", "grad.a", "grad.b"};
+    static const char* const kFp32[] = {"a",      "b",       "g",         "beta",   "q_rnorm",
+                                        "k_rnorm", "grad.g", "grad.beta", "grad.a", "grad.b"};
     DType t = params.act_dtype();
     for (const char* f : kFp32)
       if (name == f) t = params.stat_dtype();
@@ -91,13 +92,13 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   beta_ = decl("beta", {B, T, Hv});
   q_ = decl("q", {B, T, Hk, dk});
   k_ = decl("k", {B, T, Hk, dk});
+  q_rnorm_ = decl("q_rnorm", {B, T, Hk});
+  k_rnorm_ = decl("k_rnorm", {B, T, Hk});
   o_ = decl("o", {B, T, Hv, dv});
   hidden_ = decl("hidden", {B, T, value_dim()});
   d_hidden_ = decl("grad.hidden", {B, T, value_dim()});
   d_o_ = decl("grad.o", {B, T, Hv, dv});
   d_z_ = decl("grad.z", {B, T, value_dim()});
-  d_q_ = decl("grad.q", {B, T, Hk, dk});
-  d_k_ = decl("grad.k", {B, T, Hk, dk});
   d_g_ = decl("grad.g", {B, T, Hv});
   d_beta_ = decl("grad.beta", {B, T, Hv});
   d_a_ = decl("grad.a", {B, T, Hv});
@@ -107,14 +108,16 @@ void GatedDeltaNet::declare(ParamStore& params, Arena& acts, int B, int T) {
   // On the GPU the chunked forward keeps the WY factors and the per-chunk states for the backward.
   const int64_t saved = chunk_size_ > 0 ? gdn_chunk_saved_elems(params.device(), B, T, Hk, Hv, dk, dv, chunk_size_) : 0;
   if (saved > 0) chunk_saved_ = acts.declare(p + ".chunk_saved", DType::kU16, {saved});
-  // On the GPU the chunked forward and backward also take the l2norms (r kept for the backward).
-  if (params.device() == Device::kCUDA && chunk_size_ > 0) {
-    q_rnorm_ = acts.declare(p + ".q_rnorm", DType::kF32, {B, T, Hk});
-    k_rnorm_ = acts.declare(p + ".k_rnorm", DType::kF32, {B, T, Hk});
-  }
   // On the GPU the fp32 gradients of a and b are rounded to bf16 for their projections' GEMMs.
   if (params.act_dtype() != params.stat_dtype())
     d_gate_lowp_ = acts.declare_shared("scratch.gdn.grad.gate_input_bf16", params.act_dtype(), {B, T, Hv});
+}
+
+GdnQkL2Norm GatedDeltaNet::qk_l2norm() const {
+  GdnQkL2Norm l2;
+  l2.q_rnorm = act(q_rnorm_), l2.k_rnorm = act(k_rnorm_);
+  l2.q_scale = 1.0 / std::sqrt(double(head_k_dim_)), l2.k_scale = 1.0;  // q takes the attention scale
+  return l2;
 }
 
 void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
@@ -137,23 +140,15 @@ void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
   const Tensor qkv = act(qkv_);
   const Tensor v = gdn_head_view(qkv, 2 * key_dim(), Hv, dv);
   const Tensor q_in = gdn_head_view(qkv, 0, Hk, dk), k_in = gdn_head_view(qkv, key_dim(), Hk, dk);
-  const double q_scale = 1.0 / std::sqrt(double(dk));
   gdn_gates_forward(ctx, act(g_), act(beta_), act(a_), act(b_), param(a_log_), param(dt_bias_));
-  const Tensor saved = chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{};
-  if (q_rnorm_ >= 0) {  // GPU, chunked: the l2norms taken inside (q_, k_ and r written for the backward)
-    GdnQkL2Norm l2;
-    l2.q_hat = act(q_), l2.k_hat = act(k_), l2.q_rnorm = act(q_rnorm_), l2.k_rnorm = act(k_rnorm_);
-    l2.q_scale = q_scale, l2.k_scale = 1.0;
-    gdn_chunk_forward(ctx, act(o_), final_state_, q_in, k_in, v, act(g_), act(beta_), Tensor{}, chunk_size_, saved, l2);
-  } else if (chunk_size_ > 0) {
-    gdn_l2norm_forward(ctx, act(q_), q_in, q_scale);
-    gdn_l2norm_forward(ctx, act(k_), k_in, 1.0);
-    gdn_chunk_forward(ctx, act(o_), final_state_, act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_, saved);
-  } else {
-    gdn_l2norm_forward(ctx, act(q_), q_in, q_scale);
-    gdn_l2norm_forward(ctx, act(k_), k_in, 1.0);
-    gdn_recurrent_forward(ctx, act(o_), final_state_, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
-  }
+  // The l2norms taken inside the delta rule: q_, k_ and their r written for the backward.
+  GdnQkL2Norm l2 = qk_l2norm();
+  l2.q_hat = act(q_), l2.k_hat = act(k_);
+  if (chunk_size_ > 0)
+    gdn_chunk_forward(ctx, act(o_), final_state_, q_in, k_in, v, act(g_), act(beta_), Tensor{}, chunk_size_,
+                      chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{}, l2);
+  else
+    gdn_recurrent_forward(ctx, act(o_), final_state_, q_in, k_in, v, act(g_), act(beta_), Tensor{}, l2);
 
   const Tensor hidden = act(hidden_);
   const Shape heads{B_, T_, Hv, dv};  // the [B, T, Hv*dv] buffers seen per value head
@@ -164,6 +159,10 @@ void GatedDeltaNet::forward(Context& ctx, const Tensor& x, const Tensor& y) {
 
 void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   DT_CHECK(x_.defined(), "{}: backward before forward", prefix_);
+  DT_CHECK(ctx.device == Device::kCPU || chunk_size_ > 0,
+           "{}: model.gdn.chunk_size: 0 (the token-by-token recurrence) has no GPU backward; set "
+           "model.gdn.chunk_size to 64 or run with --device cpu",
+           prefix_);
   const Shape io{B_, T_, d_model_};
   check_shape(dy, io, "GatedDeltaNet output gradient dy");
   check_shape(dx, io, "GatedDeltaNet input gradient dx");
@@ -174,31 +173,20 @@ void GatedDeltaNet::backward(Context& ctx, const Tensor& dy, const Tensor& dx) {
   gdn_norm_backward(ctx, act(d_o_), act(d_z_).view(heads), grad(w_norm_), act(d_hidden_).view(heads), act(o_),
                     act(z_).view(heads), param(w_norm_), norm_eps_);
 
-  // The delta rule writes dv straight into the v columns of d_qkv, the l2norms (or, on the GPU, the
-  // chunked backward taking theirs too) the q and k columns.
-  const Tensor qkv = act(qkv_), d_qkv = act(d_qkv_);
-  const Tensor v = gdn_head_view(qkv, 2 * key_dim(), Hv, dv);
+  // The delta rule writes dv straight into the v columns of d_qkv, and, taking the l2norms'
+  // backward inside, dq and dk into its q and k columns.
+  const Tensor d_qkv = act(d_qkv_);
+  const Tensor v = gdn_head_view(act(qkv_), 2 * key_dim(), Hv, dv);
+  const Tensor dq = gdn_head_view(d_qkv, 0, Hk, dk), dk_view = gdn_head_view(d_qkv, key_dim(), Hk, dk);
   const Tensor dv_view = gdn_head_view(d_qkv, 2 * key_dim(), Hv, dv);
-  const double q_scale = 1.0 / std::sqrt(double(dk));
-  if (q_rnorm_ >= 0) {  // GPU, chunked: the l2norms' backward inside, dq and dk straight into d_qkv
-    GdnQkL2Norm l2;
-    l2.q_rnorm = act(q_rnorm_), l2.k_rnorm = act(k_rnorm_), l2.q_scale = q_scale, l2.k_scale = 1.0;
-    gdn_chunk_backward(ctx, gdn_head_view(d_qkv, 0, Hk, dk), gdn_head_view(d_qkv, key_dim(), Hk, dk), dv_view,
-                       act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{}, act(q_), act(k_), v, act(g_),
-                       act(beta_), Tensor{}, chunk_size_, chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{}, l2);
-  } else {
-    if (chunk_size_ > 0) {
-      gdn_chunk_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{},
-                         act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_,
-                         chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{});
-    } else {
-      gdn_recurrent_backward(ctx, act(d_q_), act(d_k_), dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_),
-                             Tensor{}, act(q_), act(k_), v, act(g_), act(beta_), Tensor{});
-    }
-    gdn_l2norm_backward(ctx, gdn_head_view(d_qkv, 0, Hk, dk), act(d_q_), gdn_head_view(qkv, 0, Hk, dk), q_scale);
-    gdn_l2norm_backward(ctx, gdn_head_view(d_qkv, key_dim(), Hk, dk), act(d_k_),
-                        gdn_head_view(qkv, key_dim(), Hk, dk), 1.0);
-  }
+  const GdnQkL2Norm l2 = qk_l2norm();
+  if (chunk_size_ > 0)
+    gdn_chunk_backward(ctx, dq, dk_view, dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{}, act(q_),
+                       act(k_), v, act(g_), act(beta_), Tensor{}, chunk_size_,
+                       chunk_saved_ >= 0 ? act(chunk_saved_) : Tensor{}, l2);
+  else
+    gdn_recurrent_backward(ctx, dq, dk_view, dv_view, act(d_g_), act(d_beta_), Tensor{}, act(d_o_), Tensor{},
+                           act(q_), act(k_), v, act(g_), act(beta_), Tensor{}, l2);
   gdn_gates_backward(ctx, act(d_a_), act(d_b_), grad(a_log_), grad(dt_bias_), act(d_g_), act(d_beta_), act(a_),
                      act(b_), param(a_log_), param(dt_bias_));
   gdn_conv_backward(ctx, act(d_qkv_pre_), grad(w_conv_), d_qkv, act(qkv_pre_), param(w_conv_));

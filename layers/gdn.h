@@ -6,7 +6,8 @@
 //   o    = gated_delta_rule(q, k, v, g, beta)                  value head h reads key head h / (Hv/Hk)
 //   y    = out_proj( rmsnorm(o) * norm.weight * silu(in_proj_z(x)) )   per value head, eps = norm_eps
 // No projection has a bias. cfg.gdn.chunk_size > 0 runs the chunked delta rule with that
-// chunk, 0 the token-by-token recurrence.
+// chunk, 0 the token-by-token recurrence (the CPU only in training: it has no GPU backward). On both
+// devices the delta rule takes the q and k l2norms inside (GdnQkL2Norm, kernels/ops.h).
 //
 // Parameters (full shapes; Hugging Face names under `prefix`):
 //   in_proj_qkv.weight [2*Hk*dk + Hv*dv, d_model]   in_proj_z.weight [Hv*dv, d_model]
@@ -20,6 +21,7 @@
 
 #include <string>
 
+#include "kernels/ops.h"
 #include "layers/layer.h"
 #include "layers/model_config.h"
 
@@ -51,6 +53,8 @@ class GatedDeltaNet : public Layer {
   Tensor act(int slot) const { return acts_->get(slot); }
   Tensor param(int slot) const { return params_->param(slot); }
   Tensor grad(int slot) const { return params_->grad(slot); }
+  // The l2norms' r and scales for the delta rule (q_hat, k_hat: the forward sets them).
+  GdnQkL2Norm qk_l2norm() const;
 
   std::string prefix_;
   TpLayout tp_;
@@ -69,12 +73,12 @@ class GatedDeltaNet : public Layer {
   int z_ = -1;        // in_proj_z(x)                 [B, T, Hv*dv]
   int a_ = -1, b_ = -1, g_ = -1, beta_ = -1;  //      [B, T, Hv]
   int q_ = -1, k_ = -1;  // normalised q, k           [B, T, Hk, dk]
+  int q_rnorm_ = -1, k_rnorm_ = -1;  // their l2norms' r [B, T, Hk] (stat dtype), for the backward
   int o_ = -1;        // delta-rule output            [B, T, Hv, dv]
   int hidden_ = -1;   // gated-norm output            [B, T, Hv*dv]
   int chunk_saved_ = -1;  // GPU: the chunked forward's saved WY factors and states (gdn_chunk_saved_elems)
-  int q_rnorm_ = -1, k_rnorm_ = -1;  // GPU, chunked: the l2norms' r [B, T, Hk] fp32, for GdnL2NormGrad
-  int d_hidden_ = -1, d_o_ = -1, d_z_ = -1, d_q_ = -1, d_k_ = -1, d_g_ = -1, d_beta_ = -1, d_a_ = -1, d_b_ = -1,
-      d_qkv_ = -1, d_qkv_pre_ = -1, d_gate_lowp_ = -1;
+  int d_hidden_ = -1, d_o_ = -1, d_z_ = -1, d_g_ = -1, d_beta_ = -1, d_a_ = -1, d_b_ = -1, d_qkv_ = -1,
+      d_qkv_pre_ = -1, d_gate_lowp_ = -1;
   Tensor x_;  // the input of the last forward (the Layer contract keeps it unchanged)
   Tensor final_state_;  // capture_final_state's target, or undefined
 };

@@ -14,7 +14,8 @@
 //   S'   = e^{G_n} S + (K o D)^T V'            the state leaving the chunk
 // The backward visits the chunks in reverse with dS (the gradient of the state leaving the
 // chunk) and follows docs/model.md, "Backward of one chunk", line by line; the entering states are
-// recomputed by a forward state pass first.
+// recomputed by a forward state pass first. With a.l2 set, the l2norms of q and k run before the
+// forward and after the backward (kernels/cpu/gdn_l2norm.h).
 #pragma once
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "kernels/cpu/gdn_common.h"
+#include "kernels/cpu/gdn_l2norm.h"
 
 namespace dt {
 
@@ -113,7 +115,8 @@ void gdn_chunk_advance_state(T* S, const GdnChunkTerms<T>& c, const std::vector<
 }
 
 template <class T>
-void gdn_chunk_forward_ref(const GdnForwardArgs<T>& a, int64_t chunk) {
+void gdn_chunk_forward_ref(const GdnForwardArgs<T>& args, int64_t chunk) {
+  const GdnForwardArgs<T> a = gdn_qk_l2norm_forward_ref(args);
   const GdnDims& d = a.dims;
   const int64_t dk = d.dk, dv = d.dv;
   GdnChunkTerms<T> c;
@@ -319,6 +322,7 @@ void gdn_chunk_backward_ref(const GdnBackwardArgs<T>& a, int64_t chunk) {
       }
       if (a.dS0) std::copy(dS.begin(), dS.end(), a.dS0 + state_off);
     }
+  gdn_qk_l2norm_backward_ref(a);
 }
 
 }  // namespace dt

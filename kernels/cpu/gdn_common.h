@@ -27,8 +27,23 @@ struct GdnDims {
   int64_t key_head(int64_t h) const { return h / (Hv / Hk); }
 };
 
+// The l2norms of q and k taken inside the delta rule (kernels/cpu/gdn_l2norm.h), as the GPU
+// takes them (GdnQkL2Norm in kernels/ops.h). Unset (q_rnorm null): q and k come normalised.
+//   forward:  q, k are the l2norms' inputs x; q_hat, k_hat [B*T, Hk*dk] receive y = scale x r and
+//             q_rnorm, k_rnorm [B*T, Hk] r = 1 / sqrt(sum x^2 + 1e-6); the rule then reads the y.
+//   backward: q, k are those y, q_rnorm, k_rnorm their r (q_hat, k_hat unused); dq, dk come out as
+//             the gradients with respect to x.
+template <class T>
+struct GdnQkL2NormArgs {
+  GdnRows<T> q_hat, k_hat;
+  T* q_rnorm = nullptr;
+  T* k_rnorm = nullptr;
+  T q_scale = 1, k_scale = 1;
+};
+
 // The delta rule's tensors (recurrent and chunked forms take the same arguments).
-//   q, k: [B*T, Hk*dk]  (q l2-normalised and scaled by dk^-1/2, k l2-normalised)
+//   q, k: [B*T, Hk*dk]  (q l2-normalised and scaled by dk^-1/2, k l2-normalised; or, with l2,
+//                        the l2norms' inputs)
 //   v, o: [B*T, Hv*dv]   g, beta: [B*T, Hv] contiguous   states: [B, Hv, dk, dv] contiguous
 template <class T>
 struct GdnForwardArgs {
@@ -39,6 +54,7 @@ struct GdnForwardArgs {
   const T* S0 = nullptr;  // initial state; null: zero
   GdnRows<T> o;
   T* S_out = nullptr;  // final state; null: not wanted
+  GdnQkL2NormArgs<T> l2;
 };
 
 // Backward: every gradient is WRITTEN. dq and dk sum over the Hv / Hk value heads that read
@@ -56,6 +72,7 @@ struct GdnBackwardArgs {
   T* dg = nullptr;
   T* dbeta = nullptr;
   T* dS0 = nullptr;           // null: not wanted
+  GdnQkL2NormArgs<T> l2;
 };
 
 // 1 / (1 + e^-x), never exp of a positive number, exact 0 and 1 at -inf and +inf.

@@ -13,7 +13,8 @@
 //   dbeta_t = dd . (v_t - u_t);  dv_t = beta_t dd;  du = -beta_t dd
 //   dS~ = dS + k_t du^T;  dk_t += S~_t du
 //   dg_t = <dS~, S~_t>;   dS = a_t dS~         (the gradient of S_{t-1})
-// The states S_0 .. S_T of one (batch, head) are kept for the backward.
+// The states S_0 .. S_T of one (batch, head) are kept for the backward. With a.l2 set, the
+// l2norms of q and k run before the forward and after the backward (kernels/cpu/gdn_l2norm.h).
 #pragma once
 
 #include <algorithm>
@@ -22,11 +23,13 @@
 #include <vector>
 
 #include "kernels/cpu/gdn_common.h"
+#include "kernels/cpu/gdn_l2norm.h"
 
 namespace dt {
 
 template <class T>
-void gdn_recurrent_forward_ref(const GdnForwardArgs<T>& a) {
+void gdn_recurrent_forward_ref(const GdnForwardArgs<T>& args) {
+  const GdnForwardArgs<T> a = gdn_qk_l2norm_forward_ref(args);
   const GdnDims& d = a.dims;
   const int64_t dk = d.dk, dv = d.dv;
   std::vector<T> S(static_cast<size_t>(dk * dv)), u(static_cast<size_t>(dv));
@@ -154,6 +157,7 @@ void gdn_recurrent_backward_ref(const GdnBackwardArgs<T>& a) {
       }
       if (a.dS0) std::copy(dS.begin(), dS.end(), a.dS0 + state_off);
     }
+  gdn_qk_l2norm_backward_ref(a);
 }
 
 }  // namespace dt

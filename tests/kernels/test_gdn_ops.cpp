@@ -86,31 +86,25 @@ TEST(GdnConv, RejectsMismatchedWeight) {
 
 // ---- l2norm ----
 
-// The l2norms taken inside the chunked delta rule (GdnQkL2Norm, and l2norm's saved r) run on the GPU
-// only: on the CPU each is refused with a message that names the CPU route.
-TEST(GdnL2Norm, TakenInsideTheChunkIsRefusedOnTheCpu) {
-  const int B = 1, T = 4, H = 1, d = 8;
-  Buf<double> q({B, T, H, d}), k({B, T, H, d}), v({B, T, H, d}), o({B, T, H, d}), g({B, T, H}), beta({B, T, H});
-  Buf<double> y({B, T, H, d}), r({B, T, H}), dq({B, T, H, d}), dk({B, T, H, d}), dv({B, T, H, d});
-  Buf<double> dg({B, T, H}), db({B, T, H}), d_o({B, T, H, d});
+// rnorm: r = 1 / sqrt(sum x^2 + 1e-6) per row and head, beside y (the delta rule's GdnQkL2Norm keeps
+// it for the backward; tests/kernels/test_gdn_qk_l2norm.cpp); y the same with or without it.
+TEST(GdnL2Norm, ForwardWritesTheReciprocalNorm) {
+  std::mt19937_64 rng(3);
+  const int B = 2, T = 3, H = 2, d = 5;
+  Buf<double> x({B, T, H, d}), y({B, T, H, d}), y_plain({B, T, H, d}), r({B, T, H});
+  fill_normal(x, rng);
+  poison(y), poison(r);
   Context ctx;
-  auto expect_refused = [](auto call, const char* want) {
-    try {
-      call();
-      ADD_FAILURE() << "no error; expected one naming " << want;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("GPU only"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
-    }
-  };
-  expect_refused([&] { gdn_l2norm_forward(ctx, y, q, 1.0, r); }, "rnorm");
-  GdnQkL2Norm l2;
-  l2.q_hat = y, l2.k_hat = y, l2.q_rnorm = r, l2.k_rnorm = r;
-  expect_refused([&] { gdn_chunk_forward(ctx, o, Tensor{}, q, k, v, g, beta, Tensor{}, 4, Tensor{}, l2); },
-                 "gdn_l2norm_forward");
-  expect_refused([&] {
-    gdn_chunk_backward(ctx, dq, dk, dv, dg, db, Tensor{}, d_o, Tensor{}, q, k, v, g, beta, Tensor{}, 4, Tensor{}, l2);
-  }, "gdn_l2norm_backward");
+  gdn_l2norm_forward(ctx, y, x, 0.5, r);
+  gdn_l2norm_forward(ctx, y_plain, x, 0.5);
+  EXPECT_EQ(rel_diff(y, y_plain), 0.0);
+  for (int i = 0; i < B * T * H; ++i) {
+    double ss = 0;
+    for (int j = 0; j < d; ++j) ss += x[i * d + j] * x[i * d + j];
+    EXPECT_NEAR(r[i], 1 / std::sqrt(ss + 1e-6), 1e-15 / std::sqrt(ss));
+  }
+  Buf<double> wrong({B, T, H + 1});
+  EXPECT_THROW(gdn_l2norm_forward(ctx, y, x, 0.5, wrong), Error);
 }
 
 TEST(GdnL2Norm, ForwardMatchesFormulaOnStridedColumns) {

@@ -292,5 +292,22 @@ TEST(GdnLayer, RejectsBadConfigAndShapes) {
   EXPECT_THROW(r.layer.forward(ctx, r.x, r.y), Error);
 }
 
+// chunk_size 0 (the recurrence) has no GPU backward: the layer says so, naming the config key and the
+// way out, before any op runs (trainer/config_validate.h refuses it earlier, for training runs).
+TEST(GdnLayer, RecurrentBackwardOnTheGpuNamesTheConfigKey) {
+  Rig<double> r(small_config(0), 1, 5, 10);
+  r.forward();
+  Context gpu;
+  gpu.device = Device::kCUDA;
+  try {
+    r.layer.backward(gpu, r.dy, r.dx);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("model.gdn.chunk_size: 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--device cpu"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace dt
