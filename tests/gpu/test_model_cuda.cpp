@@ -164,7 +164,9 @@ void expect_gpu_tracks_cpu(const ModelConfig& cfg, int steps, int B, int T, doub
     std::printf("step %2d  loss cpu %.5f gpu %.5f (rel %.2e)  grad norm cpu %.4f gpu %.4f (rel %.2e)\n", i + 1,
                 cpu.loss[i], gpu.loss[i], rel, cpu.grad_norm[i], gpu.grad_norm[i], rel_norm);
     EXPECT_LE(rel, 0.02) << "loss, step " << i + 1;
-    if (grad_tol > 0) EXPECT_LE(rel_norm, grad_tol) << "gradient norm, step " << i + 1;
+    if (grad_tol > 0) {
+      EXPECT_LE(rel_norm, grad_tol) << "gradient norm, step " << i + 1;
+    }
   }
   std::printf("worst relative difference: loss %.3e (limit 2e-2), gradient norm %.3e\n", worst, worst_norm);
   EXPECT_LT(cpu.loss.back(), 0.8 * cpu.loss.front()) << "the run must learn, or the comparison says little";
