@@ -33,28 +33,19 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/philox.h"
+#include "tests/gpu/gpu_testing.h"
 
 namespace dt::dense_elem_test {
 
-#define SKIP_WITHOUT_GPU()                                                   \
-  do {                                                                       \
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present";  \
-  } while (0)
+using gpu_testing::gpu_context;
+using gpu_testing::run_seed;
+
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kBf16Rel = 1.0 / 128;  // 2 x bf16's rounding bound 2^-8
 inline constexpr double kFloorRel = 1e-5;      // x RMS of the output
 
-inline uint64_t run_seed() {
-  static const uint64_t seed = [] {
-    if (const char* e = std::getenv("DT_TEST_SEED")) return static_cast<uint64_t>(std::strtoull(e, nullptr, 10));
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }();
-  return seed;
-}
 
-#define SEED_TRACE() SCOPED_TRACE("Philox seed " + std::to_string(run_seed()) + " (replay: DT_TEST_SEED=<seed>)")
 
 // n normals * scale from the Philox stream named `name` (+ a case index), rounded to bf16 if asked.
 inline std::vector<float> randn(int64_t n, const std::string& name, double scale = 1.0, bool bf16 = true) {
@@ -67,11 +58,6 @@ inline std::vector<float> randn(int64_t n, const std::string& name, double scale
   return x;
 }
 
-inline Context gpu_context() {
-  Context ctx;
-  ctx.device = Device::kCUDA;  // stream = nullptr: the legacy default stream
-  return ctx;
-}
 
 inline double rms(const std::vector<double>& x) {
   double s = 0;

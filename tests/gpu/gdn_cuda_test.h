@@ -25,15 +25,12 @@
 #include "kernels/cuda/gdn_plan.h"
 #include "kernels/gdn_cuda.h"
 #include "kernels/ops.h"
+#include "tests/gpu/gpu_testing.h"
 
 namespace dt {
 namespace gdn_test {
 
 
-#define SKIP_WITHOUT_GPU()                                                   \
-  do {                                                                       \
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present";  \
-  } while (0)
 
 // One device allocation, freed on scope exit.
 struct DevBuf {

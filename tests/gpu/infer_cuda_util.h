@@ -16,24 +16,14 @@
 #include "kernels/fill.h"
 #include "layers/model_config.h"
 #include "tests/gpu/gpu_tensor.h"
+#include "tests/gpu/gpu_testing.h"
 
 namespace dt::infer_cuda_testing {
 
-#define SKIP_WITHOUT_GPU()                                                   \
-  do {                                                                       \
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present";  \
-  } while (0)
+using gpu_testing::gpu_context;
+using gpu_testing::run_seed;
 
-// Fresh inputs each run; DT_TEST_SEED=<n> replays a run (the seed is in every failure's trace).
-inline uint64_t run_seed() {
-  static const uint64_t seed = [] {
-    if (const char* e = std::getenv("DT_TEST_SEED")) return static_cast<uint64_t>(std::strtoull(e, nullptr, 10));
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }();
-  return seed;
-}
-#define SEED_TRACE() SCOPED_TRACE("seed " + std::to_string(run_seed()) + " (replay: DT_TEST_SEED=<seed>)")
+
 
 // n normals * scale, rounded to bf16 when asked (then the GPU and the reference see the same numbers).
 inline std::vector<float> randn(int64_t n, uint64_t salt, double scale = 1.0, bool bf16 = true) {

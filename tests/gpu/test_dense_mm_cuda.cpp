@@ -38,14 +38,10 @@
 #include "kernels/cuda_context.h"
 #include "kernels/fill.h"
 #include "kernels/ops.h"
+#include "tests/gpu/gpu_testing.h"
 
 namespace dt {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                   \
-  do {                                                                       \
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present";  \
-  } while (0)
 
 constexpr double kU = 1.0 / 256;  // bf16 unit roundoff 2^-8
 const double kNaN = std::numeric_limits<double>::quiet_NaN();

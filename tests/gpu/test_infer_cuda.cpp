@@ -22,11 +22,6 @@ namespace {
 
 using namespace infer_cuda_testing;
 
-Context gpu_context() {
-  Context ctx;
-  ctx.device = Device::kCUDA;  // stream = nullptr: the legacy default stream
-  return ctx;
-}
 
 TEST(DecodeOpsCuda, ConvStepMatchesTheCpu) {
   SKIP_WITHOUT_GPU();

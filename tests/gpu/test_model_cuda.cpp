@@ -17,13 +17,11 @@
 #include "tests/trainer/golden_deepseek_v3.h"
 #include "tests/trainer/golden_io.h"
 #include "trainer/adamw.h"
+#include "tests/gpu/gpu_testing.h"
 #include "trainer/runtime.h"
 
 namespace dt {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present"
 
 // bf16 keeps 8 significant bits (unit roundoff 2^-9 = 2e-3 per rounding); activations are rounded
 // at every op boundary of a forward (about 10 of them per layer), gradients again in the backward.

@@ -16,12 +16,7 @@
 namespace dt {
 namespace {
 
-using gdn_test::Buf;
-using gdn_test::dot;
-using gdn_test::expect_grad_matches;
-using gdn_test::fill_normal;
-using gdn_test::poison;
-using gdn_test::rel_diff;
+using namespace gdn_test;  // the GDN tests' buffers, fills and gradient checks
 
 const char* kPrefix = "model.layers.0.linear_attn";
 
