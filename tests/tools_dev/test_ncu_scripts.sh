@@ -42,7 +42,7 @@ echo "$out" | grep -q "20 wavefronts, 10 of them excess (50%)" || fail "ncu_sass
   echo '"Kernel Name","gpu__time_duration.sum"'
   echo '"","nsecond"'
   for t in 900 2000 50 1000 3000 60 1500 4000 70; do
-    case $t in 50|60|70) k="decode_cuda::advance_kernel(int *)" ;; 1*) k="void gemv_kernel(Params)" ;; *) k="void norm_kernel(Params)" ;; esac
+    case $t in 50|60|70) k="dt::cuda::advance_kernel(int *)" ;; 1*) k="void gemv_kernel(Params)" ;; *) k="void norm_kernel(Params)" ;; esac
     echo "\"$k\",\"$t\""
   done
 } > "$tmp/steps.csv"
