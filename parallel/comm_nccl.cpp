@@ -22,6 +22,8 @@
 #ifdef DELTATRON_HAVE_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include "core/cuda_check.h"
 #endif
 
 namespace dt {
@@ -29,13 +31,6 @@ namespace dt {
 #ifdef DELTATRON_HAVE_NCCL
 
 namespace {
-
-#define DT_CUDA_OK(call, what)                                                                                   \
-  do {                                                                                                           \
-    cudaError_t e_ = (call);                                                                                     \
-    DT_CHECK(e_ == cudaSuccess, "{}: {} failed: {} ({}:{})", what, #call, cudaGetErrorString(e_), __FILE__,       \
-             __LINE__);                                                                                          \
-  } while (0)
 
 #define DT_NCCL_OK(call, what, comm)                                                                             \
   do {                                                                                                           \

@@ -3,7 +3,7 @@
 // block reductions, RoPE's angle, and the deterministic column sum. bf16 travels as its raw
 // uint16_t bits; all math is fp32 (or double where a kernel says so). Every reduction here has an
 // order that depends on the sizes only: the same inputs give the same bits. Host-side checks of
-// CUDA calls: kernels/cuda/check.h (included here).
+// CUDA calls: core/cuda_check.h (included here).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "kernels/cuda/check.h"
+#include "core/cuda_check.h"
 
 namespace dt::cuda {
 

@@ -15,10 +15,10 @@
 
 #include "core/context.h"
 #include "core/error.h"
-#include "kernels/cuda/check.h"
+#include "core/cuda_check.h"
 #include "kernels/cuda/dense_mm_launch.h"
 
-// Every cuBLASLt call is checked (CUDA runtime calls: DT_CUDA_OK of kernels/cuda/check.h); the message
+// Every cuBLASLt call is checked (CUDA runtime calls: DT_CUDA_OK of core/cuda_check.h); the message
 // names the op and the source line.
 #define DT_CUBLAS_OK(call, op)                                                                             \
   do {                                                                                                    \

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cuda/check.h"
+#include "core/cuda_check.h"
 #include "kernels/fill.h"
 
 namespace dt {

@@ -1,5 +1,5 @@
 // Device-side pieces shared by the GDN chunk kernels (kernels/cuda/gdn_chunk.cu): bf16 loads
-// and stores and the fp32 workspace layout; the launch check is DT_CUDA_OK (kernels/cuda/check.h).
+// and stores and the fp32 workspace layout; the launch check is DT_CUDA_OK (core/cuda_check.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "kernels/cuda/check.h"  // DT_CUDA_OK: every launch and runtime call goes through it
+#include "core/cuda_check.h"  // DT_CUDA_OK: every launch and runtime call goes through it
 #include "kernels/gdn_cuda.h"
 
 namespace dt {
