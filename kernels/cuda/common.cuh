@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "core/error.h"
 #include "core/cuda_check.h"
@@ -209,6 +210,33 @@ __global__ void __launch_bounds__(kColumnSumThreads) column_sum_add_kernel(float
 }
 
 inline unsigned column_sum_grid(int64_t cols) { return static_cast<unsigned>((cols + 31) / 32); }
+
+// ---- programmatic dependent launch (sm_90) ----
+
+// A kernel launched by launch_dependent (below) may start once every CTA of the kernel before it
+// in the stream has called grid_launch_dependents (or exited): its CTAs then run beside that
+// kernel's, and may read what never changes (weights) while it works. grid_dependency_wait blocks
+// until the kernel before has completed and its writes are visible; a dependent kernel calls it
+// before it reads anything that kernel writes, and before it writes anything. Both are no-ops in
+// a kernel not launched so. Completion is transitive: a kernel waits on its predecessor, which
+// waited on its own, so everything earlier in the stream is complete too.
+__device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+// kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent of the stream's previous
+// kernel (cudaLaunchAttributeProgrammaticStreamSerialization); the kernel must call
+// grid_dependency_wait as above.
+template <class... Params, class... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                             Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 // ---- host: stream-ordered scratch ----
 
