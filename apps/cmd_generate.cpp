@@ -225,7 +225,8 @@ void run_generate(const GenerateArgs& a) {
           {"steady_decode_tokens_per_s", steady_per_s}, {"graph_replays", r.graph_replays}}},
         {"memory",
          {{"decode_state_bytes", r.state_bytes}, {"device_used_before_bytes", r.device_used_before},
-          {"device_used_after_prefill_bytes", r.device_used_after_prefill}}}};
+          {"device_used_after_prefill_bytes", r.device_used_after_prefill},
+          {"device_used_after_decode_bytes", r.device_used_after_decode}}}};
     // Token bytes need not be valid UTF-8 (a character split across tokens): replaced, not an error.
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     return;

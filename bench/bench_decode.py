@@ -13,8 +13,10 @@ as MLA, have no peer), then for each context and batch:
   of about `context` tokens of FineWeb-Edu text: prefill ms, decode tokens/s (all sequences, over the
   steps after the first two, which build the GEMM plans and record the CUDA graph; the rate over all
   steps is in the JSON as all_steps_tokens_per_s), the
-  decode state's allocation, and on the GPU the device memory used after the prefill minus before
-  the state (measured with the driver; it includes the allocator's granularity);
+  decode state's allocation, and on the GPU the device memory the decode holds: the larger of the
+  device's used memory after the prefill and after the last step (the recorded step graph
+  included), minus before the state (measured with the driver; it includes the allocator's
+  granularity);
 - transformers (float32 on the CPU, bf16 on the GPU, the model's own caches): the same prompt ids
   repeated N times, prefill time (a forward with use_cache), decode tokens/s from generate with G
   new tokens minus generate with 1, and the cache's memory: on the GPU torch.cuda.memory_allocated
@@ -101,7 +103,8 @@ def deltatron_decode(args, ckpt, prompt, batch):
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
     j = json.loads(r.stdout)
     mem = j.get("memory", {})
-    used = mem.get("device_used_after_prefill_bytes", 0) - mem.get("device_used_before_bytes", 0)
+    used = max(mem.get("device_used_after_prefill_bytes", 0),
+               mem.get("device_used_after_decode_bytes", 0)) - mem.get("device_used_before_bytes", 0)
     return {"prompt_tokens": len(j["prompt"]["tokens"]), "prompt_ids": j["prompt"]["tokens"],
             "prefill_ms": j["timing"]["prefill_ms"],
             # The steps after the first two (GEMM plans, then the CUDA graph's recording): the rate of a

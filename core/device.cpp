@@ -6,13 +6,8 @@
 #include "core/error.h"
 
 #ifdef DELTATRON_HAVE_CUDA
-#include <cuda_runtime.h>
-#define DT_CUDA_CHECK(call)                                                                  \
-  do {                                                                                       \
-    cudaError_t err_ = (call);                                                               \
-    DT_CHECK(err_ == cudaSuccess, "CUDA error {} at {}:{}: {}", static_cast<int>(err_),      \
-             __FILE__, __LINE__, cudaGetErrorString(err_));                                   \
-  } while (0)
+#include "core/cuda_check.h"
+#define DT_CUDA_CHECK(call) DT_CUDA_OK(call, "device")
 #endif
 
 namespace dt {
@@ -118,6 +113,73 @@ size_t device_memory_free() {
   return free_b;
 #else
   return 0;
+#endif
+}
+
+void device_copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) {
+  if (dst_dev == Device::kCPU && src_dev == Device::kCPU) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#ifdef DELTATRON_HAVE_CUDA
+  DT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+#else
+  (void)stream;
+  DT_FAIL("this build has no CUDA backend");
+#endif
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes, Device device) : device_(device), bytes_(bytes) {
+  if (device == Device::kCPU) {
+    data_ = device_alloc(bytes, Device::kCPU);
+    return;
+  }
+#ifdef DELTATRON_HAVE_CUDA
+  DT_CUDA_CHECK(cudaMallocHost(&data_, bytes == 0 ? 1 : bytes));
+#else
+  DT_FAIL("this build has no CUDA backend");
+#endif
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (!data_) return;
+  if (device_ == Device::kCPU) {
+    device_free(data_, Device::kCPU);
+    return;
+  }
+#ifdef DELTATRON_HAVE_CUDA
+  cudaFreeHost(data_);
+#endif
+}
+
+StreamEvent::StreamEvent(Device device) {
+  if (device == Device::kCPU) return;
+#ifdef DELTATRON_HAVE_CUDA
+  cudaEvent_t e = nullptr;
+  DT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+#else
+  DT_FAIL("this build has no CUDA backend");
+#endif
+}
+
+StreamEvent::~StreamEvent() {
+#ifdef DELTATRON_HAVE_CUDA
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+#endif
+}
+
+void StreamEvent::record(void* stream) {
+#ifdef DELTATRON_HAVE_CUDA
+  if (event_) DT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)));
+#else
+  (void)stream;
+#endif
+}
+
+void StreamEvent::synchronize() {
+#ifdef DELTATRON_HAVE_CUDA
+  if (event_) DT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 #endif
 }
 

@@ -46,14 +46,18 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
 }
 
 Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state) {
+  const Tensor id = buf(ids_);
+  device_copy(id.data, id.device, ids, Device::kCPU, id.bytes());
+  return step_chained(ctx, state);
+}
+
+Tensor Decoder::step_chained(Context& ctx, DecodeState& state) {
   DT_CHECK(state.n_seqs() == n_seqs_, "decode: the state holds {} sequences, the decoder {}", state.n_seqs(), n_seqs_);
   DT_CHECK(state.device() == ctx.device && scratch_.device() == ctx.device,
            "decode: the context's device differs from the state's or the weights'");
-  const int64_t pos = state.length();
-  DT_CHECK(pos < state.capacity(), "decode: the context is full ({} tokens, the state's capacity)", state.capacity());
-  const Tensor id = buf(ids_);
-  device_copy(id.data, id.device, ids, Device::kCPU, id.bytes());
-  const DecodePosition at{pos, state.counter()};
+  DT_CHECK(state.length() < state.capacity(), "decode: the context is full ({} tokens, the state's capacity)",
+           state.capacity());
+  const DecodePosition at{state.length(), state.counter()};
   auto run = [&] {
     body(ctx, state, at);
     decode_advance(ctx, state.counter());
@@ -83,6 +87,12 @@ Tensor Decoder::greedy(Context& ctx, int64_t vocab) {
   const Tensor next = buf(next_);
   decode_argmax(ctx, next, buf(logits_), vocab);
   return next;
+}
+
+Tensor Decoder::greedy_into_input(Context& ctx, int64_t vocab) {
+  const Tensor id = buf(ids_).view({n_seqs_});
+  decode_argmax(ctx, id, buf(logits_), vocab);
+  return id;
 }
 
 Tensor Decoder::head(Context& ctx, const Tensor& hn) {

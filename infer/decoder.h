@@ -38,9 +38,14 @@ class Decoder {
   // next token [N, vocab] (on the weights' device, stat_dtype(); valid until the next step) and
   // advances the state.
   Tensor step(Context& ctx, const int32_t* ids, DecodeState& state);
+  // The same step on the ids that greedy_into_input() left on the device: nothing goes through
+  // the host, so the host may queue it before the last step's ids reach it.
+  Tensor step_chained(Context& ctx, DecodeState& state);
   // Greedy decoding where the logits are: the first largest of each row of the last step's logits
   // among ids [0, vocab), int32 [N] on the weights' device (infer/decode_ops.h decode_argmax).
   Tensor greedy(Context& ctx, int64_t vocab);
+  // The same choice written where the next step reads its ids (for step_chained); returns them.
+  Tensor greedy_into_input(Context& ctx, int64_t vocab);
   // The LM head on final-normed hidden rows hn [r, d_model] (r <= n_seqs; the prefill's last
   // position): logits [r, vocab] as step() computes them, in the same buffer.
   Tensor head(Context& ctx, const Tensor& hn);

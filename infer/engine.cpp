@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "layers/model.h"
 
+
 namespace dt {
 
 namespace {
@@ -112,21 +113,6 @@ std::vector<float> Engine::step(Context& ctx, std::span<const int32_t> ids, Deco
   return to_host_f32(decoder(state.n_seqs()).step(ctx, ids.data(), state));
 }
 
-std::vector<int32_t> Engine::step_greedy(Context& ctx, std::span<const int32_t> ids, DecodeState& state,
-                                         int64_t vocab) {
-  DT_CHECK(static_cast<int64_t>(ids.size()) == state.n_seqs(), "decode: {} ids for {} sequences", ids.size(),
-           state.n_seqs());
-  for (int32_t id : ids)
-    DT_CHECK(id >= 0 && id < cfg_.vocab_size, "decode: token {} is outside the model's vocabulary [0, {})", id,
-             cfg_.vocab_size);
-  Decoder& dec = decoder(state.n_seqs());
-  dec.step(ctx, ids.data(), state);
-  const Tensor next = dec.greedy(ctx, vocab);
-  std::vector<int32_t> out(static_cast<size_t>(next.numel()));
-  device_copy(out.data(), Device::kCPU, next.data, next.device, next.bytes());
-  return out;
-}
-
 GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, const GenerateOptions& o,
                                 const TokenCallback& on_token) {
   check_sampler_options(o.sampling);
@@ -162,19 +148,47 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   t0 = std::chrono::steady_clock::now();
   auto steady0 = t0;
   const int64_t replays0 = graph_replays();  // the decoder is the prefill's
-  // Greedy without a logits callback: the choice is made where the logits are (f32 there).
+  // Greedy without a logits callback: the choice is made where the logits are (f32 there) and
+  // written where the next step reads its ids, and the host queues step s + 1 before it waits for
+  // step s's ids (two page-locked slots, one event each), so the device never waits on the host.
   const bool greedy_here = o.sampling.temperature == 0 && !o.on_logits && weights_.stat_dtype() == DType::kF32;
-  std::vector<float> logits;  // [N, V]
-  std::vector<int32_t> chosen;  // [N], greedy_here
+  Decoder& dec = decoder(N);
+  const Device dev = weights_.device();
+  std::vector<std::unique_ptr<PinnedBuffer>> slot;
+  std::vector<std::unique_ptr<StreamEvent>> ready;
+  int64_t replays_at[2] = {0, 0};
+  if (greedy_here)
+    for (int k = 0; k < 2; ++k) {
+      slot.push_back(std::make_unique<PinnedBuffer>(static_cast<size_t>(N) * sizeof(int32_t), dev));
+      ready.push_back(std::make_unique<StreamEvent>(dev));
+    }
   std::vector<bool> done(static_cast<size_t>(N), false);
   std::vector<int32_t> next(static_cast<size_t>(N), 0);
+  auto queue_greedy = [&](int64_t s) {  // step s (>= 1) and the copy of its ids to slot s % 2
+    if (s == 1)
+      dec.step(ctx, next.data(), *state);  // the first: host ids
+    else
+      dec.step_chained(ctx, *state);
+    const Tensor ids = dec.greedy_into_input(ctx, vocab);
+    device_copy_async(slot[s % 2]->data(), Device::kCPU, ids.data, ids.device, ids.bytes(), ctx.stream);
+    ready[s % 2]->record(ctx.stream);
+    replays_at[s % 2] = graph_replays();
+  };
+  std::vector<float> logits;  // [N, V]
+  const int32_t* chosen = nullptr;  // [N], greedy_here
+  int64_t queued = 0;  // greedy_here: the last step queued
   for (int64_t s = 0; s < o.max_new_tokens; ++s) {
     if (s > 0) {
       if (greedy_here) {
-        chosen = step_greedy(ctx, next, *state, vocab);
+        if (queued < s) queue_greedy(queued = s);
+        if (s + 1 < o.max_new_tokens) queue_greedy(queued = s + 1);
+        ready[s % 2]->synchronize();
+        chosen = static_cast<const int32_t*>(slot[s % 2]->data());
+        r.graph_replays = replays_at[s % 2] - replays0;
       } else {
         logits = step(ctx, next, *state);
         if (o.on_logits && !done[0]) o.on_logits(r.prompt_tokens + s - 1, {logits.data(), static_cast<size_t>(V)});
+        r.graph_replays = graph_replays() - replays0;
       }
       ++r.decode_steps;
       if (r.decode_steps == 2) steady0 = std::chrono::steady_clock::now();
@@ -204,9 +218,11 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
     }
     if (!any) break;
   }
+  // A step queued ahead of an ending still runs: wait for it before the state goes.
+  for (auto& e : ready) e->synchronize();
   r.decode_ms = ms_since(t0);
+  if (gpu) r.device_used_after_decode = device_memory_used();  // with the recorded step graph
   if (r.decode_steps > 2) r.steady_decode_ms = ms_since(steady0);
-  r.graph_replays = graph_replays() - replays0;
   return r;
 }
 

@@ -70,7 +70,7 @@ struct GenerateResult {
   // GPU: the device's used memory (core/device.h) just before the state is allocated and right
   // after the prefill (the prefill's model freed, the state filled): their difference is what
   // decoding holds beyond the weights. 0 on the CPU.
-  size_t device_used_before = 0, device_used_after_prefill = 0;
+  size_t device_used_before = 0, device_used_after_prefill = 0, device_used_after_decode = 0;
 };
 
 // Called as each token is produced: (sequence, token). Returning false ends that sequence there
@@ -92,9 +92,6 @@ class Engine {
                              std::vector<float>* all_logits = nullptr);
   // One token per sequence (ids [N]) at position state.length(); returns the logits [N * vocab].
   std::vector<float> step(Context& ctx, std::span<const int32_t> ids, DecodeState& state);
-  // The same step, then each sequence's greedy choice among ids [0, vocab) taken on the device (only
-  // N ids come back, not the logits): the rule of infer/sampler.h at temperature 0.
-  std::vector<int32_t> step_greedy(Context& ctx, std::span<const int32_t> ids, DecodeState& state, int64_t vocab);
 
   // GPU: record each decode step in a CUDA graph and replay it (the default), or run it op by op.
   void set_cuda_graph(bool on) { cuda_graph_ = on; }

@@ -143,6 +143,8 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
   __shared__ float2 sacc[kGroups][P];
   const int64_t s = blockIdx.x, h = blockIdx.y, n = blockIdx.z, row = n * p.H + h;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  grid_dependency_wait();  // q and the cache's new position come from the kernel before
+  grid_launch_dependents();
   const int64_t len = decode_len(p.pos_dev, p.pos, p.cap);
   const int64_t per = (len + p.S - 1) / p.S, t0 = s * per, t1 = t0 + per < len ? t0 + per : len;
   for (int d = tid; d < 8 * G; d += kThreads)
@@ -219,6 +221,8 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(void* o, const float* p
   __shared__ float sl[kMaxSplits];
   const int64_t row = blockIdx.y * H + blockIdx.x;
   const float* pr = partial + row * S * (Dv + 2);
+  grid_dependency_wait();  // a no-op unless launched as a dependent (GQA's launch)
+  grid_launch_dependents();
   for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = pr[s * (Dv + 2)], sl[s] = pr[s * (Dv + 2) + 1];
   __syncthreads();
   float M = -INFINITY;
@@ -284,17 +288,20 @@ void launch_split(const SplitParams& p, cudaStream_t s) {
 // two, value dims 2 to 256 a power of two, 16-byte aligned rows), else split_kernel.
 template <int G>
 bool launch_gqa_split_g(const SplitParams& p, const dim3& grid, cudaStream_t s) {
+  void (*kernel)(SplitParams) = nullptr;
   switch (p.Dv) {
-    case 2: gqa_split_kernel<G, 1><<<grid, kThreads, 0, s>>>(p); return true;
-    case 4: gqa_split_kernel<G, 2><<<grid, kThreads, 0, s>>>(p); return true;
-    case 8: gqa_split_kernel<G, 4><<<grid, kThreads, 0, s>>>(p); return true;
-    case 16: gqa_split_kernel<G, 8><<<grid, kThreads, 0, s>>>(p); return true;
-    case 32: gqa_split_kernel<G, 16><<<grid, kThreads, 0, s>>>(p); return true;
-    case 64: gqa_split_kernel<G, 32><<<grid, kThreads, 0, s>>>(p); return true;
-    case 128: gqa_split_kernel<G, 64><<<grid, kThreads, 0, s>>>(p); return true;
-    case 256: gqa_split_kernel<G, 128><<<grid, kThreads, 0, s>>>(p); return true;
+    case 2: kernel = gqa_split_kernel<G, 1>; break;
+    case 4: kernel = gqa_split_kernel<G, 2>; break;
+    case 8: kernel = gqa_split_kernel<G, 4>; break;
+    case 16: kernel = gqa_split_kernel<G, 8>; break;
+    case 32: kernel = gqa_split_kernel<G, 16>; break;
+    case 64: kernel = gqa_split_kernel<G, 32>; break;
+    case 128: kernel = gqa_split_kernel<G, 64>; break;
+    case 256: kernel = gqa_split_kernel<G, 128>; break;
     default: return false;
   }
+  DT_CUDA_OK(launch_dependent(kernel, grid, dim3(kThreads), 0, s, p), "decode_attention (GPU)");
+  return true;
 }
 
 void launch_gqa_split(const SplitParams& p, cudaStream_t s) {
@@ -355,9 +362,9 @@ void attention(uint16_t* o, const uint16_t* q, const uint16_t* k_cache, const ui
   auto s = static_cast<cudaStream_t>(stream);
   launch_gqa_split(p, s);
   DT_CUDA_OK(cudaGetLastError(), op);
-  merge_kernel<false><<<dim3(static_cast<unsigned>(H), static_cast<unsigned>(N)), kThreads, 0, s>>>(o, ws, H, p.S,
-                                                                                                   Dv);
-  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(launch_dependent(merge_kernel<false>, dim3(static_cast<unsigned>(H), static_cast<unsigned>(N)),
+                              dim3(kThreads), 0, s, static_cast<void*>(o), static_cast<const float*>(ws), H, p.S, Dv),
+             op);
 }
 
 void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,

@@ -24,8 +24,9 @@ namespace {
 // each lane reads 8 weights (16 bytes) at a time. At one token a step the GEMVs are bound by
 // latency, not bandwidth, so a warp issues its row's first kGemvPrefetch loads a lane before
 // anything else, and the kernel is launched as a programmatic dependent of the kernel before it
-// (gemv()): its CTAs start, and their weights are on the way, while that kernel finishes; they
-// wait for it (griddepcontrol.wait) before reading the input or writing. ----
+// (gemv(); every decode kernel lets its dependent start once all its CTAs are past their own wait):
+// its CTAs start, and their weights are on the way, while that kernel runs; they wait for it
+// (grid_dependency_wait) before reading the input or writing. ----
 
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = kGemvWarps * 32;
@@ -94,8 +95,10 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
       if (w0 && c < chunks) wpre[k] = __ldg(w0 + c);
     }
   }
-  // The weights never change; x, x2 and the outputs are the previous kernels' business until they end.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // The weights never change; x, x2 and the outputs are the previous kernels' business until they
+  // end. Once every CTA is past the wait, the next kernel's CTAs may start beside these.
+  grid_dependency_wait();
+  grid_launch_dependents();
 
   // The input in one pass, 8 features (16 bytes) a thread at a time: x' straight from x (and x2),
   // or for the norm the raw x, its weight and each thread's share of sum x^2 per row.
@@ -214,12 +217,34 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
 
 constexpr int kGdnMaxDim = 128;
 
+// The scalars a GDN token's thread needs besides q, k, v and the state, loaded at the kernel's
+// start so that none waits on another: the head's constants (load_constants, before the grid
+// wait) and this token's gate inputs, v and z (load_inputs, after it). Column j's v is loaded by
+// the threads of a column j < dv, its z and norm weight by the thread that writes it.
+struct GdnTokenInputs {
+  float A_log = 0.f, dt_bias = 0.f, norm_w = 0.f;  // weights
+  float a = 0.f, b = 0.f;                         // the a and b projections of this head and sequence
+  uint16_t v = 0, z = 0;                          // v and z of column j, bf16 bits
+
+  __device__ __forceinline__ void load_constants(const GdnStepParams& p, bool col, int64_t j) {
+    const int64_t h = blockIdx.x;
+    A_log = p.A_log[h], dt_bias = p.dt_bias[h];
+    if (col) norm_w = p.norm_w[j];
+  }
+  __device__ __forceinline__ void load_inputs(const GdnStepParams& p, bool col, bool out, int64_t j) {
+    const int64_t h = blockIdx.x, n = blockIdx.y, gi = n * p.Hv + h;
+    a = p.a[gi], b = p.b[gi];
+    if (col) v = p.qkv[n * p.ld_qkv + 2 * p.Hk * p.dk + h * p.dv + j];
+    if (out) z = p.z[n * p.ld_z + h * p.dv + j];
+  }
+};
+
 // The GDN token's start, for CTA (value head blockIdx.x, sequence blockIdx.y): q^ = bf16(q_scale q /
 // |q|) and k^ = bf16(k / |k|) of its key head into sq, sk (rounded as gdn_l2norm_forward writes
 // them), and its gates.
-__device__ __forceinline__ void gdn_token_begin(const GdnStepParams& p, float* sq, float* sk, float* red,
-                                                float* decay, float* beta) {
-  const int64_t h = blockIdx.x, n = blockIdx.y, kh = h / (p.Hv / p.Hk), gi = n * p.Hv + h;
+__device__ __forceinline__ void gdn_token_begin(const GdnStepParams& p, const GdnTokenInputs& in, float* sq, float* sk,
+                                                float* red, float* decay, float* beta) {
+  const int64_t h = blockIdx.x, n = blockIdx.y, kh = h / (p.Hv / p.Hk);
   const uint16_t* row = p.qkv + n * p.ld_qkv;
   float qq = 0.f, kk = 0.f;
   for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x) {
@@ -230,36 +255,40 @@ __device__ __forceinline__ void gdn_token_begin(const GdnStepParams& p, float* s
   for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x)
     sq[i] = bf16_bits_to_f32(f32_to_bf16_bits(sq[i] * rq)), sk[i] = bf16_bits_to_f32(f32_to_bf16_bits(sk[i] * rk));
   __syncthreads();
-  *decay = expf(-expf(p.A_log[h]) * softplus_f(p.a[gi] + p.dt_bias[h]));
-  *beta = sigmoid_f(p.b[gi]);
+  *decay = expf(-expf(in.A_log) * softplus_f(in.a + in.dt_bias));
+  *beta = sigmoid_f(in.b);
 }
 
 // The token's end: the gated RMSNorm over the head's dv outputs, y = o rsqrt(mean o^2 + eps) w silu(z),
 // written by the threads with `out` (one a column j); every thread of the CTA takes part.
-__device__ __forceinline__ void gdn_token_end(const GdnStepParams& p, float o, bool out, int64_t j, float* red) {
+__device__ __forceinline__ void gdn_token_end(const GdnStepParams& p, const GdnTokenInputs& in, float o, bool out,
+                                              int64_t j, float* red) {
   const int64_t h = blockIdx.x, n = blockIdx.y;
   const float ms = block_sum(out ? o * o : 0.f, red) / static_cast<float>(p.dv);
   if (out) {
     const float rs = rsqrtf(ms + p.eps);
-    const float z = bf16_bits_to_f32(p.z[n * p.ld_z + h * p.dv + j]);
-    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * rs * p.norm_w[j] * (z * sigmoid_f(z)));
+    const float z = bf16_bits_to_f32(in.z);
+    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * rs * in.norm_w * (z * sigmoid_f(z)));
   }
 }
 
 __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_constant__ GdnStepParams p) {
   __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[kGdnMaxDim / 32];
   const int64_t h = blockIdx.x, n = blockIdx.y, j = threadIdx.x, gi = n * p.Hv + h;
-  const uint16_t* row = p.qkv + n * p.ld_qkv;
+  GdnTokenInputs in;
+  in.load_constants(p, j < p.dv, j);
+  grid_dependency_wait();
+  grid_launch_dependents();
+  in.load_inputs(p, j < p.dv, j < p.dv, j);
   float decay, beta;
-  gdn_token_begin(p, sq, sk, red, &decay, &beta);
+  gdn_token_begin(p, in, sq, sk, red, &decay, &beta);
   // the delta rule on column j: S~ = decay S, u = S~^T k, d = beta (v - u), S = S~ + k d^T, o = S^T q
   float o = 0.f;
   if (j < p.dv) {
     float* S = p.state + gi * p.dk * p.dv + j;
     float u = 0.f;
     for (int64_t i = 0; i < p.dk; ++i) u += decay * S[i * p.dv] * sk[i];
-    const float v = bf16_bits_to_f32(row[2 * p.Hk * p.dk + h * p.dv + j]);
-    const float d = beta * (v - u);
+    const float d = beta * (bf16_bits_to_f32(in.v) - u);
     for (int64_t i = 0; i < p.dk; ++i) {
       const float s = decay * S[i * p.dv] + sk[i] * d;
       S[i * p.dv] = s;
@@ -267,7 +296,7 @@ __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_const
     }
     o = bf16_bits_to_f32(f32_to_bf16_bits(o));  // the recurrent kernel's bf16 output
   }
-  gdn_token_end(p, o, j < p.dv, j, red);
+  gdn_token_end(p, in, o, j < p.dv, j, red);
 }
 
 // The same token with the state's column split over R = dk / kPer threads, each holding kPer rows
@@ -279,23 +308,27 @@ __global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_const
   __shared__ float sq[kGdnMaxDim], sk[kGdnMaxDim], red[32];
   const int64_t h = blockIdx.x, n = blockIdx.y, gi = n * p.Hv + h;
   const int R = static_cast<int>(p.dk / kPer), tid = threadIdx.x, j = tid / R, r = tid % R;
-  const uint16_t* row = p.qkv + n * p.ld_qkv;
-  float decay, beta;
-  gdn_token_begin(p, sq, sk, red, &decay, &beta);
   const bool col = j < p.dv;
   float* S = p.state + gi * p.dk * p.dv + static_cast<int64_t>(r) * kPer * p.dv + j;
+  GdnTokenInputs in;
+  in.load_constants(p, col && r == 0, j);
+  grid_dependency_wait();
+  grid_launch_dependents();
+  // Every load of the token goes out at once: the state (a caller may have written it in the
+  // kernel before), the gate inputs, v, z, then q and k in gdn_token_begin.
+  float st[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) st[i] = col ? S[i * p.dv] : 0.f;
+  in.load_inputs(p, col, col && r == 0, j);
+  float decay, beta;
+  gdn_token_begin(p, in, sq, sk, red, &decay, &beta);
   const float* kr = sk + r * kPer;
   const float* qr = sq + r * kPer;
-  float st[kPer];
   float u = 0.f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    st[i] = col ? S[i * p.dv] : 0.f;
-    u += decay * st[i] * kr[i];
-  }
+  for (int i = 0; i < kPer; ++i) u += decay * st[i] * kr[i];
   for (int off = R / 2; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
-  const float v = col ? bf16_bits_to_f32(row[2 * p.Hk * p.dk + h * p.dv + j]) : 0.f;
-  const float d = beta * (v - u);
+  const float d = beta * ((col ? bf16_bits_to_f32(in.v) : 0.f) - u);
   float o = 0.f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -305,7 +338,7 @@ __global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_const
   }
   for (int off = R / 2; off > 0; off >>= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
   o = bf16_bits_to_f32(f32_to_bf16_bits(o));  // the recurrent kernel's bf16 output
-  gdn_token_end(p, o, col && r == 0, j, red);
+  gdn_token_end(p, in, o, col && r == 0, j, red);
 }
 
 }  // namespace
@@ -342,19 +375,12 @@ void gemv(const GemvParams& p, void* stream) {
     return n;
   }();
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((prev + kGemvWarps - 1) / kGemvWarps, 4 * sms));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(kGemvThreads), cfg.dynamicSmemBytes = smem;
-  cfg.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr, cfg.numAttrs = 1;
   // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N.
   auto kernel = p.N <= 1 ? gemv_kernel<1> : p.N <= 2 ? gemv_kernel<2> : p.N <= 4 ? gemv_kernel<4> : gemv_kernel<8>;
   if (smem > 48 * 1024)
     DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);
-  DT_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, p), op);
+  DT_CUDA_OK(launch_dependent(kernel, dim3(blocks), dim3(kGemvThreads), smem, static_cast<cudaStream_t>(stream), p), op);
   DT_CUDA_OK(cudaGetLastError(), op);
 }
 
@@ -372,15 +398,13 @@ void gdn_step(const GdnStepParams& p, void* stream) {
   const int64_t per = p.dk <= 64 ? 16 : 32, R = p.dk / per;
   if (p.dk % per == 0 && R >= 1 && R <= 32 && (R & (R - 1)) == 0 && p.dv * R <= 1024) {
     const int threads = static_cast<int>((p.dv * R + 31) / 32 * 32);
-    if (per == 16)
-      gdn_step_split_kernel<16><<<grid, threads, 0, st>>>(p);
-    else
-      gdn_step_split_kernel<32><<<grid, threads, 0, st>>>(p);
+    DT_CUDA_OK(launch_dependent(per == 16 ? gdn_step_split_kernel<16> : gdn_step_split_kernel<32>, grid,
+                                dim3(threads), 0, st, p),
+               op);
   } else {
     const int threads = static_cast<int>(std::max<int64_t>(32, (std::max(p.dk, p.dv) + 31) / 32 * 32));
-    gdn_step_kernel<<<grid, threads, 0, st>>>(p);
+    DT_CUDA_OK(launch_dependent(gdn_step_kernel, grid, dim3(threads), 0, st, p), op);
   }
-  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace dt::cuda

@@ -112,6 +112,8 @@ __global__ void __launch_bounds__(32) attn_prep_kernel(const __grid_constant__ A
   __shared__ float buf[kMaxRotaryDim];
   const AttnPrepParams& a = p.a;
   const int64_t n = blockIdx.y, head = blockIdx.x, hd = a.hd;
+  grid_dependency_wait();  // qg, k and v come from the kernel before
+  grid_launch_dependents();
   const int64_t at = a.pos_dev ? *a.pos_dev : a.pos;
   const double t = static_cast<double>(at);
   const bool vec = hd % 8 == 0;
@@ -142,24 +144,38 @@ __global__ void cache_write_kernel(uint16_t* __restrict__ cache, const uint16_t*
   cache[(n * cap + at) * row + e] = src[i];
 }
 
-__global__ void advance_kernel(int32_t* counter) { *counter += 1; }
+__global__ void advance_kernel(int32_t* counter) {
+  grid_dependency_wait();  // every kernel of the step has read the position
+  *counter += 1;
+}
 
 // ---- argmax: one block per row; each thread the first largest of its strided indices, then a
 // tree over (value, index) pairs that keeps the larger value and, on a tie, the smaller index ----
 
 constexpr int kArgmaxThreads = 1024;
+constexpr int kArgmaxLoads = 8;
 
 __device__ __forceinline__ void argmax_merge(float& v, int& i, float v2, int i2) {
   if (i2 >= 0 && (i < 0 || v2 > v || (v2 == v && i2 < i))) v = v2, i = i2;
 }
 
 __global__ void argmax_kernel(int32_t* __restrict__ out, const float* __restrict__ logits, int64_t V, int64_t ld) {
+  grid_dependency_wait();  // the logits come from the kernel before
+  grid_launch_dependents();
   const float* row = logits + blockIdx.x * ld;
   float v = 0.f;
   int i = -1;  // none yet
-  for (int64_t j = threadIdx.x; j < V; j += kArgmaxThreads) {
-    const float x = row[j];
-    if (!isnan(x) && (i < 0 || x > v)) v = x, i = static_cast<int>(j);
+  // The thread's indices j, j + kArgmaxThreads, ... in order, kArgmaxLoads loads in flight at a time.
+  for (int64_t j0 = threadIdx.x; j0 < V; j0 += kArgmaxLoads * kArgmaxThreads) {
+    float x[kArgmaxLoads];
+#pragma unroll
+    for (int k = 0; k < kArgmaxLoads; ++k) {
+      const int64_t j = j0 + k * kArgmaxThreads;
+      x[k] = j < V ? row[j] : NAN;
+    }
+#pragma unroll
+    for (int k = 0; k < kArgmaxLoads; ++k)
+      if (!isnan(x[k]) && (i < 0 || x[k] > v)) v = x[k], i = static_cast<int>(j0 + k * kArgmaxThreads);
   }
   for (int off = 16; off > 0; off >>= 1)
     argmax_merge(v, i, __shfl_down_sync(0xffffffffu, v, off), __shfl_down_sync(0xffffffffu, i, off));
@@ -231,24 +247,24 @@ void attn_prep(const AttnPrepParams& a, void* stream) {
   p.a = a, p.qw = a.gate ? 2 * a.hd : a.hd, p.half = a.rot / 2;
   // rope()'s double inv_freq: the same rotation as the prefill's keys.
   for (int i = 0; i < p.half; ++i) p.inv_freq[i] = 1.0 / std::pow(a.theta, static_cast<double>(2 * i) / a.rot);
-  attn_prep_kernel<<<dim3(static_cast<unsigned>(a.H + a.Hkv), static_cast<unsigned>(a.N)), 32, 0,
-                     static_cast<cudaStream_t>(stream)>>>(p);
-  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(launch_dependent(attn_prep_kernel, dim3(static_cast<unsigned>(a.H + a.Hkv), static_cast<unsigned>(a.N)),
+                              dim3(32), 0, static_cast<cudaStream_t>(stream), p),
+             op);
 }
 
 void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, void* stream) {
   const char* op = "decode_argmax (GPU)";
   DT_CHECK(out && logits, "{}: null tensor pointer", op);
   DT_CHECK(N >= 1 && V >= 1 && V <= ld && V < (int64_t{1} << 31), "{}: bad sizes N {}, V {}, ld {}", op, N, V, ld);
-  argmax_kernel<<<static_cast<unsigned>(N), kArgmaxThreads, 0, static_cast<cudaStream_t>(stream)>>>(out, logits, V,
-                                                                                                    ld);
-  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(launch_dependent(argmax_kernel, dim3(static_cast<unsigned>(N)), dim3(kArgmaxThreads), 0,
+                              static_cast<cudaStream_t>(stream), out, logits, V, ld),
+             op);
 }
 
 void advance(int32_t* counter, void* stream) {
   DT_CHECK(counter, "decode advance (GPU): null counter");
-  advance_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(counter);
-  DT_CUDA_OK(cudaGetLastError(), "decode advance (GPU)");
+  DT_CUDA_OK(launch_dependent(advance_kernel, dim3(1), dim3(1), 0, static_cast<cudaStream_t>(stream), counter),
+             "decode advance (GPU)");
 }
 
 }  // namespace dt::cuda

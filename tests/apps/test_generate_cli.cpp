@@ -97,6 +97,7 @@ TEST_F(GenerateCli, GreedyJsonIsTheEnginesOwn) {
   EXPECT_EQ(j["memory"]["decode_state_bytes"], r.state_bytes);
   EXPECT_EQ(r.state_bytes, engine.new_state(1, static_cast<int64_t>(ids.size()) + 8)->bytes());
   EXPECT_EQ(j["memory"]["device_used_after_prefill_bytes"], 0);
+  EXPECT_EQ(j["memory"]["device_used_after_decode_bytes"], 0);
 
   // The streamed text is the same continuation.
   CliResult plain = run("generate --checkpoint " + quote(ckpt_) + " --prompt " + quote(prompt) + " --max-new-tokens 9");

@@ -182,6 +182,8 @@ TEST(DecodeOpsCuda, ArgmaxMatchesTheCpu) {
       SCOPED_TRACE(fmt::format("N {}, V {}", N, V));
       std::vector<float> x = randn(N * V, 40 + V + N, 1.0, false);
       if (N > 1) x[V + (V - 1)] = x[V] = 9.f;  // row 1: a tie of its first and last ids
+      if (N > 1 && V > 9 * 1024) x[V + 1024] = x[V + 9 * 1024] = 9.f;  // and of ids one thread reads
+      if (N > 3 && V > 9 * 1024) x[3 * V + 1024] = x[3 * V + 9 * 1024] = 50.f;  // row 3: the same, not at 0
       if (N > 2 && V > 2) x[2 * V] = nan, x[2 * V + V / 2] = nan;  // row 2: NaN first and in the middle
       if (N == 64) std::fill(x.begin() + 5 * V, x.begin() + 6 * V, nan);  // row 5: all NaN
       Dev dx(DType::kF32, {N, V}), dout(DType::kI32, {N});

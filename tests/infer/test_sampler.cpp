@@ -139,7 +139,7 @@ TEST_F(Generation, GreedyIsTheArgmaxOfEachStep) {
 }
 
 // Greedy without a logits callback takes each step's choice where the logits are
-// (Engine::step_greedy); with one, the host samples from the copied logits. The same tokens.
+// and feeds it to the next step there (Decoder::greedy_into_input, step_chained); with one, the host samples from the copied logits. The same tokens.
 TEST_F(Generation, GreedyOnTheDeviceEqualsGreedyFromTheLogits) {
   Engine engine(cfg_, model_.params());
   Context ctx;
