@@ -177,20 +177,16 @@ inline std::vector<T> download(const DevBuf& d, size_t n, size_t off = 0) {
 // kernels/cuda/gdn_plan.h); the defaults are the ops': kAuto, every choice by plan_gdn.
 struct Kernels {
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
-  int state_cols = 0, state_stages = 0, overlap = -1, colwarp = -1, dvl_fused = -1;
-  int chase_prep = -1, qk_persist = -1;
+  int state_cols = 0, overlap = -1, chase_prep = -1, qk_persist = -1;
   bool defaults() const {
-    return impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && overlap == -1 && colwarp == -1 &&
-           dvl_fused == -1 && chase_prep == -1 && qk_persist == -1;
+    return impl == GdnCudaImpl::kAuto && state_cols == 0 && overlap == -1 && chase_prep == -1 && qk_persist == -1;
   }
   std::string name() const {
     auto opt = [](const char* key, int v, int unset) {
       return v == unset ? "" : " " + std::string(key) + "=" + std::to_string(v);
     };
     return (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") + opt("state_cols", state_cols, 0) +
-           opt("state_stages", state_stages, 0) + opt("overlap", overlap, -1) + opt("colwarp", colwarp, -1) +
-           opt("dvl_fused", dvl_fused, -1) +
-           opt("chase_prep", chase_prep, -1) + opt("qk_persist", qk_persist, -1);
+           opt("overlap", overlap, -1) + opt("chase_prep", chase_prep, -1) + opt("qk_persist", qk_persist, -1);
   }
 };
 
@@ -208,9 +204,8 @@ inline void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_ou
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = kn.impl;
   GdnPlanForcing force;
-  force.state_cols = kn.state_cols, force.state_stages = kn.state_stages;
-  force.overlap = kn.overlap, force.colwarp = kn.colwarp;
-  force.dvl_fused = kn.dvl_fused, force.chase_prep = kn.chase_prep, force.qk_persist = kn.qk_persist;
+  force.state_cols = kn.state_cols, force.overlap = kn.overlap;
+  force.chase_prep = kn.chase_prep, force.qk_persist = kn.qk_persist;
   const GdnPlan plan = plan_gdn_for_testing(d, gdn_current_device(), force);
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);

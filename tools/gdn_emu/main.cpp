@@ -29,7 +29,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int colwarp = -1; int dvl = -1; bool misaligned = false; int persist = -1; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0; bool l2 = false; bool misaligned = false; int persist = -1; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -99,8 +99,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   GdnCudaForwardParams fp;
   fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl;
   GdnPlanForcing force;
-  force.state_cols = c.cols, force.state_stages = c.stages;
-  force.colwarp = c.colwarp, force.dvl_fused = c.dvl, force.qk_persist = c.persist;
+  force.state_cols = c.cols, force.qk_persist = c.persist;
   const GdnPlan plan = plan_gdn_for_testing(fp.dims, gdn_current_device(), force);
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -157,20 +156,6 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
                       std::memcmp(db3.data(), dbo.data(), db3.size() * 4) == 0;
     if (!same) ++failures;
     std::printf("  outputs  4 bytes off 16: the same bits as whole-row stores: %s\n", same ? "yes" : "NO  <-- FAIL");
-  }
-  if (c.dvl == 1) {  // dv_local's work in the reverse state pass gives dv_local's bits
-    std::vector<uint16_t> dq2(dqb.size(), 0xFFFF), dk2(dkb.size(), 0xFFFF), dv2(dvb.size(), 0xFFFF);
-    std::vector<float> dg2(dgo.size(), nanf), db2(dbo.size(), nanf), dS02(dS0o.size(), nanf);
-    GdnCudaBackwardParams b2 = bp;
-    GdnPlanForcing unfused = force;
-    unfused.dvl_fused = 0;
-    b2.dq = dq2.data(), b2.dk = dk2.data(), b2.dv = dv2.data(), b2.dg = dg2.data(), b2.dbeta = db2.data(), b2.dS0 = dS02.data();
-    gdn_chunk_backward_cuda(b2, plan_gdn_for_testing(b2.dims, gdn_current_device(), unfused), nullptr);
-    const bool same = dq2 == dqb && dk2 == dkb && dv2 == dvb && std::memcmp(dg2.data(), dgo.data(), dg2.size() * 4) == 0 &&
-                      std::memcmp(db2.data(), dbo.data(), db2.size() * 4) == 0 &&
-                      std::memcmp(dS02.data(), dS0o.data(), dS02.size() * 4) == 0;
-    if (!same) ++failures;
-    std::printf("  dvl      fused into the reverse pass equals dv_local bitwise: %s\n", same ? "yes" : "NO  <-- FAIL");
   }
   auto fl = [](const std::vector<uint16_t>& b) { std::vector<float> f(b.size()); for (size_t i = 0; i < b.size(); ++i) f[i] = b2f(b[i]); return f; };
   const char* name = impl == GdnCudaImpl::kSimt ? "simt" : impl == GdnCudaImpl::kAuto ? "auto" : "tc  ";
@@ -449,18 +434,14 @@ static void plan_rejects() {
   std::printf("plan options given something wrong\n");
   expect("overlap 2", "overlap must be -1 (the default), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.overlap = 2; }); });
-  expect("colwarp 2", "colwarp must be -1 (by the sizes), 0 (off) or 1 (on)",
-         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp = 2; }); });
-  expect("colwarp 1 at head dim 64", "colwarp 1 takes head dim 128",
-         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp = 1; }); });
-  expect("dvl_fused 2", "dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on)",
-         [&] { forward_with([](GdnPlanForcing& d) { d.dvl_fused = 2; }); });
-  expect("dvl_fused 1 at head dim 64", "dvl_fused 1 takes head dim 128",
-         [&] { forward_with([](GdnPlanForcing& d) { d.dvl_fused = 1; }); });
+  expect("state_cols 32 at head dim 64", "state_cols 32 is not available for head dim 64",
+         [&] { forward_with([](GdnPlanForcing& d) { d.state_cols = 32; }); });
+  expect("overlap 0 at head dim 64", "overlap 0 takes head dim 128",
+         [&] { forward_with([](GdnPlanForcing& d) { d.overlap = 0; }); });
   expect("chase_prep 2", "chase_prep must be -1 (by the sizes), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 2; }); });
-  expect("chase_prep 1 with overlap 0", "chase_prep 1 takes the mma.sync forward state pass",
-         [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1, d.overlap = 0; }); });
+  expect("chase_prep 1 at head dim 64", "chase_prep 1 takes head dim 128",
+         [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1; }); });
   expect("chase_prep 1 without programmatic dependent launch", "chase_prep 1 needs kernels of one stream running",
          [] {
            GdnCudaDims d;
@@ -480,28 +461,28 @@ static void plan_rejects() {
 
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "quick";
-  if (which == "colwarp") {  // the column-warp forward state pass (colwarp 1; head dim 128, 64 columns a CTA) with the
-                             // reverse pass by the sizes: more chunks than the ring's stages, partial chunks, one
-                             // row, GQA, edge gates, no S0 / dS_out
+  if (which == "colwarp") {  // the column-warp forward state pass (head dim 128, 64 columns a CTA) with the reverse
+                             // pass at 64 columns: more chunks than the ring's stages, partial chunks, one row, GQA,
+                             // edge gates, no S0 / dS_out
     for (auto [T, Hv, gates] : {std::tuple{200, 2, 0}, {130, 1, 3}, {65, 2, 1}, {1, 2, 0}}) {
-      Case c; c.T = T, c.Hk = 1, c.Hv = Hv, c.D = 128, c.colwarp = 1, c.gates = gates, c.seed = 500 + T + 128 + 64;
+      Case c; c.T = T, c.Hk = 1, c.Hv = Hv, c.D = 128, c.cols = 64, c.gates = gates, c.seed = 500 + T + 128 + 64;
       if (T == 130) c.S0 = false, c.dS = false;
-      std::printf("colwarp 1:\n");
+      std::printf("column-warp forward pass, 64 columns a CTA:\n");
       run_case(c, GdnCudaImpl::kTensorCore);
     }
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
     return failures != 0;
   }
-  if (which == "fused") {  // dv_local's work in the reverse state pass (dvl_fused 1) at 16, 32 and 64 columns: more chunks
-                           // than the ring's stages, partial chunks, one row, GQA, no S0 / dS_out, edge gates, the
-                           // l2norm inside; each against the reference and bitwise against dv_local (dvl_fused 0)
+  if (which == "fused") {  // dv_local's work in the reverse state pass (head dim 128) at 16, 32 and 64 columns: more
+                           // chunks than the ring's stages, partial chunks, one row, GQA, no S0 / dS_out, edge gates,
+                           // the l2norm inside; each against the reference
     for (auto [T, Hk, Hv, cols, gates, l2] : {std::tuple{300, 1, 1, 16, 0, false}, {130, 1, 2, 32, 2, false}, {1, 1, 1, 32, 0, false},
                                               {65, 2, 2, 32, 1, true}, {200, 1, 1, 16, 3, false}, {300, 1, 1, 64, 0, false},
                                               {130, 1, 2, 64, 2, true}}) {
-      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.stages = 3, c.dvl = 1, c.gates = gates, c.l2 = l2;
+      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.gates = gates, c.l2 = l2;
       c.seed = 700 + T + cols + gates;
       if (T == 200) c.S0 = false, c.dS = false;
-      std::printf("dvl_fused 1, %d columns a CTA:\n", cols);
+      std::printf("dvl fused, %d columns a CTA:\n", cols);
       run_case(c, GdnCudaImpl::kTensorCore);
     }
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
@@ -509,12 +490,12 @@ int main(int argc, char** argv) {
   }
   if (which == "persist") {  // grad_qk persistent (qk_persist 1), chasing the reverse pass at 16 and 32 columns: one
                              // CTA takes every chunk here (the emulator runs one block at a time), partial chunks,
-                             // GQA, the dvl producer on and off, the l2norm inside
-    for (auto [T, Hk, Hv, cols, dvl, l2] : {std::tuple{300, 1, 1, 16, 0, false}, {130, 1, 2, 32, 1, true}, {65, 2, 2, 32, 0, true},
-                                            {33, 1, 2, 16, 1, false}}) {
-      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.stages = 3, c.dvl = dvl, c.l2 = l2, c.persist = 1;
+                             // GQA, the l2norm inside
+    for (auto [T, Hk, Hv, cols, l2] : {std::tuple{300, 1, 1, 16, false}, {130, 1, 2, 32, true}, {65, 2, 2, 32, true},
+                                       {33, 1, 2, 16, false}}) {
+      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.l2 = l2, c.persist = 1;
       c.seed = 800 + T + cols;
-      std::printf("qk_persist 1, %d columns a CTA, dvl_fused %d:\n", cols, dvl);
+      std::printf("qk_persist 1, %d columns a CTA:\n", cols);
       run_case(c, GdnCudaImpl::kTensorCore);
     }
     std::printf("%s\n", failures ? "FAILURES" : "all ok");
@@ -548,12 +529,12 @@ int main(int argc, char** argv) {
     add(3, 70, 1, 12, 128);
     add(2, 70, 1, 10, 128);
   }
-  else if (which == "cols") { add(1, 150, 1, 2, 64); cases.back().cols = 32; add(1, 150, 1, 2, 128); cases.back().cols = 32; add(1, 150, 1, 2, 64); cases.back().cols = 64; }
-  else if (which == "stages") {  // the state passes' ring of 3 chunks (T 300: 5 chunks) and 64 columns at D 128
-    add(1, 300, 1, 1, 128); cases.back().cols = 16, cases.back().stages = 3;
-    add(1, 300, 1, 1, 128); cases.back().cols = 32, cases.back().stages = 3;
-    add(1, 300, 1, 1, 128); cases.back().cols = 64, cases.back().stages = 3;
-    add(1, 130, 1, 1, 128); cases.back().cols = 64, cases.back().stages = 2;
+  else if (which == "cols") { add(1, 150, 1, 2, 128); cases.back().cols = 32; add(1, 150, 1, 2, 64); cases.back().cols = 64; }
+  else if (which == "stages") {  // the state passes' ring of 3 chunks (T 300: 5 chunks) at D 128, each column width
+    add(1, 300, 1, 1, 128); cases.back().cols = 16;
+    add(1, 300, 1, 1, 128); cases.back().cols = 32;
+    add(1, 300, 1, 1, 128); cases.back().cols = 64;
+    add(1, 130, 1, 1, 128); cases.back().cols = 64;
   }
   else if (which == "misc") {
     Case c; c.T = 130, c.Hk = 2, c.Hv = 4, c.S0 = false, c.dS = false, c.seed = 3; cases.push_back(c);
