@@ -1,6 +1,6 @@
 // Shared pieces of the GDN CUDA tests (tests/gpu/test_gdn_cuda.cpp, test_gdn_cuda_ops.cpp): device
-// buffers, the cases and their seeded inputs, the double CPU reference, the launchers run with a
-// forced plan (GdnPlanForcing), and the comparisons.
+// buffers, the cases (the shared list tests/gdn_cases.h taken in) and their seeded inputs, the double
+// CPU reference, the launchers run with a forced plan (GdnPlanForcing), and the comparisons.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +25,7 @@
 #include "kernels/cuda/gdn_plan.h"
 #include "kernels/gdn_cuda.h"
 #include "kernels/ops.h"
+#include "tests/gdn_cases.h"
 #include "tests/gpu/gpu_testing.h"
 
 namespace dt {
@@ -189,6 +190,23 @@ struct Kernels {
            opt("overlap", overlap, -1) + opt("chase_prep", chase_prep, -1) + opt("qk_persist", qk_persist, -1);
   }
 };
+
+// A shared case (tests/gdn_cases.h) as this file's Case and Kernels, and its test name.
+inline Case to_case(const gdn_cases::GdnCase& g) {
+  Case c;
+  c.B = g.B, c.T = g.T, c.Hk = g.Hk, c.Hv = g.Hv, c.D = g.D, c.Dv = g.Dv;
+  c.with_S0 = g.S0, c.with_dS_out = g.dS, c.gates = static_cast<Case::Gates>(g.gates);
+  c.strided = g.strided, c.seed = g.seed;
+  return c;
+}
+inline Kernels kernels_of(const gdn_cases::GdnCase& g) {
+  Kernels kn;
+  kn.impl = g.impl, kn.state_cols = g.state_cols, kn.qk_persist = g.qk_persist;
+  return kn;
+}
+inline std::string case_param_name(const ::testing::TestParamInfo<gdn_cases::GdnCase>& info) {
+  return gdn_cases::case_name(info.param);
+}
 
 // The launchers of kernels/gdn_cuda.h with explicit options (the ops take the defaults). use_saved
 // (not in a graph): the forward leaves its factors and states in a NaN-poisoned saved buffer and the

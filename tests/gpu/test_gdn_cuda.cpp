@@ -4,8 +4,10 @@
 // GdnCudaImpl::kSimt) through kernels/gdn_cuda.h. Every GPU output is poisoned with NaN before
 // each run; two runs must give identical bits. Skips when there is no GPU.
 //
-// Head dims: dk = dv in {64, 128} (the tensor-core kernels) and small or unequal ones (16, 32, 48;
-// dk 32 with dv 64, ...), which run the SIMT kernels.
+// The cases against the reference are tests/gdn_cases.h's (GdnCudaCases, shared with the emulator):
+// head dims dk = dv in {64, 128} (the tensor-core kernels) and small or unequal ones (16, 32, 48;
+// dk 32 with dv 64, ...), which run the SIMT kernels. The tests after them check paths that must give
+// the same bits (the saved buffer, chasing, prep beside, the persistent grad_qk, CUDA graphs).
 // Tolerances (relative RMS error, sqrt(sum (x - ref)^2 / sum ref^2)): o and S_out 5e-3;
 // dq, dk, dv, dS0 1e-2; dbeta, dg 2e-2.
 #include <gtest/gtest.h>
@@ -16,110 +18,6 @@ namespace dt {
 namespace {
 
 using namespace gdn_test;
-
-class GdnCudaLengths : public ::testing::TestWithParam<int64_t> {};
-
-TEST_P(GdnCudaLengths, ChunkForwardBackwardMatchReferenceD64) {
-  SKIP_WITHOUT_GPU();
-  Case c;
-  c.T = GetParam(), c.B = 2, c.Hk = 1, c.Hv = 2, c.D = 64, c.seed = 100 + c.T;
-  check_case(c);
-}
-
-INSTANTIATE_TEST_SUITE_P(AllT, GdnCudaLengths, ::testing::Values(1, 15, 63, 64, 65, 300, 1024, 4096));
-
-TEST(GdnCuda, HeadDim128) {
-  SKIP_WITHOUT_GPU();
-  for (int64_t T : {1, 65, 300}) {
-    Case c;
-    c.T = T, c.B = 1, c.Hk = 2, c.Hv = 2, c.D = 128, c.seed = 7 + T;
-    check_case(c);
-  }
-}
-
-// Many heads: the D = 128 state passes take 32-column tiles once batch x heads fills the GPU
-// (16-column tiles below that); value heads 12 per key head (GQA).
-TEST(GdnCuda, HeadDim128WideTilesManyValueHeads) {
-  SKIP_WITHOUT_GPU();
-  Case c;
-  c.T = 70, c.B = 3, c.Hk = 1, c.Hv = 12, c.D = 128, c.seed = 17;
-  check_case(c);
-}
-
-// Few heads at head dim 128: the sizes take the narrowest state tiles that leave half of the SMs to
-// the chasing kernels: 16 columns at 8 heads, 32 at 16, 64 at 32 (there the column-warp
-// forward pass), both chasers on; against the reference, bitwise repeatable.
-TEST(GdnCuda, HeadDim128FewHeadsLeaveSMsToTheChasers) {
-  SKIP_WITHOUT_GPU();
-  for (auto [B, Hk, Hv] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 8}, {1, 4, 16}, {2, 8, 16}}) {
-    Case c;
-    c.T = 300, c.B = B, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.seed = 70 + B * Hv;
-    check_case(c);
-  }
-}
-
-// Every column-tile width of the tensor-core state passes (the sizes pick one per head dim and
-// head count): 64 at head dim 64; 16, 32 and 64 (the column-warp forward pass) at 128, where T = 300
-// (5 chunks) wraps around the ring of 3 stages.
-TEST(GdnCuda, EveryStateTileWidth) {
-  SKIP_WITHOUT_GPU();
-  for (auto [D, cols] : {std::tuple<int64_t, int>{64, 64}, {128, 16}, {128, 32}, {128, 64}}) {
-    Case c;
-    c.T = D == 128 ? 300 : 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 60 + cols + D + (D == 128 ? 3 : 2);
-    check_case(c, {.impl = GdnCudaImpl::kTensorCore, .state_cols = cols});
-  }
-}
-
-// The plain fp32 kernels (GdnCudaImpl::kSimt) stay a second GPU reference.
-TEST(GdnCuda, SimtKernelsMatchReference) {
-  SKIP_WITHOUT_GPU();
-  for (int64_t D : {64, 128}) {
-    Case c;
-    c.T = 130, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 50 + D;
-    check_case(c, {.impl = GdnCudaImpl::kSimt});
-  }
-}
-
-// Small and unequal head dims (HF: linear_key_head_dim != linear_value_head_dim is allowed) through
-// the ops (kAuto): the tensor-core kernels take only dk = dv in {64, 128}, so these run the SIMT
-// kernels. 16 with 2 key and 4 value heads is the golden Qwen3.5 GDN layer; 32 the quickstart model.
-TEST(GdnCuda, SmallAndUnequalHeadDims) {
-  SKIP_WITHOUT_GPU();
-  for (int64_t T : {1, 65, 130}) {
-    for (auto [D, Dv, Hk, Hv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{16, 0, 1, 2}, {32, 0, 1, 2},
-                                 {48, 0, 1, 2}, {16, 0, 2, 4}, {32, 64, 1, 2}, {64, 32, 2, 2}}) {
-      Case c;
-      c.T = T, c.B = 2, c.Hk = Hk, c.Hv = Hv, c.D = D, c.Dv = Dv, c.seed = 500 + T + D + Dv;
-      check_case(c);
-    }
-  }
-  Case s;  // strided q, k, v slices of one conv buffer, dk != dv, a dv with 16-column state tiles
-  s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12;
-  check_case(s);
-}
-
-TEST(GdnCuda, NoInitialStateNoFinalStateGradient) {
-  SKIP_WITHOUT_GPU();
-  Case c;
-  c.T = 130, c.B = 1, c.Hk = 2, c.Hv = 4, c.with_S0 = false, c.with_dS_out = false, c.seed = 3;
-  check_case(c);
-}
-
-TEST(GdnCuda, StridedRowsFromOneConvBuffer) {
-  SKIP_WITHOUT_GPU();
-  Case c;
-  c.T = 65, c.B = 2, c.Hk = 1, c.Hv = 2, c.strided = true, c.seed = 11;
-  check_case(c);
-}
-
-TEST(GdnCuda, EdgeGates) {
-  SKIP_WITHOUT_GPU();
-  for (auto gates : {Case::Gates::kNearZero, Case::Gates::kVeryNegative, Case::Gates::kBetaEdges}) {
-    Case c;
-    c.T = 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.gates = gates, c.seed = 21 + static_cast<int>(gates);
-    check_case(c);
-  }
-}
 
 // Every output of two runs, bit for bit.
 void expect_same_bits(const GpuRun& a, const GpuRun& b) {
@@ -132,6 +30,30 @@ void expect_same_bits(const GpuRun& a, const GpuRun& b) {
   EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4));
   EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4));
 }
+
+// The shared cases (tests/gdn_cases.h; the emulator runs them too): against the reference, bitwise
+// repeatable; where the case says so, outputs 4 bytes off a 16-byte boundary give the same bits (the
+// launchers, tensor-core kernels). The l2norms inside: test_gdn_cuda_ops.cpp.
+class GdnCudaCases : public ::testing::TestWithParam<gdn_cases::GdnCase> {};
+
+TEST_P(GdnCudaCases, ChunkMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const gdn_cases::GdnCase& g = GetParam();
+  Case c = to_case(g);
+  const Kernels kn = kernels_of(g);
+  check_case(c, kn);
+  if (g.misaligned) {
+    Kernels tc = kn;
+    tc.impl = GdnCudaImpl::kTensorCore;
+    const Inputs in = make_inputs(c);
+    const GpuRun aligned = run_gpu(c, in, tc);
+    c.out_offset = 2;
+    SCOPED_TRACE(c.name() + tc.name());
+    expect_same_bits(aligned, run_gpu(c, in, tc));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GdnCudaCases, ::testing::ValuesIn(gdn_cases::all_cases()), case_param_name);
 
 // The forward's saved buffer (WY factors, states per chunk) handed to the backward gives exactly the
 // bits of the backward that recomputes them; the tensor-core shapes (the SIMT kernels keep nothing).
@@ -198,11 +120,12 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
 TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
   SKIP_WITHOUT_GPU();
   struct Run { Case c; int cols; };
-  Run runs[4];
+  Run runs[5];
   runs[0].c.T = 4000, runs[0].c.B = 2, runs[0].c.Hk = 2, runs[0].c.Hv = 4, runs[0].c.D = 128, runs[0].cols = 16;
   runs[1].c = runs[0].c, runs[1].cols = 64;
   runs[2].c.T = 40, runs[2].c.B = 3, runs[2].c.Hk = 1, runs[2].c.Hv = 2, runs[2].c.D = 128, runs[2].cols = 64;
   runs[3].c = runs[0].c, runs[3].cols = 32;  // few heads' default at head dim 128
+  runs[4].c.T = 3000, runs[4].c.B = 3, runs[4].c.Hk = 2, runs[4].c.Hv = 4, runs[4].c.D = 128, runs[4].cols = 64;
   uint64_t seed = 87;
   for (Run& r : runs) {
     r.c.seed = seed++;
@@ -227,33 +150,6 @@ TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
     FAIL() << "overlap 2 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("overlap must be -1"), std::string::npos) << e.what();
-  }
-}
-
-// The column-warp forward state pass (GdnPlan::colwarp; head dim 128, 64 columns a CTA) with the
-// reverse pass at 64 columns, more chunks than the ring's stages, partial chunks, one row, GQA,
-// edge gates, against the reference and bitwise repeatable; the kernels chasing it give the same
-// bits as without.
-TEST(GdnCuda, ColumnWarpStatePassMatchesReference) {
-  SKIP_WITHOUT_GPU();
-  struct Run { int64_t T, B, Hk, Hv; int gates; };
-  const Run runs[] = {{300, 1, 2, 2, 0}, {4096, 1, 1, 1, 1}, {63, 2, 1, 2, 3}, {1, 3, 1, 1, 0}, {200, 1, 1, 1, 0}};
-  uint64_t seed = 140;
-  for (const Run& r : runs) {
-    Case c;
-    c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = 128, c.gates = static_cast<Case::Gates>(r.gates);
-    c.seed = seed++;
-    check_case(c, {.impl = GdnCudaImpl::kTensorCore, .state_cols = 64});
-  }
-  {  // chasing: many chunks and heads, a partial last chunk
-    Case c;
-    c.T = 3000, c.B = 3, c.Hk = 2, c.Hv = 4, c.D = 128, c.seed = seed++;
-    SCOPED_TRACE(c.name() + " state_cols 64");
-    const Inputs in = make_inputs(c);
-    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = 64, .overlap = 1};
-    Kernels off = on;
-    off.overlap = 0;
-    expect_same_bits(run_gpu(c, in, off), run_gpu(c, in, on));
   }
 }
 
