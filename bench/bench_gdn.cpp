@@ -325,8 +325,8 @@ int main(int argc, char** argv) {
   app.add_option("--fla-json", fla_json, "fla_kernels.json from bench/bench_gdn_peers.py, same device");
   app.add_option("--impl", impl, "tc: tensor-core kernels (default), simt: the plain fp32 ones")
       ->check(CLI::IsMember({"tc", "simt"}));
-  app.add_option("--state-cols", opts.state_cols, "tensor-core state passes: columns of S per CTA (0: by size)");
-  app.add_option("--state-stages", opts.state_stages, "tensor-core state passes: chunks' tiles in flight (0: 2; 3 at D 128)");
+  app.add_option("--state-cols", opts.state_cols,
+                 "tensor-core state passes: columns of S per CTA (0: by size; D 64: 64; D 128: 16, 32, 64)");
   app.add_flag("--no-ceilings", no_ceilings, "skip the copy and GEMM ceilings");
   app.add_flag("--profile", profile,
                "for a profiler: no ceilings, and only the runs launched one by one (no L2-flushed or graph timings); "
@@ -334,13 +334,6 @@ int main(int argc, char** argv) {
                "prep, launched after it)");
   app.add_option("--overlap", opts.overlap,
                  "the output kernel and grad_qk chasing the state passes: -1 by the kernels (default), 0 off, 1 on")
-      ->check(CLI::Range(-1, 1));
-  app.add_option("--colwarp", opts.colwarp,
-                 "the column-warp forward state pass (head dim 128, 64 columns a CTA): -1 by the sizes (default), 0 "
-                 "off, 1 on")
-      ->check(CLI::Range(-1, 1));
-  app.add_option("--dvl-fused", opts.dvl_fused,
-                 "dv_local's work in the reverse state pass: -1 by the sizes (default), 0 off, 1 on")
       ->check(CLI::Range(-1, 1));
   app.add_option("--chase-prep", opts.chase_prep,
                  "prep beside the forward state pass, which waits for its chunks: -1 by the sizes (default), 0 off, "
@@ -395,12 +388,9 @@ int main(int argc, char** argv) {
     out["gemm_bf16_TFLOPs"] = gemm_tflops;
     out["note"] = "fwd, fwdbwd include gates (separate kernels) and q/k l2norm (inside the chunk kernels); "
                   "chunk 64; kernels: " + impl +
-                  "; state_cols " + std::to_string(opts.state_cols) + "; state_stages " +
-                  std::to_string(opts.state_stages) +
+                  "; state_cols " + std::to_string(opts.state_cols) +
                   (recompute ? "; backward recomputes the forward's factors" : "; forward saves its factors for the backward") +
                   (opts.overlap < 0 ? "" : fmt::format("; overlap {}", opts.overlap)) +
-                  (opts.colwarp < 0 ? "" : fmt::format("; colwarp {}", opts.colwarp)) +
-                  (opts.dvl_fused < 0 ? "" : fmt::format("; dvl_fused {}", opts.dvl_fused)) +
                   (opts.chase_prep < 0 ? "" : fmt::format("; chase_prep {}", opts.chase_prep)) +
                   (opts.qk_persist < 0 ? "" : fmt::format("; qk_persist {}", opts.qk_persist));
     std::string timeline_rows;  // --timeline's CSV rows

@@ -65,71 +65,46 @@ GdnPlan plan_gdn(const GdnCudaDims& d, const GdnDevice& device) {
 }
 
 GdnPlan plan_gdn_for_testing(const GdnCudaDims& d, const GdnDevice& device, const GdnPlanForcing& f) {
-  GdnPlan p;
-  p.tensor_cores = tensor_cores(d);
+  GdnPlan p = plan_gdn(d, device);
   if (!p.tensor_cores) return p;
   const int D = static_cast<int>(d.dk);
-  p.state_stages = f.state_stages == 0 ? (D == 128 ? 3 : 2) : f.state_stages;
-  DT_CHECK(p.state_stages == 2 || (p.state_stages == 3 && D == 128),
-           "gdn_chunk: state_stages {} is not available for head dim {} (2 everywhere, 3 at head dim 128)",
-           f.state_stages, D);
-  if (D == 128) p.sms = device.sms;
-  if (f.state_cols != 0) {
-    DT_CHECK(D == 64 ? (f.state_cols == 32 || f.state_cols == 64)
-                     : (f.state_cols == 16 || f.state_cols == 32 || f.state_cols == 64),
-             "gdn_chunk: state_cols {} is not available for head dim {} (64: 32 or 64; 128: 16, 32 or 64)",
-             f.state_cols, D);
-    p.state_cols = f.state_cols;
-  } else {
-    p.state_cols = plan_gdn(d, device).state_cols;
-  }
-  // the sizes' column-warp forward pass only where nothing about the tiles is forced
-  const bool by_sizes = D == 128 && f.state_cols == 0 && f.state_stages == 0 && p.state_cols == 64;
-  DT_CHECK(f.colwarp >= -1 && f.colwarp <= 1, "gdn_chunk: colwarp must be -1 (by the sizes), 0 (off) or 1 (on), got {}",
-           f.colwarp);
-  DT_CHECK(f.colwarp != 1 || D == 128,
-           "gdn_chunk: colwarp 1 takes head dim 128 (the column-warp forward state pass, 64 columns a CTA), got {}", D);
-  p.colwarp = f.colwarp >= 0 ? f.colwarp == 1 : by_sizes;
   DT_CHECK(f.overlap >= -1 && f.overlap <= 1, "gdn_chunk: overlap must be -1 (the default), 0 (off) or 1 (on), got {}",
            f.overlap);
-  DT_CHECK(f.dvl_fused >= -1 && f.dvl_fused <= 1,
-           "gdn_chunk: dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on), got {}", f.dvl_fused);
   DT_CHECK(f.chase_prep >= -1 && f.chase_prep <= 1,
            "gdn_chunk: chase_prep must be -1 (by the sizes), 0 (off) or 1 (on), got {}", f.chase_prep);
   DT_CHECK(f.qk_persist >= -1 && f.qk_persist <= 1,
            "gdn_chunk: qk_persist must be -1 (by the sizes), 0 (off) or 1 (on), got {}", f.qk_persist);
-  // the fused reverse pass: the mma.sync one at 16 or 32 columns with 3 stages, or at 64 (which runs 2)
-  const bool fusable = D == 128 && ((p.state_cols <= 32 && p.state_stages == 3) || p.state_cols == 64);
-  DT_CHECK(f.dvl_fused != 1 || fusable,
-           "gdn_chunk: dvl_fused 1 takes head dim 128, and 16 or 32 columns with 3 stages or 64 columns; got head "
-           "dim {}, {} columns, {} stages (set dvl_fused to -1 or 0)",
-           D, p.state_cols, p.state_stages);
-  p.dvl_fused = f.dvl_fused == 1 ||
-                (f.dvl_fused == -1 && fusable && (p.state_cols == 64 || beside(d, p.sms, p.state_cols)));
-  // forward: the output kernel chasing the state pass, prep beside it
-  p.fwd_cols = p.colwarp ? 64 : p.state_cols;
-  const bool fwd_beside = beside(d, p.sms, p.fwd_cols);
-  p.chase_output = f.overlap == 1 || (f.overlap == -1 && (D == 64 || p.colwarp || fwd_beside));
-  const bool mma_sync = !p.colwarp;
+  if (f.state_cols != 0) {
+    DT_CHECK(D == 64 ? f.state_cols == 64 : (f.state_cols == 16 || f.state_cols == 32 || f.state_cols == 64),
+             "gdn_chunk: state_cols {} is not available for head dim {} (64: 64; 128: 16, 32 or 64)", f.state_cols,
+             D);
+    p.state_cols = p.fwd_cols = p.bwd_cols = f.state_cols;
+  }
+  if (D == 64) {  // one kernel set: 64 columns, both chasers
+    DT_CHECK(f.overlap != 0, "gdn_chunk: overlap 0 takes head dim 128 (at 64 the kernels always chase)");
+    DT_CHECK(f.chase_prep != 1, "gdn_chunk: chase_prep 1 takes head dim 128, 16 or 32 columns a CTA");
+    DT_CHECK(f.qk_persist != 1, "gdn_chunk: qk_persist 1 takes head dim 128 and grad_qk chasing the reverse state pass");
+    return p;
+  }
+  // head dim 128: plan_gdn's choices for these columns, then the forced ones
+  p.colwarp = p.state_cols == 64;
+  p.chase_output = f.overlap != 0;
+  p.chase_grad_qk = f.overlap == 1 || (f.overlap == -1 && beside(d, p.sms, p.bwd_cols));
   DT_CHECK(f.chase_prep != 1 || device.dependent_launch,
            "gdn_chunk: chase_prep 1 needs kernels of one stream running at the same time (programmatic dependent "
            "launch, compute capability 9.0 or later)");
-  DT_CHECK(f.chase_prep != 1 || (mma_sync && fwd_beside && p.chase_output),
-           "gdn_chunk: chase_prep 1 takes the mma.sync forward state pass, chased by the output kernel (overlap -1 "
-           "or 1), on at most half of the SMs; got colwarp {}, overlap {}, {} state-pass CTAs for {} SMs (set "
-           "chase_prep to -1 or 0)",
-           p.colwarp ? 1 : 0, f.overlap, d.B * d.Hv * (D / p.fwd_cols), p.sms);
-  p.prep_beside = (f.chase_prep == 1 || (f.chase_prep == -1 && D == 128 && fwd_beside && p.fwd_cols <= 32 &&
-                                           device.dependent_launch)) &&
-                  mma_sync && p.chase_output;
-  // backward: grad_qk chasing the reverse state pass, persistent
-  p.bwd_cols = p.state_cols;
-  p.chase_grad_qk = f.overlap == 1 || (f.overlap == -1 && (D == 64 || beside(d, p.sms, p.bwd_cols)));
-  DT_CHECK(f.qk_persist != 1 || (p.chase_grad_qk && D == 128),
+  const bool fwd_beside = !p.colwarp && p.chase_output && beside(d, p.sms, p.fwd_cols);
+  DT_CHECK(f.chase_prep != 1 || fwd_beside,
+           "gdn_chunk: chase_prep 1 takes the mma.sync forward state pass (16 or 32 columns), chased by the output "
+           "kernel (overlap -1 or 1), on at most half of the SMs; got {} columns, overlap {}, {} state-pass CTAs for "
+           "{} SMs (set chase_prep to -1 or 0)",
+           p.state_cols, f.overlap, d.B * d.Hv * (D / p.fwd_cols), p.sms);
+  p.prep_beside = f.chase_prep == 1 || (f.chase_prep == -1 && fwd_beside && device.dependent_launch);
+  DT_CHECK(f.qk_persist != 1 || p.chase_grad_qk,
            "gdn_chunk: qk_persist 1 takes head dim 128 and grad_qk chasing the reverse state pass (overlap -1 where "
-           "the state pass leaves SMs free, or 1); got head dim {}, overlap {} (set qk_persist to -1 or 0)",
-           D, f.overlap);
-  p.qk_persist = p.chase_grad_qk && D == 128 && (f.qk_persist == 1 || (f.qk_persist == -1 && p.bwd_cols == 32));
+           "the state pass leaves SMs free, or 1); got overlap {} (set qk_persist to -1 or 0)",
+           f.overlap);
+  p.qk_persist = p.chase_grad_qk && (f.qk_persist == 1 || (f.qk_persist == -1 && p.state_cols == 32));
   return p;
 }
 

@@ -44,15 +44,13 @@ struct GdnPlan {
 GdnPlan plan_gdn(const GdnCudaDims& d, const GdnDevice& device);
 
 // ---- for tests and benchmarks only: forcing a choice ----
-// Each field left at its default keeps plan_gdn's choice; a forced value is checked against the
-// kernels that exist (a combination without a kernel throws, naming the field). Training never
-// forces anything.
+// Each field left at its default keeps plan_gdn's choice, or the choice plan_gdn makes for the
+// forced state_cols; a forced value is checked against the kernels that exist (a combination
+// without a kernel throws, naming the field). The kernels are the ones plan_gdn takes for some
+// sizes; nothing else is built. Training never forces anything.
 struct GdnPlanForcing {
-  int state_cols = 0;    // 0, or 16, 32, 64 (head dim 64: 32 or 64)
-  int state_stages = 0;  // 0, or 2, 3 (3 at head dim 128 only)
-  int overlap = -1;      // -1, 0 (no kernel chases a state pass) or 1 (both chase)
-  int colwarp = -1;      // -1, 0 or 1 (GdnPlan::colwarp; head dim 128)
-  int dvl_fused = -1;    // -1, 0 or 1
+  int state_cols = 0;    // 0, or 64 (head dim 64); 16, 32, 64 (head dim 128; 64: the column-warp forward pass)
+  int overlap = -1;      // -1, 0 (no kernel chases a state pass; head dim 128) or 1 (both chase)
   int chase_prep = -1;   // -1, 0 or 1 (GdnPlan::prep_beside)
   int qk_persist = -1;   // -1, 0 or 1
 };

@@ -342,22 +342,19 @@ void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
 namespace gdn_cuda {
 
 void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  if (D == 64) dv_local_d<64>(a, s, op);
-  else dv_local_d<128>(a, s, op);
+  DT_CHECK(D == 64, "{}: dv_local runs at head dim 64 (at 128 the reverse state pass does its work), got {}", op, D);
+  dv_local_d<64>(a, s, op);
 }
 
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  // (D, columns, stages) as the plan (gdn_plan.h) chose them; 64 columns of 128 run 2 stages here (the
-  // third would not fit in shared memory).
-  const bool s3 = a.state_stages == 3;
-  if (a.dvl_fused)  // head dim 128; 16 or 32 columns with 3 stages, 64 with 2 (tc_inputs checked)
-    return a.state_cols == 16   ? state_backward_d<128, 16, 3, true>(a, s, op)
-           : a.state_cols == 32 ? state_backward_d<128, 32, 3, true>(a, s, op)
-                                : state_backward_d<128, 64, 2, true>(a, s, op);
-  if (D == 64) a.state_cols == 64 ? state_backward_d<64, 64>(a, s, op) : state_backward_d<64, 32>(a, s, op);
-  else if (a.state_cols == 16) s3 ? state_backward_d<128, 16, 3>(a, s, op) : state_backward_d<128, 16>(a, s, op);
-  else if (a.state_cols == 32) s3 ? state_backward_d<128, 32, 3>(a, s, op) : state_backward_d<128, 32>(a, s, op);
-  else state_backward_d<128, 64>(a, s, op);
+  // (D, columns, stages) as the plan (gdn_plan.h) chose them: 64 columns, 2 stages at head dim 64; at
+  // 128 with dv_local's work (dvl_fused), 16 or 32 columns with 3 stages, 64 with 2 (the third would
+  // not fit in shared memory).
+  if (D == 64) return state_backward_d<64, 64>(a, s, op);
+  DT_CHECK(a.dvl_fused, "{}: the reverse state pass at head dim 128 takes dv_local's work (dvl_fused)", op);
+  a.state_cols == 16   ? state_backward_d<128, 16, 3, true>(a, s, op)
+  : a.state_cols == 32 ? state_backward_d<128, 32, 3, true>(a, s, op)
+                       : state_backward_d<128, 64, 2, true>(a, s, op);
 }
 
 }  // namespace gdn_cuda

@@ -523,12 +523,11 @@ void state_forward_d(const TcArgs& a, cudaStream_t s, const char* op) {
 }
 
 // The mma.sync output kernel that `a` takes (M saved too where the reverse pass makes dvl).
+// The plan fuses dv_local into the reverse state pass at head dim 128 (GdnPlan::dvl_fused) and
+// nowhere else: M is saved there.
 template <int D>
-auto output_kernel(const TcArgs& a) {
-  auto* kernel = gdn_tc_output_kernel<D, D, kOutWarps<D>, false>;
-  if constexpr (D == 128)
-    if (a.dvl_fused) kernel = gdn_tc_output_kernel<D, D, kOutWarps<D>, true>;  // (tc_inputs: head dim 128 only)
-  return kernel;
+auto output_kernel(const TcArgs&) {
+  return gdn_tc_output_kernel<D, D, kOutWarps<D>, D == 128>;
 }
 
 // 64 columns of O per CTA: 55 KB of shared memory at D = 64 (4 CTAs per SM), 91 KB at D = 128 (2);
@@ -558,12 +557,12 @@ void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 
 void tc_state_forward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   if (a.colwarp) return tc_state_forward_cw(a, D, s, op);
-  // (D, columns, stages) as the plan (gdn_plan.h) chose them.
-  const bool s3 = a.state_stages == 3;
-  if (D == 64) a.state_cols == 64 ? state_forward_d<64, 64>(a, s, op) : state_forward_d<64, 32>(a, s, op);
-  else if (a.state_cols == 16) s3 ? state_forward_d<128, 16, 3>(a, s, op) : state_forward_d<128, 16>(a, s, op);
-  else if (a.state_cols == 32) s3 ? state_forward_d<128, 32, 3>(a, s, op) : state_forward_d<128, 32>(a, s, op);
-  else s3 ? state_forward_d<128, 64, 3>(a, s, op) : state_forward_d<128, 64>(a, s, op);
+  // (D, columns, stages) as the plan (gdn_plan.h) chose them: 64 columns, 2 stages at head dim 64;
+  // 16 or 32 columns, 3 stages at 128 (64 columns there take the column-warp pass).
+  DT_CHECK(D == 64 || a.state_cols <= 32, "{}: 64 columns at head dim 128 take the column-warp pass", op);
+  if (D == 64) state_forward_d<64, 64>(a, s, op);
+  else if (a.state_cols == 16) state_forward_d<128, 16, 3>(a, s, op);
+  else state_forward_d<128, 32, 3>(a, s, op);
 }
 
 void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op) {
@@ -573,19 +572,16 @@ void tc_output(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 void tc_prep_fed(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   DT_CHECK(a.fed && a.ready, "{}: prep feeding the state pass needs its counts (fed) and a kernel chasing that pass",
            op);
-  D == 64 ? prep_fed_d<64>(a, s, op) : prep_fed_d<128>(a, s, op);
+  DT_CHECK(D == 128, "{}: prep beside the state pass runs at head dim 128, got {}", op, D);
+  prep_fed_d<128>(a, s, op);
 }
 
 void tc_prep_fed_load(const TcArgs& a, int D, const char* op) {
   cudaFuncAttributes attr;
   auto load = [&](auto kernel) { DT_CUDA_OK(cudaFuncGetAttributes(&attr, kernel), op); };
-  if (D == 64) {
-    load(gdn_tc_prep_fed_kernel<64>);
-    load(output_kernel<64>(a));
-  } else {
-    load(gdn_tc_prep_fed_kernel<128>);
-    load(output_kernel<128>(a));
-  }
+  DT_CHECK(D == 128, "{}: prep beside the state pass runs at head dim 128, got {}", op, D);
+  load(gdn_tc_prep_fed_kernel<128>);
+  load(output_kernel<128>(a));
 }
 
 }  // namespace gdn_cuda

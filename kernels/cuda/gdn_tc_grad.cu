@@ -599,10 +599,13 @@ void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
   } else if (a.ready) {
     tc_set_smem(gdn_tc_grad_qk_kernel<D, true, false>, L.bytes, op);
     tc_launch_chunks(gdn_tc_grad_qk_kernel<D, true, false>, a, kGradWarps<D> * 32, L.bytes, s, op);
-  } else {
-    tc_set_smem(gdn_tc_grad_qk_kernel<D, false, false>, L.bytes, op);
-    gdn_tc_grad_qk_kernel<D, false, false><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
-    DT_CUDA_OK(cudaGetLastError(), op);
+  } else {  // the plan always chases at head dim 64
+    DT_CHECK(D == 128, "{}: grad_qk not chasing the reverse state pass takes head dim 128", op);
+    if constexpr (D == 128) {
+      tc_set_smem(gdn_tc_grad_qk_kernel<D, false, false>, L.bytes, op);
+      gdn_tc_grad_qk_kernel<D, false, false><<<tc_chunk_grid(a), kGradWarps<D> * 32, L.bytes, s>>>(a);
+      DT_CUDA_OK(cudaGetLastError(), op);
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 // Shared pieces of the GDN CUDA tests (tests/gpu/test_gdn_cuda.cpp, test_gdn_cuda_ops.cpp): device
-// buffers, the cases and their seeded inputs, the double CPU reference, the launchers run with a
-// forced plan (GdnPlanForcing), and the comparisons.
+// buffers, the cases (the shared list tests/gdn_cases.h taken in) and their seeded inputs, the double
+// CPU reference, the launchers run with a forced plan (GdnPlanForcing), and the comparisons.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +25,7 @@
 #include "kernels/cuda/gdn_plan.h"
 #include "kernels/gdn_cuda.h"
 #include "kernels/ops.h"
+#include "tests/gdn_cases.h"
 #include "tests/gpu/gpu_testing.h"
 
 namespace dt {
@@ -177,22 +178,35 @@ inline std::vector<T> download(const DevBuf& d, size_t n, size_t off = 0) {
 // kernels/cuda/gdn_plan.h); the defaults are the ops': kAuto, every choice by plan_gdn.
 struct Kernels {
   GdnCudaImpl impl = GdnCudaImpl::kAuto;
-  int state_cols = 0, state_stages = 0, overlap = -1, colwarp = -1, dvl_fused = -1;
-  int chase_prep = -1, qk_persist = -1;
+  int state_cols = 0, overlap = -1, chase_prep = -1, qk_persist = -1;
   bool defaults() const {
-    return impl == GdnCudaImpl::kAuto && state_cols == 0 && state_stages == 0 && overlap == -1 && colwarp == -1 &&
-           dvl_fused == -1 && chase_prep == -1 && qk_persist == -1;
+    return impl == GdnCudaImpl::kAuto && state_cols == 0 && overlap == -1 && chase_prep == -1 && qk_persist == -1;
   }
   std::string name() const {
     auto opt = [](const char* key, int v, int unset) {
       return v == unset ? "" : " " + std::string(key) + "=" + std::to_string(v);
     };
     return (impl == GdnCudaImpl::kSimt ? " (simt kernels)" : "") + opt("state_cols", state_cols, 0) +
-           opt("state_stages", state_stages, 0) + opt("overlap", overlap, -1) + opt("colwarp", colwarp, -1) +
-           opt("dvl_fused", dvl_fused, -1) +
-           opt("chase_prep", chase_prep, -1) + opt("qk_persist", qk_persist, -1);
+           opt("overlap", overlap, -1) + opt("chase_prep", chase_prep, -1) + opt("qk_persist", qk_persist, -1);
   }
 };
+
+// A shared case (tests/gdn_cases.h) as this file's Case and Kernels, and its test name.
+inline Case to_case(const gdn_cases::GdnCase& g) {
+  Case c;
+  c.B = g.B, c.T = g.T, c.Hk = g.Hk, c.Hv = g.Hv, c.D = g.D, c.Dv = g.Dv;
+  c.with_S0 = g.S0, c.with_dS_out = g.dS, c.gates = static_cast<Case::Gates>(g.gates);
+  c.strided = g.strided, c.seed = g.seed;
+  return c;
+}
+inline Kernels kernels_of(const gdn_cases::GdnCase& g) {
+  Kernels kn;
+  kn.impl = g.impl, kn.state_cols = g.state_cols, kn.qk_persist = g.qk_persist;
+  return kn;
+}
+inline std::string case_param_name(const ::testing::TestParamInfo<gdn_cases::GdnCase>& info) {
+  return gdn_cases::case_name(info.param);
+}
 
 // The launchers of kernels/gdn_cuda.h with explicit options (the ops take the defaults). use_saved
 // (not in a graph): the forward leaves its factors and states in a NaN-poisoned saved buffer and the
@@ -208,9 +222,8 @@ inline void run_launchers(const Kernels& kn, const Tensor& o, const Tensor& S_ou
   d.B = q.size(0), d.T = q.size(1), d.Hk = q.size(2), d.Hv = v.size(2), d.dk = q.size(3), d.dv = v.size(3);
   d.chunk = 64, d.impl = kn.impl;
   GdnPlanForcing force;
-  force.state_cols = kn.state_cols, force.state_stages = kn.state_stages;
-  force.overlap = kn.overlap, force.colwarp = kn.colwarp;
-  force.dvl_fused = kn.dvl_fused, force.chase_prep = kn.chase_prep, force.qk_persist = kn.qk_persist;
+  force.state_cols = kn.state_cols, force.overlap = kn.overlap;
+  force.chase_prep = kn.chase_prep, force.qk_persist = kn.qk_persist;
   const GdnPlan plan = plan_gdn_for_testing(d, gdn_current_device(), force);
   GdnCudaForwardParams f;
   f.dims = d, f.q = bits(q), f.k = bits(k), f.v = bits(v), f.ld_q = ld(q), f.ld_k = ld(k), f.ld_v = ld(v);

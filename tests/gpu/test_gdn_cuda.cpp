@@ -4,8 +4,10 @@
 // GdnCudaImpl::kSimt) through kernels/gdn_cuda.h. Every GPU output is poisoned with NaN before
 // each run; two runs must give identical bits. Skips when there is no GPU.
 //
-// Head dims: dk = dv in {64, 128} (the tensor-core kernels) and small or unequal ones (16, 32, 48;
-// dk 32 with dv 64, ...), which run the SIMT kernels.
+// The cases against the reference are tests/gdn_cases.h's (GdnCudaCases, shared with the emulator):
+// head dims dk = dv in {64, 128} (the tensor-core kernels) and small or unequal ones (16, 32, 48;
+// dk 32 with dv 64, ...), which run the SIMT kernels. The tests after them check paths that must give
+// the same bits (the saved buffer, chasing, prep beside, the persistent grad_qk, CUDA graphs).
 // Tolerances (relative RMS error, sqrt(sum (x - ref)^2 / sum ref^2)): o and S_out 5e-3;
 // dq, dk, dv, dS0 1e-2; dbeta, dg 2e-2.
 #include <gtest/gtest.h>
@@ -16,110 +18,6 @@ namespace dt {
 namespace {
 
 using namespace gdn_test;
-
-class GdnCudaLengths : public ::testing::TestWithParam<int64_t> {};
-
-TEST_P(GdnCudaLengths, ChunkForwardBackwardMatchReferenceD64) {
-  SKIP_WITHOUT_GPU();
-  Case c;
-  c.T = GetParam(), c.B = 2, c.Hk = 1, c.Hv = 2, c.D = 64, c.seed = 100 + c.T;
-  check_case(c);
-}
-
-INSTANTIATE_TEST_SUITE_P(AllT, GdnCudaLengths, ::testing::Values(1, 15, 63, 64, 65, 300, 1024, 4096));
-
-TEST(GdnCuda, HeadDim128) {
-  SKIP_WITHOUT_GPU();
-  for (int64_t T : {1, 65, 300}) {
-    Case c;
-    c.T = T, c.B = 1, c.Hk = 2, c.Hv = 2, c.D = 128, c.seed = 7 + T;
-    check_case(c);
-  }
-}
-
-// Many heads: the D = 128 state passes take 32-column tiles once batch x heads fills the GPU
-// (16-column tiles below that); value heads 12 per key head (GQA).
-TEST(GdnCuda, HeadDim128WideTilesManyValueHeads) {
-  SKIP_WITHOUT_GPU();
-  Case c;
-  c.T = 70, c.B = 3, c.Hk = 1, c.Hv = 12, c.D = 128, c.seed = 17;
-  check_case(c);
-}
-
-// Few heads at head dim 128: the sizes take the narrowest state tiles that leave half of the SMs to
-// the chasing kernels: 16 columns at 8 heads, 32 at 16, 64 at 32 (there the column-warp
-// forward pass), both chasers on; against the reference, bitwise repeatable.
-TEST(GdnCuda, HeadDim128FewHeadsLeaveSMsToTheChasers) {
-  SKIP_WITHOUT_GPU();
-  for (auto [B, Hk, Hv] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 8}, {1, 4, 16}, {2, 8, 16}}) {
-    Case c;
-    c.T = 300, c.B = B, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.seed = 70 + B * Hv;
-    check_case(c);
-  }
-}
-
-// Every column-tile width of the tensor-core state passes (the sizes pick one per head dim).
-TEST(GdnCuda, EveryStateTileWidth) {
-  SKIP_WITHOUT_GPU();
-  // (head dim, columns, chunks in flight); T = 300: 5 chunks, so three stages wrap around the ring.
-  for (auto [D, cols, stages] : {std::tuple<int64_t, int, int>{64, 32, 2}, {64, 64, 2}, {128, 16, 2}, {128, 32, 2},
-                                 {128, 64, 2}, {128, 16, 3}, {128, 32, 3}, {128, 64, 3}}) {
-    Case c;
-    c.T = stages == 3 ? 300 : 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 60 + cols + D + stages;
-    check_case(c, {.impl = GdnCudaImpl::kTensorCore, .state_cols = cols, .state_stages = stages});
-  }
-}
-
-// The plain fp32 kernels (GdnCudaImpl::kSimt) stay a second GPU reference.
-TEST(GdnCuda, SimtKernelsMatchReference) {
-  SKIP_WITHOUT_GPU();
-  for (int64_t D : {64, 128}) {
-    Case c;
-    c.T = 130, c.B = 1, c.Hk = 1, c.Hv = 2, c.D = D, c.seed = 50 + D;
-    check_case(c, {.impl = GdnCudaImpl::kSimt});
-  }
-}
-
-// Small and unequal head dims (HF: linear_key_head_dim != linear_value_head_dim is allowed) through
-// the ops (kAuto): the tensor-core kernels take only dk = dv in {64, 128}, so these run the SIMT
-// kernels. 16 with 2 key and 4 value heads is the golden Qwen3.5 GDN layer; 32 the quickstart model.
-TEST(GdnCuda, SmallAndUnequalHeadDims) {
-  SKIP_WITHOUT_GPU();
-  for (int64_t T : {1, 65, 130}) {
-    for (auto [D, Dv, Hk, Hv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{16, 0, 1, 2}, {32, 0, 1, 2},
-                                 {48, 0, 1, 2}, {16, 0, 2, 4}, {32, 64, 1, 2}, {64, 32, 2, 2}}) {
-      Case c;
-      c.T = T, c.B = 2, c.Hk = Hk, c.Hv = Hv, c.D = D, c.Dv = Dv, c.seed = 500 + T + D + Dv;
-      check_case(c);
-    }
-  }
-  Case s;  // strided q, k, v slices of one conv buffer, dk != dv, a dv with 16-column state tiles
-  s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12;
-  check_case(s);
-}
-
-TEST(GdnCuda, NoInitialStateNoFinalStateGradient) {
-  SKIP_WITHOUT_GPU();
-  Case c;
-  c.T = 130, c.B = 1, c.Hk = 2, c.Hv = 4, c.with_S0 = false, c.with_dS_out = false, c.seed = 3;
-  check_case(c);
-}
-
-TEST(GdnCuda, StridedRowsFromOneConvBuffer) {
-  SKIP_WITHOUT_GPU();
-  Case c;
-  c.T = 65, c.B = 2, c.Hk = 1, c.Hv = 2, c.strided = true, c.seed = 11;
-  check_case(c);
-}
-
-TEST(GdnCuda, EdgeGates) {
-  SKIP_WITHOUT_GPU();
-  for (auto gates : {Case::Gates::kNearZero, Case::Gates::kVeryNegative, Case::Gates::kBetaEdges}) {
-    Case c;
-    c.T = 150, c.B = 1, c.Hk = 1, c.Hv = 2, c.gates = gates, c.seed = 21 + static_cast<int>(gates);
-    check_case(c);
-  }
-}
 
 // Every output of two runs, bit for bit.
 void expect_same_bits(const GpuRun& a, const GpuRun& b) {
@@ -132,6 +30,30 @@ void expect_same_bits(const GpuRun& a, const GpuRun& b) {
   EXPECT_EQ(0, std::memcmp(a.S_out.data(), b.S_out.data(), a.S_out.size() * 4));
   EXPECT_EQ(0, std::memcmp(a.dS0.data(), b.dS0.data(), a.dS0.size() * 4));
 }
+
+// The shared cases (tests/gdn_cases.h; the emulator runs them too): against the reference, bitwise
+// repeatable; where the case says so, outputs 4 bytes off a 16-byte boundary give the same bits (the
+// launchers, tensor-core kernels). The l2norms inside: test_gdn_cuda_ops.cpp.
+class GdnCudaCases : public ::testing::TestWithParam<gdn_cases::GdnCase> {};
+
+TEST_P(GdnCudaCases, ChunkMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const gdn_cases::GdnCase& g = GetParam();
+  Case c = to_case(g);
+  const Kernels kn = kernels_of(g);
+  check_case(c, kn);
+  if (g.misaligned) {
+    Kernels tc = kn;
+    tc.impl = GdnCudaImpl::kTensorCore;
+    const Inputs in = make_inputs(c);
+    const GpuRun aligned = run_gpu(c, in, tc);
+    c.out_offset = 2;
+    SCOPED_TRACE(c.name() + tc.name());
+    expect_same_bits(aligned, run_gpu(c, in, tc));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GdnCudaCases, ::testing::ValuesIn(gdn_cases::all_cases()), case_param_name);
 
 // The forward's saved buffer (WY factors, states per chunk) handed to the backward gives exactly the
 // bits of the backward that recomputes them; the tensor-core shapes (the SIMT kernels keep nothing).
@@ -153,15 +75,14 @@ TEST(GdnCuda, SavedForwardStateGivesTheSameBitsAsRecomputing) {
 // o, dq, dk and dv 4 bytes past a 16-byte boundary: the kernels store them with 4-byte stores from
 // their accumulators instead of whole rows through shared memory (TcArgs::vec16_*), and must give
 // the same bits. Head dims 64 and 128, a partial chunk, GQA (dq, dk summed over value heads after),
-// the dvl producer (32 columns, 3 stages), grad_qk chasing and not.
+// the dvl producer at 32 columns, grad_qk chasing and not.
 TEST(GdnCuda, OutputsOffA16ByteBoundaryGiveTheSameBits) {
   SKIP_WITHOUT_GPU();
   struct Run { int64_t T, B, Hk, Hv, D; Kernels kn; };
   const Run runs[] = {{300, 2, 1, 1, 64, {.impl = GdnCudaImpl::kTensorCore}},
                       {130, 1, 2, 2, 128, {.impl = GdnCudaImpl::kTensorCore, .overlap = 0}},
                       {65, 1, 1, 2, 128, {.impl = GdnCudaImpl::kTensorCore}},
-                      {200, 1, 2, 2, 128, {.impl = GdnCudaImpl::kTensorCore, .state_cols = 32, .state_stages = 3,
-                                           .overlap = 1, .dvl_fused = 1}}};
+                      {200, 1, 2, 2, 128, {.impl = GdnCudaImpl::kTensorCore, .state_cols = 32, .overlap = 1}}};
   uint64_t seed = 190;
   for (const Run& r : runs) {
     Case c;
@@ -191,37 +112,35 @@ TEST(GdnCuda, CapturedInACudaGraphGivesTheSameBits) {
 }
 
 // The forward's output kernel and the backward's grad_qk chasing the state passes
-// (GdnPlan::chase_output, chase_grad_qk) give the bits of the kernels run one after the other: head
-// dims 64 and 128, the mma.sync state passes at 16, 32 and 64 columns and the column-warp forward
-// one, many chunks and heads (more CTAs than fit beside the state passes'), a partial last chunk,
-// one chunk; also captured in a CUDA graph. Out of range is refused.
+// (GdnPlan::chase_output, chase_grad_qk) give the bits of the kernels run one after the other at
+// head dim 128: the mma.sync state passes at 16 and 32 columns and the column-warp forward one at
+// 64, many chunks and heads (more CTAs than fit beside the state passes'), a partial last chunk, one
+// chunk. At head dim 64 the kernels always chase: there many chunks and heads in a CUDA graph against
+// plain launches. Out of range is refused.
 TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
   SKIP_WITHOUT_GPU();
-  struct Run { Case c; int cols, colwarp; };
-  Run runs[6];
-  runs[0].c.T = 4000, runs[0].c.B = 2, runs[0].c.Hk = 2, runs[0].c.Hv = 4, runs[0].c.D = 128, runs[0].cols = 16,
-  runs[0].colwarp = 0;
-  runs[1].c = runs[0].c, runs[1].cols = 0, runs[1].colwarp = 1;
-  runs[2].c.T = 1500, runs[2].c.B = 16, runs[2].c.Hk = 6, runs[2].c.Hv = 6, runs[2].c.D = 64, runs[2].cols = 64,
-  runs[2].colwarp = 0;
-  runs[3].c = runs[0].c, runs[3].cols = 64, runs[3].colwarp = 0;
-  runs[4].c.T = 40, runs[4].c.B = 3, runs[4].c.Hk = 1, runs[4].c.Hv = 2, runs[4].c.D = 128, runs[4].cols = 32,
-  runs[4].colwarp = 1;
-  runs[5].c = runs[0].c, runs[5].cols = 32, runs[5].colwarp = 0;  // few heads' default at head dim 128
+  struct Run { Case c; int cols; };
+  Run runs[5];
+  runs[0].c.T = 4000, runs[0].c.B = 2, runs[0].c.Hk = 2, runs[0].c.Hv = 4, runs[0].c.D = 128, runs[0].cols = 16;
+  runs[1].c = runs[0].c, runs[1].cols = 64;
+  runs[2].c.T = 40, runs[2].c.B = 3, runs[2].c.Hk = 1, runs[2].c.Hv = 2, runs[2].c.D = 128, runs[2].cols = 64;
+  runs[3].c = runs[0].c, runs[3].cols = 32;  // few heads' default at head dim 128
+  runs[4].c.T = 3000, runs[4].c.B = 3, runs[4].c.Hk = 2, runs[4].c.Hv = 4, runs[4].c.D = 128, runs[4].cols = 64;
   uint64_t seed = 87;
   for (Run& r : runs) {
     r.c.seed = seed++;
-    SCOPED_TRACE(r.c.name() + " state_cols " + std::to_string(r.cols) + " colwarp " + std::to_string(r.colwarp));
+    SCOPED_TRACE(r.c.name() + " state_cols " + std::to_string(r.cols));
     const Inputs in = make_inputs(r.c);
-    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .overlap = 1, .colwarp = r.colwarp};
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .overlap = 1};
     Kernels off = on;
     off.overlap = 0;
     expect_same_bits(run_gpu(r.c, in, off), run_gpu(r.c, in, on));
   }
-  {  // the default at head dim 64 (chasing) in a CUDA graph against plain launches without it
-    Case c = runs[2].c;
+  {  // head dim 64 in a CUDA graph against plain launches
+    Case c;
+    c.T = 1500, c.B = 16, c.Hk = 6, c.Hv = 6, c.D = 64, c.seed = seed++;
     const Inputs in = make_inputs(c);
-    expect_same_bits(run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore, .overlap = 0}),
+    expect_same_bits(run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore}),
                      run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore}, false, /*graph=*/true));
   }
   Case c;
@@ -234,52 +153,19 @@ TEST(GdnCuda, ChasingTheStatePassesGivesTheSameBits) {
   }
 }
 
-// The column-warp forward state pass (GdnPlan::colwarp; head dim 128, 64 columns a CTA) with the
-// reverse pass at each width, more chunks than the ring's stages, partial chunks, one row, GQA,
-// edge gates, against the reference and bitwise repeatable; the kernels chasing it give the same
-// bits as without; asked for at head dim 64 it is refused.
-TEST(GdnCuda, ColumnWarpStatePassMatchesReference) {
-  SKIP_WITHOUT_GPU();
-  struct Run { int64_t T, B, Hk, Hv; int cols, gates; };
-  const Run runs[] = {{300, 1, 2, 2, 16, 0}, {4096, 1, 1, 1, 32, 1}, {63, 2, 1, 2, 64, 3}, {1, 3, 1, 1, 32, 0},
-                      {200, 1, 1, 1, 0, 0}};
-  uint64_t seed = 140;
-  for (const Run& r : runs) {
-    Case c;
-    c.T = r.T, c.B = r.B, c.Hk = r.Hk, c.Hv = r.Hv, c.D = 128, c.gates = static_cast<Case::Gates>(r.gates);
-    c.seed = seed++;
-    check_case(c, {.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .colwarp = 1});
-  }
-  {  // chasing: many chunks and heads, a partial last chunk
-    Case c;
-    c.T = 3000, c.B = 3, c.Hk = 2, c.Hv = 4, c.D = 128, c.seed = seed++;
-    SCOPED_TRACE(c.name() + " colwarp 1");
-    const Inputs in = make_inputs(c);
-    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .overlap = 1, .colwarp = 1};
-    Kernels off = on;
-    off.overlap = 0;
-    expect_same_bits(run_gpu(c, in, off), run_gpu(c, in, on));
-  }
-  Case c;
-  const Inputs in = make_inputs(c);
-  try {
-    run_gpu(c, in, {.impl = GdnCudaImpl::kTensorCore, .colwarp = 1});
-    FAIL() << "colwarp 1 accepted at head dim 64";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("colwarp 1 takes head dim 128"), std::string::npos) << e.what();
-  }
-}
-
-// An option that must not change the bits, on one case: `on` against `on` with the option 0, and
-// from the saved forward; also against the reference (reference) and captured in a CUDA graph (graph).
+// One case's kernels: from the saved forward the same bits as recomputing it; also against the
+// reference (reference) and captured in a CUDA graph (graph). With an option (not null): `kn`
+// against `kn` with the option 0 as well.
 void expect_option_keeps_bits(const Case& c, const Kernels& on, int Kernels::*option, bool reference, bool graph) {
-  Kernels off = on;
-  off.*option = 0;
   if (reference) check_case(c, on);
   SCOPED_TRACE(c.name() + on.name());
   const Inputs in = make_inputs(c);
   const GpuRun a = run_gpu(c, in, on);
-  expect_same_bits(run_gpu(c, in, off), a);
+  if (option) {
+    Kernels off = on;
+    off.*option = 0;
+    expect_same_bits(run_gpu(c, in, off), a);
+  }
   expect_same_bits(a, run_gpu(c, in, on, /*use_saved=*/true));
   if (graph) expect_same_bits(a, run_gpu(c, in, on, false, /*graph=*/true));
 }
@@ -302,12 +188,11 @@ void expect_refused(const Case& c, const Inputs& in, const Kernels& kn, const ch
   }
 }
 
-// dv_local's work in the reverse state pass (GdnPlan::dvl_fused): at 16, 32 and 64 columns,
-// more chunks than the ring's stages, partial chunks, one row, GQA, edge gates, no S0 / dS_out, with
-// and without grad_qk chasing, from the saved forward and recomputing it (the output kernel then
-// makes M alone), in a CUDA graph: against the reference, and bitwise against dv_local (dvl_fused 0).
-// Where the kernels it needs are not taken, 1 is refused.
-TEST(GdnCuda, DvlFusedIntoTheReversePassGivesDvLocalsBits) {
+// dv_local's work in the reverse state pass (GdnPlan::dvl_fused, head dim 128): at 16, 32 and 64
+// columns, more chunks than the ring's stages, partial chunks, one row, GQA, edge gates, no S0 /
+// dS_out, with and without grad_qk chasing, from the saved forward and recomputing it (the output
+// kernel then makes M alone), in a CUDA graph, against the reference.
+TEST(GdnCuda, DvlFusedIntoTheReversePassMatchesReference) {
   SKIP_WITHOUT_GPU();
   struct Run { int64_t T, B, Hk, Hv; int cols, gates, overlap; bool S0; };
   const Run runs[] = {{300, 1, 1, 1, 16, 0, -1, true}, {130, 2, 1, 2, 32, 2, 0, true}, {1, 1, 1, 1, 32, 0, -1, true},
@@ -316,68 +201,56 @@ TEST(GdnCuda, DvlFusedIntoTheReversePassGivesDvLocalsBits) {
                       {65, 1, 2, 2, 64, 1, 1, true},   {1, 1, 1, 1, 64, 0, -1, false}};
   uint64_t seed = 160;
   for (const Run& r : runs) {
-    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = 3, .overlap = r.overlap,
-                     .dvl_fused = 1};
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .overlap = r.overlap};
     // against the reference where dg has more than one row a head (at T = 1 its relative RMS is one
-    // number's error, which the bitwise comparisons with dv_local's path cover: 2.6e-2 on the H200)
-    expect_option_keeps_bits(option_case(r.T, r.B, r.Hk, r.Hv, 128, r.gates, r.S0, seed++), on, &Kernels::dvl_fused,
+    // number's error: 2.6e-2 on the H200)
+    expect_option_keeps_bits(option_case(r.T, r.B, r.Hk, r.Hv, 128, r.gates, r.S0, seed++), on, nullptr,
                              r.T > 1 && r.T <= 300, r.T == 130);
   }
-  Case c;
-  c.D = 128;
-  const Inputs in = make_inputs(c);
-  const Kernels tc{.impl = GdnCudaImpl::kTensorCore, .dvl_fused = 1};
-  Kernels two_stages = tc;
-  two_stages.state_cols = 32, two_stages.state_stages = 2;
-  expect_refused(c, in, two_stages, "dvl_fused 1 takes head dim 128");
 }
 
 // prep beside the forward state pass (GdnPlan::prep_beside; launched after the state pass,
-// which waits for each chunk) gives the bits of prep run first: head dims 128 (16 and 32 columns, 2
-// and 3 stages, with and without the dvl producer's saved M) and 64, partial and single chunks,
+// which waits for each chunk) gives the bits of prep run first: head dim 128 at 16 and 32 columns,
+// with the dvl producer's saved M, partial and single chunks,
 // fewer chunks than the pass's ring, GQA, several sequences, edge gates, no S0 or dS_out; from the
 // saved forward and recomputing it; in a CUDA graph; against the reference. Where the kernels it
 // needs are not the ones taken, 1 is refused.
 TEST(GdnCuda, PrepBesideTheStatePassGivesTheSameBits) {
   SKIP_WITHOUT_GPU();
-  struct Run { int64_t T, B, Hk, Hv, D; int cols, stages, gates, dvl; bool S0; };
-  const Run runs[] = {{300, 1, 1, 1, 128, 32, 3, 0, -1, true}, {130, 2, 1, 2, 128, 16, 3, 2, -1, true},
-                      {1, 1, 1, 1, 128, 32, 3, 0, -1, true},   {65, 1, 2, 2, 128, 32, 2, 1, 0, true},
-                      {200, 1, 1, 1, 128, 16, 3, 3, 0, false}, {4000, 2, 2, 4, 128, 32, 3, 0, -1, true},
-                      {3001, 1, 8, 8, 128, 16, 3, 0, -1, true}, {600, 2, 1, 2, 64, 64, 2, 0, -1, true},
-                      {150, 1, 1, 1, 64, 32, 2, 1, -1, true},   {5000, 1, 4, 4, 128, 32, 3, 0, 1, true}};
+  struct Run { int64_t T, B, Hk, Hv; int cols, gates; bool S0; };
+  const Run runs[] = {{300, 1, 1, 1, 32, 0, true},   {130, 2, 1, 2, 16, 2, true},   {1, 1, 1, 1, 32, 0, true},
+                      {65, 1, 2, 2, 32, 1, true},    {200, 1, 1, 1, 16, 3, false},  {4000, 2, 2, 4, 32, 0, true},
+                      {3001, 1, 8, 8, 16, 0, true},  {5000, 1, 4, 4, 32, 0, true}};
   uint64_t seed = 190;
   for (const Run& r : runs) {
-    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = r.stages,
-                     .dvl_fused = r.dvl, .chase_prep = 1};
-    expect_option_keeps_bits(option_case(r.T, r.B, r.Hk, r.Hv, r.D, r.gates, r.S0, seed++), on, &Kernels::chase_prep,
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .chase_prep = 1};
+    expect_option_keeps_bits(option_case(r.T, r.B, r.Hk, r.Hv, 128, r.gates, r.S0, seed++), on, &Kernels::chase_prep,
                              r.T > 1 && r.T <= 300, r.T == 130);
   }
   Case c;
   c.D = 128;
   const Inputs in = make_inputs(c);
-  for (const Kernels& kn : {Kernels{.impl = GdnCudaImpl::kTensorCore, .colwarp = 1, .chase_prep = 1},
+  for (const Kernels& kn : {Kernels{.impl = GdnCudaImpl::kTensorCore, .state_cols = 64, .chase_prep = 1},
                             Kernels{.impl = GdnCudaImpl::kTensorCore, .overlap = 0, .chase_prep = 1}})
     expect_refused(c, in, kn, "chase_prep 1 takes the mma.sync forward state pass");
   expect_refused(c, in, {.impl = GdnCudaImpl::kTensorCore, .chase_prep = 2}, "chase_prep must be -1");
 }
 
 // grad_qk persistent (GdnPlan::qk_persist; chunks by ticket, the next chunk's Q, K, dO copied
-// during this one) gives the bits of one CTA a chunk: head dim 128 at 32 and 16 columns, with and
-// without the dvl producer, fewer chunks than SMs and many more (several per CTA), partial and single
+// during this one) gives the bits of one CTA a chunk: head dim 128 at 32 and 16 columns, with the
+// dvl producer, fewer chunks than SMs and many more (several per CTA), partial and single
 // chunks, GQA, several sequences, edge gates, no S0 or dS_out; from the saved forward and recomputing
 // it; in a CUDA graph (the ticket is zeroed in it); against the reference. Where grad_qk does not chase
 // the reverse pass, or at head dim 64, 1 is refused.
 TEST(GdnCuda, PersistentGradQkGivesTheSameBits) {
   SKIP_WITHOUT_GPU();
-  struct Run { int64_t T, B, Hk, Hv; int cols, gates, dvl; bool S0; };
-  const Run runs[] = {{300, 1, 1, 1, 32, 0, -1, true},  {130, 2, 1, 2, 16, 2, -1, true}, {1, 1, 1, 1, 32, 0, -1, true},
-                      {65, 1, 2, 2, 32, 1, 0, true},    {200, 1, 1, 1, 16, 3, 0, false}, {4000, 2, 2, 4, 32, 0, -1, true},
-                      {9001, 1, 8, 8, 32, 0, -1, true}, {5000, 1, 4, 4, 16, 0, 1, true}};
+  struct Run { int64_t T, B, Hk, Hv; int cols, gates; bool S0; };
+  const Run runs[] = {{300, 1, 1, 1, 32, 0, true},  {130, 2, 1, 2, 16, 2, true}, {1, 1, 1, 1, 32, 0, true},
+                      {65, 1, 2, 2, 32, 1, true},   {200, 1, 1, 1, 16, 3, false}, {4000, 2, 2, 4, 32, 0, true},
+                      {9001, 1, 8, 8, 32, 0, true}, {5000, 1, 4, 4, 16, 0, true}};
   uint64_t seed = 210;
   for (const Run& r : runs) {
-    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .state_stages = 3, .overlap = 1,
-                     .dvl_fused = r.dvl, .qk_persist = 1};
+    const Kernels on{.impl = GdnCudaImpl::kTensorCore, .state_cols = r.cols, .overlap = 1, .qk_persist = 1};
     expect_option_keeps_bits(option_case(r.T, r.B, r.Hk, r.Hv, 128, r.gates, r.S0, seed++), on, &Kernels::qk_persist,
                              r.T > 1 && r.T <= 300, r.T == 130 || r.T == 9001);
   }
@@ -490,14 +363,14 @@ TEST(GdnCuda, RejectsHeadDimsTheKernelsDoNotTake) {
   f.q = f.k = f.v = static_cast<const uint16_t*>(qb.p), f.ld_q = f.ld_k = f.ld_v = 32;
   f.g = f.beta = static_cast<const float*>(gb.p), f.o = static_cast<uint16_t*>(ob.p), f.ld_o = 32;
   EXPECT_THROW(gdn_chunk_forward_cuda(f, nullptr), Error);
-  // State-pass tiles or stages without a kernel: the message names the valid ones.
+  // State-pass tiles without a kernel: the message names the valid ones.
   f.dims.dk = f.dims.dv = 64;
-  for (auto [cols, stages] : {std::pair<int, int>{16, 0}, {0, 3}, {0, 4}}) {
+  for (int cols : {16, 32}) {
     GdnPlanForcing force;
-    force.state_cols = cols, force.state_stages = stages;
+    force.state_cols = cols;
     try {
       plan_gdn_for_testing(f.dims, gdn_current_device(), force);
-      FAIL() << "state_cols " << cols << ", state_stages " << stages << " accepted at head dim 64";
+      FAIL() << "state_cols " << cols << " accepted at head dim 64";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("is not available for head dim 64"), std::string::npos) << e.what();
     }

@@ -57,109 +57,112 @@ TEST(GdnCudaL2Norm, ForwardBackwardMatchReferenceOnStridedRows) {
 // rows; against the double chain l2norm -> chunk -> l2norm backward. The tensor-core kernels at
 // Hv == Hk normalise the tiles they load and take the l2norm's backward as they store dq, dk;
 // Hv > Hk and the SIMT kernels run the l2norms before and their backward after (from y and r).
-TEST(GdnCudaL2Norm, TakenInTheChunkForwardAndBackward) {
-  SKIP_WITHOUT_GPU();
-  struct Run {
-    Case c;
-    GdnCudaImpl impl;
-  };
-  std::vector<Run> runs;
-  for (auto [B, T, Hk, Hv, D, impl] : {std::tuple{2, 300, 2, 2, 128, GdnCudaImpl::kAuto},
-                                       std::tuple{1, 65, 3, 3, 64, GdnCudaImpl::kAuto},
-                                       std::tuple{1, 130, 1, 2, 64, GdnCudaImpl::kAuto},
-                                       std::tuple{1, 100, 2, 2, 64, GdnCudaImpl::kSimt}}) {
-    Case c;
-    c.B = B, c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.seed = 40 + T;
-    runs.push_back({c, impl});
-  }
-  for (const Run& run : runs) {
-    const Case& c = run.c;
-    SCOPED_TRACE(c.name() + (run.impl == GdnCudaImpl::kSimt ? " (simt kernels)" : ""));
-    const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, rows = B * T, nq = rows * Hk * D;
-    const double qs = 1 / std::sqrt(static_cast<double>(D));
-    Inputs in = make_inputs(c);
-    std::mt19937_64 rng(c.seed + 1);
-    std::normal_distribution<double> nd;
-    std::vector<uint16_t> xqb(nq), xkb(nq);
-    for (int64_t i = 0; i < nq; ++i) {
-      const double len = 0.3 + (i / D) % 7;  // rows of different lengths
-      xqb[i] = f32_to_bf16(static_cast<float>(len * nd(rng))), xkb[i] = f32_to_bf16(static_cast<float>(len * nd(rng)));
-    }
-    // double chain on the same bf16 values
-    const Shape qsh{B, T, Hk, D}, vsh{B, T, Hv, D}, gsh{B, T, Hv}, ssh{B, Hv, D, D};
-    std::vector<double> xq(nq), xk(nq), q(nq), k(nq), dqh(nq), dkh(nq), dxq_ref(nq), dxk_ref(nq);
-    for (int64_t i = 0; i < nq; ++i) xq[i] = bf16_to_f32(xqb[i]), xk[i] = bf16_to_f32(xkb[i]);
-    std::vector<double> v = to_double(in.v), g = to_double(in.g), beta = to_double(in.beta), S0 = to_double(in.S0),
-                        d_o = to_double(in.d_o), dS_out = to_double(in.dS_out);
-    std::vector<double> o(rows * Hv * D), S_out(B * Hv * D * D), dv(rows * Hv * D), dg(rows * Hv), db(rows * Hv),
-        dS0(B * Hv * D * D);
-    Context cpu;
-    gdn_l2norm_forward(cpu, host_f64(q, qsh), host_f64(xq, qsh), qs);
-    gdn_l2norm_forward(cpu, host_f64(k, qsh), host_f64(xk, qsh), 1.0);
-    gdn_chunk_forward(cpu, host_f64(o, vsh), host_f64(S_out, ssh), host_f64(q, qsh), host_f64(k, qsh),
-                      host_f64(v, vsh), host_f64(g, gsh), host_f64(beta, gsh), host_f64(S0, ssh), 64);
-    gdn_chunk_backward(cpu, host_f64(dqh, qsh), host_f64(dkh, qsh), host_f64(dv, vsh), host_f64(dg, gsh),
-                       host_f64(db, gsh), host_f64(dS0, ssh), host_f64(d_o, vsh), host_f64(dS_out, ssh),
-                       host_f64(q, qsh), host_f64(k, qsh), host_f64(v, vsh), host_f64(g, gsh), host_f64(beta, gsh),
-                       host_f64(S0, ssh), 64);
-    gdn_l2norm_backward(cpu, host_f64(dxq_ref, qsh), host_f64(dqh, qsh), host_f64(xq, qsh), qs);
-    gdn_l2norm_backward(cpu, host_f64(dxk_ref, qsh), host_f64(dkh, qsh), host_f64(xk, qsh), 1.0);
-    std::vector<double> rq_ref(rows * Hk);
-    for (int64_t r = 0; r < rows * Hk; ++r) {
-      double ss = 0;
-      for (int64_t i = 0; i < D; ++i) ss += xq[r * D + i] * xq[r * D + i];
-      rq_ref[r] = 1 / std::sqrt(ss + 1e-6);
-    }
+// The shared cases (tests/gdn_cases.h) that say so (GdnCase::l2), with their forced plan; their
+// strided rows are not taken here (q, k, v contiguous).
+class GdnCudaL2NormCases : public ::testing::TestWithParam<gdn_cases::GdnCase> {};
 
-    std::vector<uint16_t> yq, yk, ob;  // y of the l2norms and o, from the last run
-    auto gpu = [&](std::vector<uint16_t>& dxq, std::vector<uint16_t>& dxk, std::vector<float>& rq) {
-      const size_t nv = rows * Hv * D, ng = rows * Hv, ns = B * Hv * D * D;
-      DevBuf xqd(nq * 2), xkd(nq * 2), qd(nq * 2), kd(nq * 2), rqd(rows * Hk * 4), rkd(rows * Hk * 4), vd(nv * 2),
-          gd(ng * 4), bd(ng * 4), S0d(ns * 4), dod(nv * 2), dSd(ns * 4), od(nv * 2), Soutd(ns * 4), dqd(nq * 2),
-          dkd(nq * 2), dvd(nv * 2), dgd(ng * 4), dbd(ng * 4), dS0d(ns * 4);
-      upload(xqd, xqb), upload(xkd, xkb), upload(vd, to_bf16(in.v)), upload(gd, in.g), upload(bd, in.beta);
-      upload(S0d, in.S0), upload(dod, to_bf16(in.d_o)), upload(dSd, in.dS_out);
-      for (DevBuf* b : {&qd, &kd, &rqd, &rkd, &dqd, &dkd})
-        upload(*b, std::vector<uint16_t>(b->bytes / 2, 0xFFFF));  // NaN as bf16 and as fp32
-      fill_cuda(Tensor(od.p, DType::kBF16, Device::kCUDA, vsh), std::numeric_limits<double>::quiet_NaN(), nullptr);
-      GdnCudaDims d;
-      d.B = B, d.T = T, d.Hk = Hk, d.Hv = Hv, d.dk = d.dv = D, d.chunk = 64, d.impl = run.impl;
-      GdnCudaForwardParams f;
-      f.dims = d, f.q = static_cast<uint16_t*>(xqd.p), f.k = static_cast<uint16_t*>(xkd.p);
-      f.q_hat = static_cast<uint16_t*>(qd.p), f.k_hat = static_cast<uint16_t*>(kd.p), f.ld_hat = Hk * D;
-      f.q_rnorm = static_cast<float*>(rqd.p), f.k_rnorm = static_cast<float*>(rkd.p);
-      f.q_scale = static_cast<float>(qs), f.k_scale = 1.f;
-      f.v = static_cast<uint16_t*>(vd.p), f.ld_q = f.ld_k = Hk * D, f.ld_v = Hv * D;
-      f.g = static_cast<float*>(gd.p), f.beta = static_cast<float*>(bd.p), f.S0 = static_cast<float*>(S0d.p);
-      f.o = static_cast<uint16_t*>(od.p), f.ld_o = Hv * D, f.S_out = static_cast<float*>(Soutd.p);
-      gdn_chunk_forward_cuda(f, nullptr);
-      GdnCudaBackwardParams b;
-      b.dims = d, b.q = f.q_hat, b.k = f.k_hat, b.v = f.v, b.ld_q = b.ld_k = f.ld_hat, b.ld_v = f.ld_v;
-      b.g = f.g, b.beta = f.beta, b.S0 = f.S0, b.d_o = static_cast<uint16_t*>(dod.p), b.ld_do = Hv * D;
-      b.dS_out = static_cast<float*>(dSd.p);
-      b.dq = static_cast<uint16_t*>(dqd.p), b.dk = static_cast<uint16_t*>(dkd.p), b.dv = static_cast<uint16_t*>(dvd.p);
-      b.ld_dq = b.ld_dk = Hk * D, b.ld_dv = Hv * D;
-      b.dg = static_cast<float*>(dgd.p), b.dbeta = static_cast<float*>(dbd.p), b.dS0 = static_cast<float*>(dS0d.p);
-      b.q_rnorm = static_cast<float*>(rqd.p), b.k_rnorm = static_cast<float*>(rkd.p);
-      b.q_scale = static_cast<float>(qs), b.k_scale = 1.f;
-      gdn_chunk_backward_cuda(b, nullptr);
-      dxq = download<uint16_t>(dqd, nq), dxk = download<uint16_t>(dkd, nq), rq = download<float>(rqd, rows * Hk);
-      yq = download<uint16_t>(qd, nq), yk = download<uint16_t>(kd, nq), ob = download<uint16_t>(od, nv);
-    };
-    std::vector<uint16_t> dxq, dxk, dxq2, dxk2;
-    std::vector<float> rq, rq2;
-    gpu(dxq, dxk, rq);
-    expect_close("rnorm", c, rq, rq_ref, 1e-5);
-    expect_close("q_hat", c, from_bf16(yq), q, 5e-3);
-    expect_close("k_hat", c, from_bf16(yk), k, 5e-3);
-    expect_close("o", c, from_bf16(ob), o, 5e-3);
-    expect_close("dx_q", c, from_bf16(dxq), dxq_ref, 1e-2);
-    expect_close("dx_k", c, from_bf16(dxk), dxk_ref, 1e-2);
-    gpu(dxq2, dxk2, rq2);
-    EXPECT_EQ(dxq, dxq2) << "dx_q differs between two runs";
-    EXPECT_EQ(dxk, dxk2) << "dx_k differs between two runs";
-  }
+std::vector<gdn_cases::GdnCase> l2_cases() {
+  std::vector<gdn_cases::GdnCase> out;
+  for (const gdn_cases::GdnCase& g : gdn_cases::all_cases())
+    if (g.l2) out.push_back(g);
+  return out;
 }
+
+TEST_P(GdnCudaL2NormCases, TakenInTheChunkForwardAndBackward) {
+  SKIP_WITHOUT_GPU();
+  const gdn_cases::GdnCase& gc = GetParam();
+  ASSERT_TRUE(gc.S0 && gc.dS && gc.Dv == 0) << "the l2norm cases take S0, dS_out and dv = dk";
+  const Case c = to_case(gc);
+  SCOPED_TRACE(c.name() + (gc.impl == GdnCudaImpl::kSimt ? " (simt kernels)" : ""));
+  const int64_t B = c.B, T = c.T, Hk = c.Hk, Hv = c.Hv, D = c.D, rows = B * T, nq = rows * Hk * D;
+  const double qs = 1 / std::sqrt(static_cast<double>(D));
+  Inputs in = make_inputs(c);
+  std::mt19937_64 rng(c.seed + 1);
+  std::normal_distribution<double> nd;
+  std::vector<uint16_t> xqb(nq), xkb(nq);
+  for (int64_t i = 0; i < nq; ++i) {
+    const double len = 0.3 + (i / D) % 7;  // rows of different lengths
+    xqb[i] = f32_to_bf16(static_cast<float>(len * nd(rng))), xkb[i] = f32_to_bf16(static_cast<float>(len * nd(rng)));
+  }
+  // double chain on the same bf16 values
+  const Shape qsh{B, T, Hk, D}, vsh{B, T, Hv, D}, gsh{B, T, Hv}, ssh{B, Hv, D, D};
+  std::vector<double> xq(nq), xk(nq), q(nq), k(nq), dqh(nq), dkh(nq), dxq_ref(nq), dxk_ref(nq);
+  for (int64_t i = 0; i < nq; ++i) xq[i] = bf16_to_f32(xqb[i]), xk[i] = bf16_to_f32(xkb[i]);
+  std::vector<double> v = to_double(in.v), g = to_double(in.g), beta = to_double(in.beta), S0 = to_double(in.S0),
+                      d_o = to_double(in.d_o), dS_out = to_double(in.dS_out);
+  std::vector<double> o(rows * Hv * D), S_out(B * Hv * D * D), dv(rows * Hv * D), dg(rows * Hv), db(rows * Hv),
+      dS0(B * Hv * D * D);
+  Context cpu;
+  gdn_l2norm_forward(cpu, host_f64(q, qsh), host_f64(xq, qsh), qs);
+  gdn_l2norm_forward(cpu, host_f64(k, qsh), host_f64(xk, qsh), 1.0);
+  gdn_chunk_forward(cpu, host_f64(o, vsh), host_f64(S_out, ssh), host_f64(q, qsh), host_f64(k, qsh),
+                    host_f64(v, vsh), host_f64(g, gsh), host_f64(beta, gsh), host_f64(S0, ssh), 64);
+  gdn_chunk_backward(cpu, host_f64(dqh, qsh), host_f64(dkh, qsh), host_f64(dv, vsh), host_f64(dg, gsh),
+                     host_f64(db, gsh), host_f64(dS0, ssh), host_f64(d_o, vsh), host_f64(dS_out, ssh),
+                     host_f64(q, qsh), host_f64(k, qsh), host_f64(v, vsh), host_f64(g, gsh), host_f64(beta, gsh),
+                     host_f64(S0, ssh), 64);
+  gdn_l2norm_backward(cpu, host_f64(dxq_ref, qsh), host_f64(dqh, qsh), host_f64(xq, qsh), qs);
+  gdn_l2norm_backward(cpu, host_f64(dxk_ref, qsh), host_f64(dkh, qsh), host_f64(xk, qsh), 1.0);
+  std::vector<double> rq_ref(rows * Hk);
+  for (int64_t r = 0; r < rows * Hk; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < D; ++i) ss += xq[r * D + i] * xq[r * D + i];
+    rq_ref[r] = 1 / std::sqrt(ss + 1e-6);
+  }
+
+  std::vector<uint16_t> yq, yk, ob;  // y of the l2norms and o, from the last run
+  auto gpu = [&](std::vector<uint16_t>& dxq, std::vector<uint16_t>& dxk, std::vector<float>& rq) {
+    const size_t nv = rows * Hv * D, ng = rows * Hv, ns = B * Hv * D * D;
+    DevBuf xqd(nq * 2), xkd(nq * 2), qd(nq * 2), kd(nq * 2), rqd(rows * Hk * 4), rkd(rows * Hk * 4), vd(nv * 2),
+        gd(ng * 4), bd(ng * 4), S0d(ns * 4), dod(nv * 2), dSd(ns * 4), od(nv * 2), Soutd(ns * 4), dqd(nq * 2),
+        dkd(nq * 2), dvd(nv * 2), dgd(ng * 4), dbd(ng * 4), dS0d(ns * 4);
+    upload(xqd, xqb), upload(xkd, xkb), upload(vd, to_bf16(in.v)), upload(gd, in.g), upload(bd, in.beta);
+    upload(S0d, in.S0), upload(dod, to_bf16(in.d_o)), upload(dSd, in.dS_out);
+    for (DevBuf* b : {&qd, &kd, &rqd, &rkd, &dqd, &dkd})
+      upload(*b, std::vector<uint16_t>(b->bytes / 2, 0xFFFF));  // NaN as bf16 and as fp32
+    fill_cuda(Tensor(od.p, DType::kBF16, Device::kCUDA, vsh), std::numeric_limits<double>::quiet_NaN(), nullptr);
+    GdnCudaDims d;
+    d.B = B, d.T = T, d.Hk = Hk, d.Hv = Hv, d.dk = d.dv = D, d.chunk = 64, d.impl = gc.impl;
+    GdnCudaForwardParams f;
+    f.dims = d, f.q = static_cast<uint16_t*>(xqd.p), f.k = static_cast<uint16_t*>(xkd.p);
+    f.q_hat = static_cast<uint16_t*>(qd.p), f.k_hat = static_cast<uint16_t*>(kd.p), f.ld_hat = Hk * D;
+    f.q_rnorm = static_cast<float*>(rqd.p), f.k_rnorm = static_cast<float*>(rkd.p);
+    f.q_scale = static_cast<float>(qs), f.k_scale = 1.f;
+    f.v = static_cast<uint16_t*>(vd.p), f.ld_q = f.ld_k = Hk * D, f.ld_v = Hv * D;
+    f.g = static_cast<float*>(gd.p), f.beta = static_cast<float*>(bd.p), f.S0 = static_cast<float*>(S0d.p);
+    f.o = static_cast<uint16_t*>(od.p), f.ld_o = Hv * D, f.S_out = static_cast<float*>(Soutd.p);
+    GdnPlanForcing force;
+    force.state_cols = gc.state_cols, force.qk_persist = gc.qk_persist;
+    const GdnPlan plan = plan_gdn_for_testing(d, gdn_current_device(), force);
+    gdn_chunk_forward_cuda(f, plan, nullptr);
+    GdnCudaBackwardParams b;
+    b.dims = d, b.q = f.q_hat, b.k = f.k_hat, b.v = f.v, b.ld_q = b.ld_k = f.ld_hat, b.ld_v = f.ld_v;
+    b.g = f.g, b.beta = f.beta, b.S0 = f.S0, b.d_o = static_cast<uint16_t*>(dod.p), b.ld_do = Hv * D;
+    b.dS_out = static_cast<float*>(dSd.p);
+    b.dq = static_cast<uint16_t*>(dqd.p), b.dk = static_cast<uint16_t*>(dkd.p), b.dv = static_cast<uint16_t*>(dvd.p);
+    b.ld_dq = b.ld_dk = Hk * D, b.ld_dv = Hv * D;
+    b.dg = static_cast<float*>(dgd.p), b.dbeta = static_cast<float*>(dbd.p), b.dS0 = static_cast<float*>(dS0d.p);
+    b.q_rnorm = static_cast<float*>(rqd.p), b.k_rnorm = static_cast<float*>(rkd.p);
+    b.q_scale = static_cast<float>(qs), b.k_scale = 1.f;
+    gdn_chunk_backward_cuda(b, plan, nullptr);
+    dxq = download<uint16_t>(dqd, nq), dxk = download<uint16_t>(dkd, nq), rq = download<float>(rqd, rows * Hk);
+    yq = download<uint16_t>(qd, nq), yk = download<uint16_t>(kd, nq), ob = download<uint16_t>(od, nv);
+  };
+  std::vector<uint16_t> dxq, dxk, dxq2, dxk2;
+  std::vector<float> rq, rq2;
+  gpu(dxq, dxk, rq);
+  expect_close("rnorm", c, rq, rq_ref, 1e-5);
+  expect_close("q_hat", c, from_bf16(yq), q, 5e-3);
+  expect_close("k_hat", c, from_bf16(yk), k, 5e-3);
+  expect_close("o", c, from_bf16(ob), o, 5e-3);
+  expect_close("dx_q", c, from_bf16(dxq), dxq_ref, 1e-2);
+  expect_close("dx_k", c, from_bf16(dxk), dxk_ref, 1e-2);
+  gpu(dxq2, dxk2, rq2);
+  EXPECT_EQ(dxq, dxq2) << "dx_q differs between two runs";
+  EXPECT_EQ(dxk, dxk2) << "dx_k differs between two runs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GdnCudaL2NormCases, ::testing::ValuesIn(l2_cases()), case_param_name);
 
 // The second size takes the backward's CTAs past one element a thread (more than 2048 x 21 rows).
 TEST(GdnCudaGates, ForwardBackwardMatchReference) {

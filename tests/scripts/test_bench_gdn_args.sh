@@ -15,8 +15,6 @@ expect_refused() {  # expect_refused "message part" args...
 }
 expect_refused "--overlap" --overlap 2
 expect_refused "--overlap" --overlap -2
-expect_refused "--colwarp" --colwarp 2
-expect_refused "--dvl-fused" --dvl-fused 2
 expect_refused "--chase-prep" --chase-prep 2
 expect_refused "--qk-persist" --qk-persist 2
 # --timeline needs a build with the stamps (-DDELTATRON_GDN_TIMELINE=ON); others say so

@@ -1,4 +1,5 @@
-// Emulated-GPU checks of the GDN CUDA kernels against the double CPU references.
+// Emulated-GPU checks of the GDN CUDA kernels against the double CPU references (GoogleTest; the
+// chunked rule's cases are tests/gdn_cases.h, which the GPU tests run too).
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -7,6 +8,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "kernels/cpu/gdn_chunk.h"
 #include "kernels/cpu/gdn_conv.h"
@@ -17,6 +20,7 @@
 #include "core/error.h"
 #include "kernels/gdn_cuda.h"
 #include "kernels/cuda/gdn_plan.h"
+#include "tests/gdn_cases.h"
 
 using namespace dt;
 
@@ -29,7 +33,7 @@ static float b2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::mem
 
 // D: the key head dim dk; Dv: the value head dim (0: = D).
 // l2: also run the backward that takes the l2norms' backward (GdnCudaBackwardParams::q_rnorm).
-struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0, stages = 0; bool l2 = false; int colwarp = -1; int dvl = -1; bool misaligned = false; int persist = -1; };
+struct Case { int64_t B = 1, T = 64, Hk = 1, Hv = 1, D = 64, Dv = 0; bool S0 = true, dS = true; int gates = 0; bool strided = false; uint64_t seed = 1; int cols = 0; bool l2 = false; bool misaligned = false; int persist = -1; };
 
 static double rel(const std::vector<float>& got, const std::vector<double>& want, int64_t* nan) {
   double num = 0, den = 0; *nan = 0;
@@ -99,8 +103,7 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
   GdnCudaForwardParams fp;
   fp.dims.B = B, fp.dims.T = T, fp.dims.Hk = Hk, fp.dims.Hv = Hv, fp.dims.dk = D, fp.dims.dv = Dv, fp.dims.chunk = 64, fp.dims.impl = impl;
   GdnPlanForcing force;
-  force.state_cols = c.cols, force.state_stages = c.stages;
-  force.colwarp = c.colwarp, force.dvl_fused = c.dvl, force.qk_persist = c.persist;
+  force.state_cols = c.cols, force.qk_persist = c.persist;
   const GdnPlan plan = plan_gdn_for_testing(fp.dims, gdn_current_device(), force);
   if (c.strided) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -157,20 +160,6 @@ static void run_case(const Case& c, GdnCudaImpl impl) {
                       std::memcmp(db3.data(), dbo.data(), db3.size() * 4) == 0;
     if (!same) ++failures;
     std::printf("  outputs  4 bytes off 16: the same bits as whole-row stores: %s\n", same ? "yes" : "NO  <-- FAIL");
-  }
-  if (c.dvl == 1) {  // dv_local's work in the reverse state pass gives dv_local's bits
-    std::vector<uint16_t> dq2(dqb.size(), 0xFFFF), dk2(dkb.size(), 0xFFFF), dv2(dvb.size(), 0xFFFF);
-    std::vector<float> dg2(dgo.size(), nanf), db2(dbo.size(), nanf), dS02(dS0o.size(), nanf);
-    GdnCudaBackwardParams b2 = bp;
-    GdnPlanForcing unfused = force;
-    unfused.dvl_fused = 0;
-    b2.dq = dq2.data(), b2.dk = dk2.data(), b2.dv = dv2.data(), b2.dg = dg2.data(), b2.dbeta = db2.data(), b2.dS0 = dS02.data();
-    gdn_chunk_backward_cuda(b2, plan_gdn_for_testing(b2.dims, gdn_current_device(), unfused), nullptr);
-    const bool same = dq2 == dqb && dk2 == dkb && dv2 == dvb && std::memcmp(dg2.data(), dgo.data(), dg2.size() * 4) == 0 &&
-                      std::memcmp(db2.data(), dbo.data(), db2.size() * 4) == 0 &&
-                      std::memcmp(dS02.data(), dS0o.data(), dS02.size() * 4) == 0;
-    if (!same) ++failures;
-    std::printf("  dvl      fused into the reverse pass equals dv_local bitwise: %s\n", same ? "yes" : "NO  <-- FAIL");
   }
   auto fl = [](const std::vector<uint16_t>& b) { std::vector<float> f(b.size()); for (size_t i = 0; i < b.size(); ++i) f[i] = b2f(b[i]); return f; };
   const char* name = impl == GdnCudaImpl::kSimt ? "simt" : impl == GdnCudaImpl::kAuto ? "auto" : "tc  ";
@@ -449,18 +438,14 @@ static void plan_rejects() {
   std::printf("plan options given something wrong\n");
   expect("overlap 2", "overlap must be -1 (the default), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.overlap = 2; }); });
-  expect("colwarp 2", "colwarp must be -1 (by the sizes), 0 (off) or 1 (on)",
-         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp = 2; }); });
-  expect("colwarp 1 at head dim 64", "colwarp 1 takes head dim 128",
-         [&] { forward_with([](GdnPlanForcing& d) { d.colwarp = 1; }); });
-  expect("dvl_fused 2", "dvl_fused must be -1 (by the sizes), 0 (off) or 1 (on)",
-         [&] { forward_with([](GdnPlanForcing& d) { d.dvl_fused = 2; }); });
-  expect("dvl_fused 1 at head dim 64", "dvl_fused 1 takes head dim 128",
-         [&] { forward_with([](GdnPlanForcing& d) { d.dvl_fused = 1; }); });
+  expect("state_cols 32 at head dim 64", "state_cols 32 is not available for head dim 64",
+         [&] { forward_with([](GdnPlanForcing& d) { d.state_cols = 32; }); });
+  expect("overlap 0 at head dim 64", "overlap 0 takes head dim 128",
+         [&] { forward_with([](GdnPlanForcing& d) { d.overlap = 0; }); });
   expect("chase_prep 2", "chase_prep must be -1 (by the sizes), 0 (off) or 1 (on)",
          [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 2; }); });
-  expect("chase_prep 1 with overlap 0", "chase_prep 1 takes the mma.sync forward state pass",
-         [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1, d.overlap = 0; }); });
+  expect("chase_prep 1 at head dim 64", "chase_prep 1 takes head dim 128",
+         [&] { forward_with([](GdnPlanForcing& d) { d.chase_prep = 1; }); });
   expect("chase_prep 1 without programmatic dependent launch", "chase_prep 1 needs kernels of one stream running",
          [] {
            GdnCudaDims d;
@@ -478,106 +463,57 @@ static void plan_rejects() {
          [&] { forward_with([](GdnPlanForcing& d) { d.qk_persist = 1; }); });
 }
 
-int main(int argc, char** argv) {
-  std::string which = argc > 1 ? argv[1] : "quick";
-  if (which == "colwarp") {  // the column-warp forward state pass (colwarp 1; head dim 128, 64 columns a CTA) with the
-                             // reverse pass by the sizes: more chunks than the ring's stages, partial chunks, one
-                             // row, GQA, edge gates, no S0 / dS_out
-    for (auto [T, Hv, gates] : {std::tuple{200, 2, 0}, {130, 1, 3}, {65, 2, 1}, {1, 2, 0}}) {
-      Case c; c.T = T, c.Hk = 1, c.Hv = Hv, c.D = 128, c.colwarp = 1, c.gates = gates, c.seed = 500 + T + 128 + 64;
-      if (T == 130) c.S0 = false, c.dS = false;
-      std::printf("colwarp 1:\n");
-      run_case(c, GdnCudaImpl::kTensorCore);
-    }
-    std::printf("%s\n", failures ? "FAILURES" : "all ok");
-    return failures != 0;
-  }
-  if (which == "fused") {  // dv_local's work in the reverse state pass (dvl_fused 1) at 16, 32 and 64 columns: more chunks
-                           // than the ring's stages, partial chunks, one row, GQA, no S0 / dS_out, edge gates, the
-                           // l2norm inside; each against the reference and bitwise against dv_local (dvl_fused 0)
-    for (auto [T, Hk, Hv, cols, gates, l2] : {std::tuple{300, 1, 1, 16, 0, false}, {130, 1, 2, 32, 2, false}, {1, 1, 1, 32, 0, false},
-                                              {65, 2, 2, 32, 1, true}, {200, 1, 1, 16, 3, false}, {300, 1, 1, 64, 0, false},
-                                              {130, 1, 2, 64, 2, true}}) {
-      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.stages = 3, c.dvl = 1, c.gates = gates, c.l2 = l2;
-      c.seed = 700 + T + cols + gates;
-      if (T == 200) c.S0 = false, c.dS = false;
-      std::printf("dvl_fused 1, %d columns a CTA:\n", cols);
-      run_case(c, GdnCudaImpl::kTensorCore);
-    }
-    std::printf("%s\n", failures ? "FAILURES" : "all ok");
-    return failures != 0;
-  }
-  if (which == "persist") {  // grad_qk persistent (qk_persist 1), chasing the reverse pass at 16 and 32 columns: one
-                             // CTA takes every chunk here (the emulator runs one block at a time), partial chunks,
-                             // GQA, the dvl producer on and off, the l2norm inside
-    for (auto [T, Hk, Hv, cols, dvl, l2] : {std::tuple{300, 1, 1, 16, 0, false}, {130, 1, 2, 32, 1, true}, {65, 2, 2, 32, 0, true},
-                                            {33, 1, 2, 16, 1, false}}) {
-      Case c; c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = 128, c.cols = cols, c.stages = 3, c.dvl = dvl, c.l2 = l2, c.persist = 1;
-      c.seed = 800 + T + cols;
-      std::printf("qk_persist 1, %d columns a CTA, dvl_fused %d:\n", cols, dvl);
-      run_case(c, GdnCudaImpl::kTensorCore);
-    }
-    std::printf("%s\n", failures ? "FAILURES" : "all ok");
-    return failures != 0;
-  }
-  if (which == "pointwise") { pointwise(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
-  if (which == "norm") {  // the gated norm at sizes where variant 3's CTAs take several warp steps (slow)
-    std::mt19937_64 rng(9);
-    norm_case(rng, 4501, 64, 0), norm_case(rng, 2731, 128, 0);
-    std::printf("%s\n", failures ? "FAILURES" : "all ok");
-    return failures != 0;
-  }
-  if (which == "conv") { conv(); std::printf("%s\n", failures ? "FAILURES" : "all ok"); return failures != 0; }
-  std::vector<Case> cases;
-  auto add = [&](int64_t B, int64_t T, int64_t Hk, int64_t Hv, int64_t D) { Case c; c.B = B, c.T = T, c.Hk = Hk, c.Hv = Hv, c.D = D, c.seed = 100 + T + D; cases.push_back(c); };
-  if (which == "quick") { add(1, 65, 1, 1, 64); }
-  else if (which == "ci") {  // ctest (emu.gdn_chunk): one partial chunk each of D 64 and 128, T = 1, GQA, strided rows;
-                              // the l2norms' backward in the chunk's at D 64, 128 and with GQA (after, from y and r);
-                              // outputs off 16-byte boundaries (their stores without the whole rows) at D 64 and 128
-    add(1, 65, 1, 1, 64); cases.back().l2 = true, cases.back().misaligned = true;
-    add(1, 1, 1, 2, 64);
-    add(1, 65, 2, 2, 128); cases.back().l2 = true, cases.back().misaligned = true;
-    Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11, s.l2 = true; cases.push_back(s);
-    l2norm_rejects();
-    plan_rejects();
-  }
-  else if (which == "lengths") { for (int64_t T : {1, 15, 63, 64, 65, 300}) add(2, T, 1, 2, 64); }
-  else if (which == "d128") { for (int64_t T : {1, 65, 300}) add(1, T, 2, 2, 128); }
-  else if (which == "wide") {  // by the sizes at head dim 128: 36 heads (64 columns filling the GPU) and 20 (64
-                                // columns beside grad_qk), both with the dvl producer
-    add(3, 70, 1, 12, 128);
-    add(2, 70, 1, 10, 128);
-  }
-  else if (which == "cols") { add(1, 150, 1, 2, 64); cases.back().cols = 32; add(1, 150, 1, 2, 128); cases.back().cols = 32; add(1, 150, 1, 2, 64); cases.back().cols = 64; }
-  else if (which == "stages") {  // the state passes' ring of 3 chunks (T 300: 5 chunks) and 64 columns at D 128
-    add(1, 300, 1, 1, 128); cases.back().cols = 16, cases.back().stages = 3;
-    add(1, 300, 1, 1, 128); cases.back().cols = 32, cases.back().stages = 3;
-    add(1, 300, 1, 1, 128); cases.back().cols = 64, cases.back().stages = 3;
-    add(1, 130, 1, 1, 128); cases.back().cols = 64, cases.back().stages = 2;
-  }
-  else if (which == "misc") {
-    Case c; c.T = 130, c.Hk = 2, c.Hv = 4, c.S0 = false, c.dS = false, c.seed = 3; cases.push_back(c);
-    Case s; s.T = 65, s.B = 2, s.Hv = 2, s.strided = true, s.seed = 11; cases.push_back(s);
-    for (int gt = 1; gt <= 3; ++gt) { Case e; e.T = 150, e.Hv = 2, e.gates = gt, e.seed = 21 + gt; cases.push_back(e); }
-  } else if (which == "long") { add(1, 1024, 1, 1, 64); add(1, 512, 1, 1, 128); }
-  else if (which == "dims") {  // small and unequal head dims: kAuto must pick the SIMT kernels
-    for (int64_t T : {1, 65, 130}) {
-      for (int64_t D : {16, 32, 48}) add(1, T, 1, 2, D);
-      add(2, T, 2, 4, 16);  // the golden Qwen3.5 GDN layer: 2 key heads, 4 value heads of 16
-      add(1, T, 1, 2, 32), cases.back().Dv = 64;
-      add(1, T, 2, 2, 64), cases.back().Dv = 32;
-      add(1, T, 1, 1, 8), cases.back().Dv = 40;
-    }
-    Case s; s.T = 70, s.B = 2, s.Hk = 1, s.Hv = 2, s.D = 32, s.Dv = 48, s.strided = true, s.seed = 12; cases.push_back(s);
-  }
-  if (cases.empty()) {
-    std::fprintf(stderr, "emu_gdn: unknown mode '%s' (quick, ci, lengths, d128, wide, cols, stages, misc, long, dims, pointwise, norm, conv, colwarp, fused, persist)\n",
-                 which.c_str());
-    return 2;
-  }
-  const bool simt = argc > 2 && std::string(argv[2]) == "simt";
-  const GdnCudaImpl impl = simt ? GdnCudaImpl::kSimt : which == "dims" ? GdnCudaImpl::kAuto : GdnCudaImpl::kTensorCore;
-  for (const Case& c : cases) run_case(c, impl);
-  std::printf("%s\n", failures ? "FAILURES" : "all ok");
-  return failures != 0;
+// ---- the tests ----
+
+// The chunked rule's cases (tests/gdn_cases.h, shared with the GPU tests): Ci/* in ctest, ByHand/*
+// by hand. EMU_SIMT=1 runs them on the SIMT kernels.
+class EmuGdn : public ::testing::TestWithParam<gdn_cases::GdnCase> {};
+
+TEST_P(EmuGdn, ChunkMatchesReference) {
+  const gdn_cases::GdnCase& g = GetParam();
+  Case c;
+  c.B = g.B, c.T = g.T, c.Hk = g.Hk, c.Hv = g.Hv, c.D = g.D, c.Dv = g.Dv, c.S0 = g.S0, c.dS = g.dS;
+  c.gates = static_cast<int>(g.gates), c.strided = g.strided, c.seed = g.seed, c.cols = g.state_cols;
+  c.persist = g.qk_persist, c.l2 = g.l2, c.misaligned = g.misaligned;
+  const char* simt = std::getenv("EMU_SIMT");
+  const int before = failures;
+  run_case(c, simt && std::string(simt) == "1" ? GdnCudaImpl::kSimt : g.impl);
+  EXPECT_EQ(failures, before) << "see the lines marked FAIL above";
+}
+
+std::string case_param_name(const ::testing::TestParamInfo<gdn_cases::GdnCase>& info) {
+  return gdn_cases::case_name(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ci, EmuGdn, ::testing::ValuesIn(gdn_cases::emu_cases(gdn_cases::Emu::kCi)), case_param_name);
+INSTANTIATE_TEST_SUITE_P(ByHand, EmuGdn, ::testing::ValuesIn(gdn_cases::emu_cases(gdn_cases::Emu::kByHand)),
+                         case_param_name);
+
+// The other GDN kernels, and the refusals.
+TEST(EmuGdnOps, L2NormGatesNormRecurrent) {
+  const int before = failures;
+  pointwise();
+  EXPECT_EQ(failures, before);
+}
+
+TEST(EmuGdnOps, Conv) {
+  const int before = failures;
+  conv();
+  EXPECT_EQ(failures, before);
+}
+
+// The gated norm at sizes where its CTAs take several warp steps (slow: by hand, with
+// --gtest_also_run_disabled_tests).
+TEST(EmuGdnOps, DISABLED_NormLarge) {
+  const int before = failures;
+  std::mt19937_64 rng(9);
+  norm_case(rng, 4501, 64, 0), norm_case(rng, 2731, 128, 0);
+  EXPECT_EQ(failures, before);
+}
+
+TEST(EmuGdnRejects, L2NormOptionsAndPlanForcing) {
+  const int before = failures;
+  l2norm_rejects();
+  plan_rejects();
+  EXPECT_EQ(failures, before);
 }
