@@ -359,6 +359,13 @@ TEST(MlaFp8Cuda, CpuAndGpuGreedyAgreeOnATrainedModel) {
   GenerateOptions op = o;
   op.cuda_graph = false;
   EXPECT_EQ(gpu.generate(rt.ctx(), prompt, op).tokens[0], b) << "graph and op by op differ";
+  // A bf16 state of the same capacity, then fp8 again: the decoder records each format's step
+  // anew (a state may land at the last one's address: the format is part of the graph's key).
+  GenerateOptions o16 = o;
+  o16.mla_cache = MlaCache::kBf16;
+  const std::vector<int32_t> c16 = gpu.generate(rt.ctx(), prompt, o16).tokens[0];
+  EXPECT_EQ(gpu.generate(rt.ctx(), prompt, o).tokens[0], b) << "fp8 after bf16 on one engine differs";
+  EXPECT_EQ(gpu.generate(rt.ctx(), prompt, o16).tokens[0], c16) << "bf16 after fp8 on one engine differs";
   const auto split = std::mismatch(a.begin(), a.end(), b.begin());
   if (split.first == a.end()) {
     std::printf("fp8 cache: CPU and GPU agree on all 32 greedy tokens\n");
