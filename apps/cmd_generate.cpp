@@ -24,7 +24,9 @@
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "io/safetensors.h"
+#include "layers/decode_memory.h"
 #include "layers/model.h"
+#include "trainer/config.h"
 #include "trainer/runtime.h"
 #include "trainer/train_checkpoint.h"
 
@@ -47,6 +49,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   std::string logits_out;
   bool no_cuda_graph = false;
+  std::string mla_cache = "bf16";
   std::string device = "cpu";
   std::string tokenizer_dir = Tokenizer::default_dir();
 };
@@ -166,6 +169,14 @@ void run_generate(const GenerateArgs& a) {
 
   CheckpointState state = checkpoint_read_state(a.checkpoint);  // verifies the whole file first
   const Config cfg = checkpoint_config(a.checkpoint, state);
+  const MlaCache mla_cache = a.mla_cache == "fp8" ? MlaCache::kFp8 : MlaCache::kBf16;
+  if (mla_cache == MlaCache::kFp8) {  // before the weights are loaded: a flag that cannot apply is an error
+    DT_CHECK(std::count(cfg.model.layers.begin(), cfg.model.layers.end(), MixerKind::kMla) > 0,
+             "--mla-cache fp8 applies to the latent cache of MLA layers, and this model has none (layers {}); drop "
+             "--mla-cache",
+             layer_pattern_to_string(cfg.model.layers));
+    check_mla_fp8(cfg.model);
+  }
   int threads = a.threads > 0 ? a.threads : cfg.run.threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   openblas_set_num_threads(threads);
@@ -185,6 +196,7 @@ void run_generate(const GenerateArgs& a) {
     o.on_logits = [&record](int64_t position, std::span<const float> row) { record.add(position, row); };
   o.vocab_limit = std::min(cfg.model.vocab_size, tok.vocab_size());  // ids the tokenizer can write
   o.cuda_graph = !a.no_cuda_graph;
+  o.mla_cache = mla_cache;
   std::vector<Continuation> out(static_cast<size_t>(a.batch));
   const bool stream = !a.json && a.batch == 1;
   auto on_token = [&](int seq, int32_t id) {
@@ -216,7 +228,8 @@ void run_generate(const GenerateArgs& a) {
         {"prompt", {{"text", prompt_text}, {"tokens", prompt}}},
         {"options",
          {{"max_new_tokens", a.max_new_tokens}, {"temperature", a.temperature}, {"top_k", a.top_k},
-          {"top_p", a.top_p}, {"seed", a.seed}, {"batch", a.batch}, {"stop", a.stop}}},
+          {"top_p", a.top_p}, {"seed", a.seed}, {"batch", a.batch}, {"stop", a.stop},
+          {"mla_cache", mla_cache_name(mla_cache)}}},
         {"continuations", conts},
         {"timing",
          {{"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms}, {"decode_steps", r.decode_steps},
@@ -255,6 +268,9 @@ void add_generate_command(CLI::App& app) {
       "The prompt comes from --prompt, --prompt-file or standard input and is tokenised with GPT-2's BPE.\n"
       "Temperature 0 is greedy; a sampled run is the same for the same --seed. Generation ends at\n"
       "<|endoftext|>, at --stop TEXT, or after --max-new-tokens. docs/inference.md explains the decode state.\n"
+      "--mla-cache fp8 keeps MLA layers' latent cache in fp8 e4m3 with an fp32 scale per 128 values (656 instead\n"
+      "of 1152 bytes per token and layer at kv_lora_rank 512, rope dim 64); it needs kv_lora_rank a multiple of\n"
+      "128, and a model without MLA layers refuses it.\n"
       "Example: deltatron generate --checkpoint runs/quickstart/checkpoints/step_00000150.h5 --prompt 'Once upon'\n");
   cmd->add_option("--checkpoint", args->checkpoint, "Checkpoint file (<run dir>/checkpoints/step_*.h5)");
   CLI::Option* prompt = cmd->add_option("--prompt", args->prompt, "The prompt text");
@@ -270,6 +286,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "OpenBLAS threads (default: the config's run.threads; 0: all cores)");
   cmd->add_option("--device", args->device, "cpu (the default, fp32) or cuda (bf16 with fp32 sums, a CUDA graph per step)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--mla-cache", args->mla_cache,
+                  "MLA latent cache: bf16 (the default; fp32 on the CPU) or fp8 (e4m3, an fp32 scale per 128 values)")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   cmd->add_flag("--no-cuda-graph", args->no_cuda_graph,
                 "GPU: run each decode step op by op instead of replaying a CUDA graph (for debugging)");
   cmd->add_option("--tokenizer", args->tokenizer_dir, "Directory of encoder.json and vocab.bpe (default: assets/gpt2)");

@@ -16,6 +16,7 @@
 #include "apps/commands.h"
 #include "apps/info_shard_set.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "layers/decode_memory.h"
@@ -126,6 +127,10 @@ void info_config(const InfoArgs& a) {
   const ModelConfig& m = c.model;
   const ParamCount params = count_params(m);  // throws, as the model would, when the layers reject cfg
   const DecodeMemory dec = decode_memory(m);
+  // The MLA latent cache in fp8 (`generate --mla-cache fp8`), where the model has MLA layers that take it.
+  const bool has_mla = std::count(m.layers.begin(), m.layers.end(), MixerKind::kMla) > 0;
+  const bool fp8 = has_mla && mla_fp8_supported(m);
+  const DecodeMemory dec8 = fp8 ? decode_memory(m, MlaCache::kFp8) : dec;
   if (a.json) {
     nlohmann::ordered_json j;
     j["config"] = a.path;
@@ -139,6 +144,13 @@ void info_config(const InfoArgs& a) {
     j["decode"] = {{"state_bytes_per_sequence", dec.state_bytes_per_sequence},
                    {"cache_bytes_per_token", dec.cache_bytes_per_token},
                    {"bytes_per_sequence", per_seq}};
+    if (has_mla) {  // null when kv_lora_rank does not take it
+      nlohmann::ordered_json per_seq8 = nlohmann::ordered_json::object();
+      for (int64_t t : kDecodeContexts) per_seq8[std::to_string(t)] = dec8.bytes_per_sequence(t);
+      j["decode_mla_fp8"] = fp8 ? nlohmann::ordered_json{{"cache_bytes_per_token", dec8.cache_bytes_per_token},
+                                                         {"bytes_per_sequence", per_seq8}}
+                                : nlohmann::ordered_json();
+    }
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -177,6 +189,23 @@ void info_config(const InfoArgs& a) {
     if (p.cache_bytes_per_token > 0)
       std::printf("             = %lld bytes per token\n", static_cast<long long>(p.cache_bytes_per_token));
   }
+  if (has_mla && !fp8)
+    std::printf("with --mla-cache fp8: not available (kv_lora_rank %d is not a multiple of %lld)\n", m.mla.kv_lora_rank,
+                static_cast<long long>(kFp8Block));
+  if (fp8) {
+    std::printf("with --mla-cache fp8 (the MLA latent in fp8 e4m3, an fp32 scale per %lld values, the rope key bf16):\n",
+                static_cast<long long>(kFp8Block));
+    std::printf("  cache      %lld bytes per token\n", static_cast<long long>(dec8.cache_bytes_per_token));
+    for (int64_t t : kDecodeContexts) {
+      const int64_t b = dec8.bytes_per_sequence(t);
+      std::printf("  %-10s %lld bytes (%s)\n", fmt::format("{}K", t / 1024).c_str(), static_cast<long long>(b),
+                  mib(b).c_str());
+    }
+    for (const DecodeMemoryPart& p : dec8.parts)
+      if (p.kind == MixerKind::kMla)
+        std::printf("  %-10s %s\n             = %lld bytes per token\n", mixer_name(p.kind), p.formula.c_str(),
+                    static_cast<long long>(p.cache_bytes_per_token));
+  }
   std::printf("valid:      yes\n");
 }
 
@@ -189,7 +218,8 @@ void add_info_command(CLI::App& app) {
   cmd->footer(
       "A YAML config (.yaml, .yml) is resolved as `deltatron train --config` resolves it (--set applies), and\n"
       "the model it makes is shown: the layer pattern, the parameter count by part and the decode memory per\n"
-      "sequence at 1K to 128K tokens of context (--json: one JSON object).\n"
+      "sequence at 1K to 128K tokens of context, for a model with MLA layers also with `generate --mla-cache fp8`\n"
+      "(--json: one JSON object; decode_mla_fp8 holds the fp8 figures).\n"
       "Example: deltatron info configs/hybrid_124m.yaml --json\n");
   cmd->add_option("file", args->path, "The file to describe")->required();
   cmd->add_option("--set", args->sets, "A config's override, as in `deltatron train`: --set model.d_ff=1024 "

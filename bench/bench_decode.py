@@ -21,6 +21,9 @@ as MLA, have no peer), then for each context and batch:
   repeated N times, prefill time (a forward with use_cache), decode tokens/s from generate with G
   new tokens minus generate with 1, and the cache's memory: on the GPU torch.cuda.memory_allocated
   after the prefill minus before it, on the CPU the bytes of the tensors the cache object holds.
+A config given as PATH@fp8 is the same model (the same checkpoint) decoded with `--mla-cache fp8`,
+the MLA latent cache in fp8 (docs/inference.md); its rows are labelled `NAME (fp8 cache)` and have
+no peer (transformers' cache is the bf16 row's). The default configs include hybrid_mla_124m@fp8.
 A run that fails (out of memory, a limit) is reported with its error and the table goes on.
 Prints a table and writes JSON (--json, default $OUT/bench_decode.json or ./bench_decode.json).
 """
@@ -34,6 +37,19 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIGS = ",".join(f"configs/experiments/{m}_124m.yaml" for m in ("hybrid_gqa", "gdn", "hybrid_mla", "softmax"))
+DEFAULT_CONFIGS += ",configs/experiments/hybrid_mla_124m.yaml@fp8"
+# A config's variants: PATH@VARIANT -> extra `generate` arguments and the label's suffix.
+VARIANTS = {"fp8": (["--mla-cache", "fp8"], " (fp8 cache)")}
+
+
+def parse_config(spec):
+    """'PATH' or 'PATH@VARIANT' -> (path, generate arguments, label suffix); None for an unknown variant."""
+    path, _, variant = spec.partition("@")
+    if not variant:
+        return path, [], ""
+    if variant not in VARIANTS:
+        return None
+    return (path,) + VARIANTS[variant]
 
 
 def run(cmd, **kw):
@@ -94,10 +110,10 @@ def prompt_file(args, work, context):
     return path
 
 
-def deltatron_decode(args, ckpt, prompt, batch):
+def deltatron_decode(args, ckpt, prompt, batch, extra=()):
     cmd = [args.deltatron, "generate", "--checkpoint", ckpt, "--prompt-file", prompt, "--ignore-eos",
            "--temperature", "0", "--max-new-tokens", str(args.new_tokens), "--batch", str(batch),
-           "--max-context", str(10 ** 7), "--device", args.device, "--json"]
+           "--max-context", str(10 ** 7), "--device", args.device, "--json", *extra]
     r = run(cmd)
     if r.returncode:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
@@ -106,6 +122,7 @@ def deltatron_decode(args, ckpt, prompt, batch):
     used = max(mem.get("device_used_after_prefill_bytes", 0),
                mem.get("device_used_after_decode_bytes", 0)) - mem.get("device_used_before_bytes", 0)
     return {"prompt_tokens": len(j["prompt"]["tokens"]), "prompt_ids": j["prompt"]["tokens"],
+            "mla_cache": j["options"].get("mla_cache"),
             "prefill_ms": j["timing"]["prefill_ms"],
             # The steps after the first two (GEMM plans, then the CUDA graph's recording): the rate of a
             # long generation, as the peer's (generate of G tokens minus generate of 1) is.
@@ -196,7 +213,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--deltatron", default=os.path.join(REPO, "build/deltatron"))
     p.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
-    p.add_argument("--configs", default=DEFAULT_CONFIGS)
+    p.add_argument("--configs", default=DEFAULT_CONFIGS,
+                   help="comma-separated configs; PATH@fp8 decodes PATH's model with --mla-cache fp8")
     p.add_argument("--contexts", default="1024,8192,32768,131072")
     p.add_argument("--batches", default="1,64")
     p.add_argument("--new-tokens", type=int, default=128)
@@ -210,14 +228,24 @@ def main():
     if args.new_tokens < 4 or min(contexts) < 1 or min(batches) < 1:
         p.error("--new-tokens must be >= 4 (the rate is taken after the first two decode steps), "
                 "contexts and batches >= 1")
+    configs = [parse_config(c) for c in args.configs.split(",")]
+    for spec, parsed in zip(args.configs.split(","), configs):
+        if parsed is None:
+            p.error(f"--configs: '{spec}': unknown variant after '@' (known: {', '.join(VARIANTS)})")
     out_json = args.json or os.path.join(os.environ.get("OUT", "."), "bench_decode.json")
     work = args.work or tempfile.mkdtemp(prefix="bench_decode_")
     os.makedirs(work, exist_ok=True)
     shards = prepare_data(args, work)
     rows = []
-    for config in args.configs.split(","):
+    for config, extra, suffix in configs:
         name, ckpt = checkpoint(args, work, shards, os.path.join(REPO, config) if not os.path.isabs(config) else config)
-        hf_dir, why = (None, "--no-peer") if args.no_peer else export(args, work, name, ckpt)
+        if args.no_peer:
+            hf_dir, why = None, "--no-peer"
+        elif suffix:
+            hf_dir, why = None, "a variant of deltatron's decode: the peer is the plain row's"
+        else:
+            hf_dir, why = export(args, work, name, ckpt)
+        name += suffix
         model = None
         if hf_dir:
             try:
@@ -227,7 +255,7 @@ def main():
         for context in contexts:
             prompt = prompt_file(args, work, context)
             for batch in batches:
-                ours = deltatron_decode(args, ckpt, prompt, batch)
+                ours = deltatron_decode(args, ckpt, prompt, batch, extra)
                 ids = ours.pop("prompt_ids", None)
                 peer = peer_decode(args, model, ids, batch) if model is not None and ids else {"error": why}
                 rows.append({"model": name, "context": context, "batch": batch, "deltatron": ours, "transformers": peer})

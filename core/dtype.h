@@ -8,7 +8,8 @@
 
 namespace dt {
 
-enum class DType : uint8_t { kF32, kBF16, kF64, kI32, kU16 };
+// kF8E4M3: fp8 e4m3 bytes (core/fp8.h), only in the MLA fp8 latent cache (infer/decode_state.h).
+enum class DType : uint8_t { kF32, kBF16, kF64, kI32, kU16, kF8E4M3 };
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);

@@ -9,6 +9,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "infer/cpu/decode_ref.h"
 #include "kernels/ops.h"
 #ifdef DELTATRON_HAVE_CUDA
@@ -151,24 +152,54 @@ void decode_attention(Context& ctx, const Tensor& o, const Tensor& q, const Tens
   });
 }
 
-void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, const Tensor& q_pe, const Tensor& w_kvb,
-                          const Tensor& c_cache, const Tensor& pe_cache, const DecodePosition& pos, double scale,
-                          const Tensor& workspace) {
-  const char* op = "mla_decode_attention";
-  (void)workspace;  // GPU only
-  const int64_t len = pos.host + 1;
+namespace {
+
+struct MlaDims {
+  int64_t N, H, dn, dr, dv, cap, kvr, len;
+};
+
+// mla_decode_attention's shapes (c_cache [N, cap, kvr] of any dtype), checked.
+MlaDims check_mla(const char* op, const Tensor& o, const Tensor& q_nope, const Tensor& q_pe, const Tensor& w_kvb,
+                  const Tensor& c_cache, const Tensor& pe_cache, const DecodePosition& pos) {
   DT_CHECK(q_nope.ndim() == 3 && q_pe.ndim() == 3 && o.ndim() == 3 && c_cache.ndim() == 3 && pe_cache.ndim() == 3 &&
                w_kvb.ndim() == 2,
            "{}: q_nope {}, q_pe {}, o {} must be [N, H, d], the caches {}, {} [N, cap, d], w_kvb {} 2-D", op,
            q_nope.shape.str(), q_pe.shape.str(), o.shape.str(), c_cache.shape.str(), pe_cache.shape.str(),
            w_kvb.shape.str());
-  const int64_t N = q_nope.size(0), H = q_nope.size(1), dn = q_nope.size(2), dr = q_pe.size(2), dv = o.size(2),
-                cap = c_cache.size(1), kvr = c_cache.size(2);
-  check_shape(q_pe, {N, H, dr}, "mla_decode_attention q_pe");
-  check_shape(o, {N, H, dv}, "mla_decode_attention o");
-  check_shape(w_kvb, {H * (dn + dv), kvr}, "mla_decode_attention w_kvb");
-  check_shape(pe_cache, {N, cap, dr}, "mla_decode_attention pe_cache");
-  DT_CHECK(len >= 1 && len <= cap, "{}: position {} must be in [0, {}) (the cache capacity)", op, pos.host, cap);
+  const MlaDims d{q_nope.size(0), q_nope.size(1), q_nope.size(2), q_pe.size(2), o.size(2),
+                  c_cache.size(1), c_cache.size(2), pos.host + 1};
+  check_shape(q_pe, {d.N, d.H, d.dr}, "mla_decode_attention q_pe");
+  check_shape(o, {d.N, d.H, d.dv}, "mla_decode_attention o");
+  check_shape(w_kvb, {d.H * (d.dn + d.dv), d.kvr}, "mla_decode_attention w_kvb");
+  check_shape(pe_cache, {d.N, d.cap, d.dr}, "mla_decode_attention pe_cache");
+  DT_CHECK(d.len >= 1 && d.len <= d.cap, "{}: position {} must be in [0, {}) (the cache capacity)", op, pos.host,
+           d.cap);
+  return d;
+}
+
+// The fp8 cache's latent and scales: f8e4m3 [N, cap, kvr] and fp32 [N, cap, kvr / kFp8Block] on one
+// device, contiguous, kvr a multiple of kFp8Block.
+void check_fp8_cache(const char* op, const Tensor& latent, const Tensor& scales) {
+  DT_CHECK(latent.defined() && scales.defined() && latent.ndim() == 3 && latent.dtype == DType::kF8E4M3 &&
+               scales.dtype == DType::kF32 && latent.is_contiguous() && scales.is_contiguous() &&
+               latent.device == scales.device,
+           "{}: the fp8 cache needs an f8e4m3 latent [N, cap, kvr] and fp32 scales, contiguous on one device; got {} "
+           "and {}",
+           op, latent.defined() ? latent.str() : "none", scales.defined() ? scales.str() : "none");
+  const int64_t kvr = latent.size(2);
+  DT_CHECK(kvr % kFp8Block == 0, "{}: the fp8 latent's width {} is not a multiple of {}", op, kvr, kFp8Block);
+  check_shape(scales, {latent.size(0), latent.size(1), kvr / kFp8Block}, "fp8 latent cache scales");
+}
+
+}  // namespace
+
+void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, const Tensor& q_pe, const Tensor& w_kvb,
+                          const Tensor& c_cache, const Tensor& pe_cache, const DecodePosition& pos, double scale,
+                          const Tensor& workspace) {
+  const char* op = "mla_decode_attention";
+  (void)workspace;  // GPU only
+  const MlaDims d = check_mla(op, o, q_nope, q_pe, w_kvb, c_cache, pe_cache, pos);
+  const int64_t N = d.N, H = d.H, dn = d.dn, dr = d.dr, dv = d.dv, cap = d.cap, kvr = d.kvr, len = d.len;
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
     check_gpu(op, DType::kBF16,
@@ -189,6 +220,87 @@ void mla_decode_attention(Context& ctx, const Tensor& o, const Tensor& q_nope, c
     mla_decode_attention_ref<T>(o.ptr<T>(), q_nope.ptr<T>(), q_pe.ptr<T>(), w_kvb.ptr<T>(), c_cache.ptr<T>(),
                                 pe_cache.ptr<T>(), N, cap, H, dn, dr, dv, kvr, len, static_cast<T>(scale));
   });
+}
+
+void mla_decode_attention_fp8(Context& ctx, const Tensor& o, const Tensor& q_nope, const Tensor& q_pe,
+                              const Tensor& w_kvb, const Tensor& c_fp8, const Tensor& c_scales,
+                              const Tensor& pe_cache, const DecodePosition& pos, double scale,
+                              const Tensor& workspace) {
+  const char* op = "mla_decode_attention_fp8";
+  (void)workspace;  // GPU only
+  check_fp8_cache(op, c_fp8, c_scales);
+  const MlaDims d = check_mla(op, o, q_nope, q_pe, w_kvb, c_fp8, pe_cache, pos);
+  const int64_t N = d.N, H = d.H, dn = d.dn, dr = d.dr, dv = d.dv, cap = d.cap, kvr = d.kvr, len = d.len;
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16, {{"o", &o}, {"q_nope", &q_nope}, {"q_pe", &q_pe}, {"w_kvb", &w_kvb}, {"pe_cache", &pe_cache}});
+    DT_CHECK(c_fp8.device == Device::kCUDA, "{}: the fp8 cache {} must be on the GPU", op, c_fp8.str());
+    check_workspace(op, workspace, mla_decode_workspace(Device::kCUDA, N, H, cap, kvr));
+    return cuda::mla_attention_fp8(bf16(o), bf16(q_nope), bf16(q_pe), bf16(w_kvb), static_cast<uint8_t*>(c_fp8.data),
+                                   c_scales.ptr<float>(), bf16(pe_cache), workspace.ptr<float>(), N, cap, H, dn, dr,
+                                   dv, kvr, pos.host, counter_ptr(op, pos), static_cast<float>(scale), ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
+  check_tensors(op, q_nope.dtype, {{"o", &o}, {"q_nope", &q_nope}, {"q_pe", &q_pe}, {"w_kvb", &w_kvb}, {"pe_cache", &pe_cache}});
+  dispatch_float(q_nope.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    mla_decode_attention_fp8_ref<T>(o.ptr<T>(), q_nope.ptr<T>(), q_pe.ptr<T>(), w_kvb.ptr<T>(),
+                                    static_cast<const uint8_t*>(c_fp8.data), c_scales.ptr<float>(), pe_cache.ptr<T>(),
+                                    N, cap, H, dn, dr, dv, kvr, len, static_cast<T>(scale));
+  });
+}
+
+namespace {
+
+// The fp8 quantisation of rows src [R, kvr] into cache rows (r / per) cap + p0 + r % per (see
+// cuda::latent_quantize): the decode step's write (per = 1, p0 = the position) and the capture
+// (per = R, p0 = 0).
+void latent_quantize(Context& ctx, const char* op, const Tensor& latent, const Tensor& scales, const Tensor& src,
+                     int64_t R, int64_t per, const DecodePosition& pos) {
+  check_fp8_cache(op, latent, scales);
+  const int64_t cap = latent.size(1), kvr = latent.size(2);
+  DT_CHECK(src.defined() && src.is_contiguous() && src.numel() == R * kvr && src.device == latent.device,
+           "{}: src {} must be {} contiguous rows of {} on the cache's device", op, src.defined() ? src.str() : "none",
+           R, kvr);
+  DT_CHECK(per >= 1 && R % per == 0 && R / per <= latent.size(0) && pos.host >= 0 && pos.host + per <= cap,
+           "{}: {} rows at position {} do not fit the cache {}", op, R, pos.host, latent.str());
+#ifdef DELTATRON_HAVE_CUDA
+  if (on_gpu(ctx)) {
+    check_gpu(op, DType::kBF16, {{"src", &src}});
+    return cuda::latent_quantize(static_cast<uint8_t*>(latent.data), scales.ptr<float>(), bf16(src), R, per, kvr, cap,
+                                 pos.host, counter_ptr(op, pos), ctx.stream);
+  }
+#endif
+  require_cpu(ctx, op);
+  const int64_t nb = kvr / kFp8Block;
+  auto* q = static_cast<uint8_t*>(latent.data);
+  float* sc = scales.ptr<float>();
+  dispatch_float(src.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t row = (r / per) * cap + pos.host + r % per;
+      e4m3_quantize_row<T>(src.ptr<T>() + r * kvr, kvr, q + row * kvr, sc + row * nb);
+    }
+  });
+}
+
+}  // namespace
+
+void latent_cache_write_fp8(Context& ctx, const Tensor& latent, const Tensor& scales, const Tensor& src,
+                            const DecodePosition& pos) {
+  const char* op = "latent_cache_write_fp8";
+  DT_CHECK(latent.defined() && latent.ndim() == 3, "{}: latent must be [N, cap, kvr]", op);
+  latent_quantize(ctx, op, latent, scales, src, latent.size(0), 1, pos);
+}
+
+void latent_cache_fill_fp8(Context& ctx, const Tensor& latent, const Tensor& scales, const Tensor& rows) {
+  const char* op = "latent_cache_fill_fp8";
+  DT_CHECK(rows.defined() && rows.ndim() >= 1 && latent.defined() && latent.ndim() == 3,
+           "{}: rows [T, kvr] into a latent [N, cap, kvr]", op);
+  const int64_t T = rows.numel() / std::max<int64_t>(latent.size(2), 1);
+  DT_CHECK(T >= 1, "{}: no rows in {}", op, rows.str());
+  latent_quantize(ctx, op, latent, scales, rows, T, T, {0, {}});
 }
 
 void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const DecodePosition& pos) {

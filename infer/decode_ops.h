@@ -65,6 +65,23 @@ int64_t mla_decode_workspace(Device device, int64_t N, int64_t H, int64_t cap, i
 // dst[n, pos] = src[n] for every sequence n: one position of a cache [N, cap, ...] from [N, ...].
 void cache_write(Context& ctx, const Tensor& cache, const Tensor& src, const DecodePosition& pos);
 
+// ---- The MLA fp8 latent cache (layers/decode_memory.h MlaCache::kFp8; the format: core/fp8.h) ----
+// latent f8e4m3 [N, cap, kvr] and scales fp32 [N, cap, kvr / 128], kvr a multiple of 128. On the
+// GPU the latents come in bf16 and one kernel quantises (cuda_fp8.h's satfinite conversion, the
+// scales from the same bits as core/fp8.h: the same bytes as the CPU's); on the CPU core/fp8.h.
+
+// cache_write of src [N, kvr] (the activations' dtype) quantised: each sequence's row at the position.
+void latent_cache_write_fp8(Context& ctx, const Tensor& latent, const Tensor& scales, const Tensor& src,
+                            const DecodePosition& pos);
+// The prefill's capture: rows [T, kvr] quantised into positions 0 .. T-1 of sequence 0.
+void latent_cache_fill_fp8(Context& ctx, const Tensor& latent, const Tensor& scales, const Tensor& rows);
+// mla_decode_attention with c_cache read from the fp8 cache (c_fp8, c_scales): the same computation on
+// the latents read back (e4m3 value times its block's scale, exact in fp32).
+void mla_decode_attention_fp8(Context& ctx, const Tensor& o, const Tensor& q_nope, const Tensor& q_pe,
+                              const Tensor& w_kvb, const Tensor& c_fp8, const Tensor& c_scales,
+                              const Tensor& pe_cache, const DecodePosition& pos, double scale,
+                              const Tensor& workspace = {});
+
 // ---- Fused ops of a step (infer/cuda/decode_fused.cu on the GPU): fewer, larger kernels ----
 
 // One weight of decode_gemv: y [N, rows] = w [rows, C] x (+ residual [N, rows], optional), or with

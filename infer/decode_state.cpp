@@ -6,18 +6,21 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "infer/decode_ops.h"
 
 namespace dt {
 
 DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, DType cache_dtype, DType state_dtype,
-                         Device device)
-    : n_seqs_(n_seqs), capacity_(capacity), arena_("decode state", device) {
+                         Device device, MlaCache mla_cache)
+    : n_seqs_(n_seqs), capacity_(capacity), mla_cache_(mla_cache), arena_("decode state", device) {
   DT_CHECK(n_seqs >= 1, "decode state: the number of sequences must be >= 1, got {}", n_seqs);
   DT_CHECK(capacity >= 1, "decode state: the capacity must be >= 1 token, got {}", capacity);
+  const bool fp8 = mla_cache == MlaCache::kFp8;
+  if (fp8 && std::count(cfg.layers.begin(), cfg.layers.end(), MixerKind::kMla) > 0) check_mla_fp8(cfg);
   const int64_t N = n_seqs, cap = capacity;
   struct Slots {
-    int a = -1, b = -1;
+    int a = -1, b = -1, c = -1;
   };
   std::vector<Slots> slots;
   for (int i = 0; i < cfg.n_layers(); ++i) {
@@ -39,8 +42,9 @@ DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, D
       }
       case MixerKind::kMla: {
         const MlaConfig& m = cfg.mla;
-        s.a = arena_.declare(p + "latent", cache_dtype, {N, cap, m.kv_lora_rank});
+        s.a = arena_.declare(p + "latent", fp8 ? DType::kF8E4M3 : cache_dtype, {N, cap, m.kv_lora_rank});
         s.b = arena_.declare(p + "rope_key", cache_dtype, {N, cap, m.qk_rope_head_dim});
+        if (fp8) s.c = arena_.declare(p + "latent_scale", DType::kF32, {N, cap, m.kv_lora_rank / kFp8Block});
         break;
       }
     }
@@ -66,7 +70,7 @@ DecodeState::DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, D
     switch (l.kind) {
       case MixerKind::kGdn: l.recurrent = get(s.a), l.conv_tail = get(s.b); break;
       case MixerKind::kAttn: l.keys = get(s.a), l.values = get(s.b); break;
-      case MixerKind::kMla: l.latent = get(s.a), l.rope_key = get(s.b); break;
+      case MixerKind::kMla: l.latent = get(s.a), l.rope_key = get(s.b), l.latent_scale = get(s.c); break;
     }
     if (l.kind != MixerKind::kGdn) l.workspace = get(workspace_);
     layers_.push_back(l);
@@ -100,7 +104,7 @@ void DecodeState::broadcast_first() {
   for (const LayerDecodeState& l : layers_) {
     spread(l.recurrent, false);
     spread(l.conv_tail, false);
-    for (const Tensor* c : {&l.keys, &l.values, &l.latent, &l.rope_key}) spread(*c, true);
+    for (const Tensor* c : {&l.keys, &l.values, &l.latent, &l.rope_key, &l.latent_scale}) spread(*c, true);
   }
 }
 
@@ -121,8 +125,16 @@ int64_t DecodeState::conv_tail_elements() const {
 int64_t DecodeState::cache_elements_per_token() const {
   int64_t n = 0;
   for (const LayerDecodeState& l : layers_)
-    for (const Tensor* c : {&l.keys, &l.values, &l.latent, &l.rope_key})
+    for (const Tensor* c : {&l.keys, &l.values, &l.latent, &l.rope_key, &l.latent_scale})
       if (c->defined()) n += c->numel() / (n_seqs_ * capacity_);
+  return n;
+}
+
+int64_t DecodeState::cache_bytes_per_token() const {
+  int64_t n = 0;
+  for (const LayerDecodeState& l : layers_)
+    for (const Tensor* c : {&l.keys, &l.values, &l.latent, &l.rope_key, &l.latent_scale})
+      if (c->defined()) n += static_cast<int64_t>(c->bytes()) / (n_seqs_ * capacity_);
   return n;
 }
 

@@ -6,9 +6,12 @@
 //   attn: the KV cache, keys after qk_norm and RoPE and values [N, capacity, Hkv, hd] each.
 //   mla:  the latent cache, kv_a_layernorm(c_kv) [N, capacity, kv_lora_rank] and the shared
 //         rotated key [N, capacity, qk_rope_head_dim]; per-head keys and values are never formed.
+//         With the fp8 cache (MlaCache::kFp8, layers/decode_memory.h) the latent is fp8 e4m3
+//         [N, capacity, kv_lora_rank] with fp32 scales [N, capacity, kv_lora_rank / 128]
+//         (core/fp8.h), quantised as each position is written; the rotated key keeps its dtype.
 // All in one arena. On the CPU everything is the parameters' dtype (fp32); on the GPU the caches and
 // conv tails are bf16 (the activations' dtype) and the GDN states fp32 (the statistics' dtype), as
-// layers/decode_memory.h counts them. N sequences share one position: length() tokens are in every
+// layers/decode_memory.h counts them. The fp8 latent and its scales are the same bytes on both. N sequences share one position: length() tokens are in every
 // sequence's context. On the GPU the state also holds that position as a device counter, which the
 // decode kernels read (infer/decode_ops.h), and the attention kernels' fp32 workspace.
 #pragma once
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "layers/decode_memory.h"
 #include "layers/model_config.h"
 
 namespace dt {
@@ -26,7 +30,8 @@ struct LayerDecodeState {
   Tensor recurrent;  // gdn [N, Hv, dk, dv]
   Tensor conv_tail;  // gdn [N, K-1, conv channels]; undefined when conv_kernel = 1
   Tensor keys, values;  // attn [N, capacity, Hkv, hd]
-  Tensor latent;     // mla [N, capacity, kv_lora_rank]
+  Tensor latent;     // mla [N, capacity, kv_lora_rank]: the cache dtype, or f8e4m3 with the fp8 cache
+  Tensor latent_scale;  // mla, fp8 cache only: fp32 [N, capacity, kv_lora_rank / 128]
   Tensor rope_key;   // mla [N, capacity, qk_rope_head_dim]
   Tensor workspace;  // attn, mla on the GPU: the attention kernels' fp32 workspace (one, shared by the layers)
 };
@@ -34,15 +39,17 @@ struct LayerDecodeState {
 class DecodeState {
  public:
   // Zeroed state (an empty context) for n_seqs sequences of up to `capacity` tokens each: the
-  // caches and conv tails of cache_dtype, the GDN recurrent states of state_dtype.
+  // caches and conv tails of cache_dtype, the GDN recurrent states of state_dtype; the MLA latents
+  // in cache_dtype or, with mla_cache kFp8, in fp8 (check_mla_fp8 must pass: a clear error if not).
   DecodeState(const ModelConfig& cfg, int n_seqs, int64_t capacity, DType cache_dtype, DType state_dtype,
-              Device device);
+              Device device, MlaCache mla_cache = MlaCache::kBf16);
   DecodeState(const DecodeState&) = delete;
   DecodeState& operator=(const DecodeState&) = delete;
 
   int n_seqs() const { return n_seqs_; }
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }  // tokens in the context so far (the next position)
+  MlaCache mla_cache() const { return mla_cache_; }
   void set_length(int64_t n);                 // after a prefill (GPU: also writes the device counter)
   // After a step that advanced the device counter itself (decode_advance): the host's length + 1.
   void advanced();
@@ -63,13 +70,15 @@ class DecodeState {
   // Element counts of ONE sequence, summed over the layers, to compare with layers/decode_memory.h:
   int64_t recurrent_elements() const;        // GDN states (fp32 there)
   int64_t conv_tail_elements() const;        // GDN conv tails (bf16 there)
-  int64_t cache_elements_per_token() const;  // KV and latent caches (bf16 there)
-  size_t bytes() const { return arena_.bytes(); }  // what this state holds, all sequences (this dtype)
+  int64_t cache_elements_per_token() const;  // KV and latent caches (bf16 there), fp8 scales included
+  int64_t cache_bytes_per_token() const;     // the same in this state's dtypes
+  size_t bytes() const { return arena_.bytes(); }  // what this state holds, all sequences (its dtypes)
 
  private:
   int n_seqs_;
   int64_t capacity_;
   int64_t length_ = 0;
+  MlaCache mla_cache_;
   Arena arena_;
   int counter_ = -1, workspace_ = -1;
   std::vector<LayerDecodeState> layers_;

@@ -62,7 +62,7 @@ Tensor Decoder::step_chained(Context& ctx, DecodeState& state) {
     body(ctx, state, at);
     decode_advance(ctx, state.counter());
   };
-  const GraphKey key{state.base(), state.capacity()};
+  const GraphKey key{state.base(), state.capacity(), state.mla_cache()};
   // A graph needs a stream of its own (capture refuses the legacy default stream).
   if (ctx.device != Device::kCUDA || !use_graph_ || !ctx.stream) {
     run();

@@ -9,7 +9,7 @@
 // step for a state runs op by op (it also builds the GEMM plans, which capture must not), the
 // second records the step and replays it, every later one replays. Each step ends by advancing
 // the state's device position counter, which the position-dependent kernels read. A new state
-// (another address or size) is recorded again. set_graph(false) runs every step op by op.
+// (another address, size or MLA cache format) is recorded again. set_graph(false) runs every step op by op.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +64,7 @@ class Decoder {
   struct GraphKey {
     const void* base = nullptr;
     int64_t capacity = 0;
+    MlaCache mla_cache = MlaCache::kBf16;  // another layout (and other kernels) at the same address
     bool operator==(const GraphKey&) const = default;
   };
 

@@ -45,9 +45,9 @@ Engine::Engine(const ModelConfig& cfg, ParamStore& weights) : cfg_(cfg), weights
            weights.tp().size);
 }
 
-std::unique_ptr<DecodeState> Engine::new_state(int n_seqs, int64_t capacity) const {
+std::unique_ptr<DecodeState> Engine::new_state(int n_seqs, int64_t capacity, MlaCache mla_cache) const {
   return std::make_unique<DecodeState>(cfg_, n_seqs, capacity, weights_.act_dtype(), weights_.stat_dtype(),
-                                       weights_.device());
+                                       weights_.device(), mla_cache);
 }
 
 Decoder& Engine::decoder(int n_seqs) {
@@ -132,7 +132,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   const int64_t capacity = r.prompt_tokens + std::max(o.max_new_tokens - 1, 0);
   const bool gpu = weights_.device() == Device::kCUDA;
   if (gpu) r.device_used_before = device_memory_used();
-  std::unique_ptr<DecodeState> state = new_state(N, std::max<int64_t>(capacity, 1));
+  std::unique_ptr<DecodeState> state = new_state(N, std::max<int64_t>(capacity, 1), o.mla_cache);
   r.state_bytes = state->bytes();
 
   auto t0 = std::chrono::steady_clock::now();

@@ -48,6 +48,7 @@ struct GenerateOptions {
   int32_t vocab_limit = 0;           // sample among ids [0, vocab_limit) only; 0: the whole vocabulary
   LogitsCallback on_logits;          // optional: sequence 0's logits at every position
   bool cuda_graph = true;            // GPU: replay each decode step from a CUDA graph (false: op by op)
+  MlaCache mla_cache = MlaCache::kBf16;  // the MLA latent cache's format (infer/decode_state.h)
 };
 
 enum class StopReason { kLength, kStopToken, kCaller };
@@ -83,8 +84,9 @@ class Engine {
   Engine(const ModelConfig& cfg, ParamStore& weights);
   const ModelConfig& config() const { return cfg_; }
 
-  // A zeroed state (empty context) of n_seqs sequences of up to `capacity` tokens.
-  std::unique_ptr<DecodeState> new_state(int n_seqs, int64_t capacity) const;
+  // A zeroed state (empty context) of n_seqs sequences of up to `capacity` tokens; the MLA latent
+  // cache in the activations' dtype or fp8 (infer/decode_state.h).
+  std::unique_ptr<DecodeState> new_state(int n_seqs, int64_t capacity, MlaCache mla_cache = MlaCache::kBf16) const;
   // The prompt through the chunked forward; leaves every sequence of `state` (which must be empty)
   // as if the prompt had been decoded token by token. Returns the last prompt token's logits [vocab];
   // all_logits (optional) receives every prompt position's, [T * vocab].

@@ -1,7 +1,9 @@
 // The MLA decode step (layers/mla.h's forward for one token per sequence) with DeepSeek's weight
 // absorption: the cache holds the normed latent c_kv and the rotated shared key only;
 // mla_decode_attention folds kv_b_proj's key half into the query and its value half into the output
-// (infer/decode_ops.h), so per-head keys and values are never formed.
+// (infer/decode_ops.h), so per-head keys and values are never formed. With the fp8 cache
+// (infer/decode_state.h; the state's latent is f8e4m3) the latent is quantised as it is written,
+// by the capture and by each step, and the attention reads it back from fp8.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -53,9 +55,18 @@ class MlaStep final : public MixerStep {
   void capture(Layer& mixer, LayerDecodeState& s, int64_t T) override {
     auto* l = dynamic_cast<MLA*>(&mixer);
     DT_CHECK(l, "decode: an MLA layer's prefill mixer is not an MLA");
+    const bool fp8 = s.latent_scale.defined();
     for (auto [cache, src] : {std::pair{s.latent, l->latent()}, std::pair{s.rope_key, l->rope_key()}}) {
       DT_CHECK(src.size(1) == T && src.numel() <= cache.numel() / cache.size(0),
                "decode: the prefill's {} does not fit the cache {}", src.str(), cache.str());
+      if (fp8 && cache.data == s.latent.data) {
+        // A context of its own on the legacy default stream: it orders with the engine's (blocking)
+        // stream as the copies here do.
+        Context c;
+        c.device = cache.device;
+        latent_cache_fill_fp8(c, s.latent, s.latent_scale, src.view({T, m_.kv_lora_rank}));
+        continue;
+      }
       device_copy(cache.data, cache.device, src.data, src.device, src.bytes());
     }
   }
@@ -81,11 +92,19 @@ class MlaStep final : public MixerStep {
     rmsnorm_forward(ctx, c_kv_n, buf(rstd_kv_), c_kv.view({N, kvr}), w_kv_norm_, MLA::kNormEps,
                     /*zero_centered=*/false);
     decode_rope(ctx, k_pe.view({N, 1, dr}), pos, dr, m_.rope_theta, m_.rope_interleave);
-    cache_write(ctx, s.latent, c_kv_n, pos);
-    cache_write(ctx, s.rope_key, k_pe, pos);
     const Tensor o = buf(o_);
-    mla_decode_attention(ctx, o.view({N, H, dv}), q_nope.view({N, H, dn}), q_pe.view({N, H, dr}), w_kvb_, s.latent,
-                         s.rope_key, pos, 1.0 / std::sqrt(static_cast<double>(dn + dr)), s.workspace);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dn + dr));
+    if (s.latent_scale.defined()) {  // the fp8 cache
+      latent_cache_write_fp8(ctx, s.latent, s.latent_scale, c_kv_n, pos);
+      cache_write(ctx, s.rope_key, k_pe, pos);
+      mla_decode_attention_fp8(ctx, o.view({N, H, dv}), q_nope.view({N, H, dn}), q_pe.view({N, H, dr}), w_kvb_,
+                               s.latent, s.latent_scale, s.rope_key, pos, scale, s.workspace);
+    } else {
+      cache_write(ctx, s.latent, c_kv_n, pos);
+      cache_write(ctx, s.rope_key, k_pe, pos);
+      mla_decode_attention(ctx, o.view({N, H, dv}), q_nope.view({N, H, dn}), q_pe.view({N, H, dr}), w_kvb_, s.latent,
+                           s.rope_key, pos, scale, s.workspace);
+    }
     io.project_out(ctx, w_o_, o.view({N, H * dv}));
   }
 

@@ -62,6 +62,7 @@ const char* safetensors_dtype_name(DType t) {
     case DType::kF64: return "F64";
     case DType::kI32: return "I32";
     case DType::kU16: return "U16";
+    case DType::kF8E4M3: return "F8_E4M3";
   }
   return "?";
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/fp8.h"
+
 namespace dt {
 
 void fill(Context& ctx, const Tensor& t, double value) {
@@ -24,6 +26,7 @@ void fill(Context& ctx, const Tensor& t, double value) {
       return;
     case DType::kI32: std::fill_n(t.ptr<int32_t>(), n, static_cast<int32_t>(value)); return;
     case DType::kU16: std::fill_n(t.ptr<uint16_t>(), n, static_cast<uint16_t>(value)); return;
+    case DType::kF8E4M3: std::fill_n(static_cast<uint8_t*>(t.data), n, f32_to_e4m3(static_cast<float>(value))); return;
   }
 }
 

@@ -17,7 +17,13 @@
 // The MLP and norms keep nothing between tokens. Whole model, no tensor parallelism (a TP rank
 // holds its heads' share).
 //
-//   DecodeMemory m = decode_memory(cfg);
+// The MLA latent cache has a second format, fp8 (MlaCache::kFp8, `generate --mla-cache fp8`): the
+// kv_lora_rank latent values in fp8 e4m3 (1 byte) with one fp32 scale per 128 of them
+// (core/fp8.h), the rope key still bf16: kv_lora_rank + 4 kv_lora_rank / 128 + 2 qk_rope_head_dim
+// bytes per token and layer (656 at 512 + 64, against 1152 in bf16). It needs kv_lora_rank a
+// multiple of 128.
+//
+//   DecodeMemory m = decode_memory(cfg);          // or decode_memory(cfg, MlaCache::kFp8)
 //   m.bytes_per_sequence(32768)   // state_bytes_per_sequence + 32768 * cache_bytes_per_token
 #pragma once
 
@@ -31,6 +37,15 @@ namespace dt {
 
 constexpr int64_t kDecodeCacheElemBytes = 2;  // bf16 KV / latent caches and GDN conv tails
 constexpr int64_t kDecodeStateElemBytes = 4;  // fp32 GDN recurrent state
+
+// The MLA latent cache's format: kBf16, the activations' dtype (bf16 on the GPU; the CPU engine
+// keeps every cache in fp32), or kFp8 (e4m3 latent with block scales, the rope key unchanged).
+enum class MlaCache : uint8_t { kBf16, kFp8 };
+const char* mla_cache_name(MlaCache f);  // "bf16", "fp8"
+// Throws, naming --mla-cache, unless the model's MLA layers take the fp8 cache (kv_lora_rank a
+// multiple of 128). The model need not have MLA layers.
+void check_mla_fp8(const ModelConfig& cfg);
+bool mla_fp8_supported(const ModelConfig& cfg);
 
 // The layers of one mixer kind.
 struct DecodeMemoryPart {
@@ -53,6 +68,7 @@ struct DecodeMemory {
   }
 };
 
-DecodeMemory decode_memory(const ModelConfig& cfg);
+// mla_cache kFp8 counts the MLA layers' fp8 format (check_mla_fp8 must pass).
+DecodeMemory decode_memory(const ModelConfig& cfg, MlaCache mla_cache = MlaCache::kBf16);
 
 }  // namespace dt

@@ -45,7 +45,8 @@ ncclDataType_t nccl_type(DType t) {
     case DType::kF64: return ncclFloat64;
     case DType::kBF16: return ncclBfloat16;
     case DType::kI32: return ncclInt32;
-    case DType::kU16: break;
+    case DType::kU16:
+    case DType::kF8E4M3: break;
   }
   DT_FAIL("NCCL collective on a {} tensor: collectives take f32, f64, bf16 or i32", dtype_name(t));
 }

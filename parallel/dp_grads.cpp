@@ -296,6 +296,7 @@ bool host_nonfinite(DType dtype, const void* p, int64_t n) {
     case DType::kBF16: return scan_nonfinite<uint16_t>(p, n, [](uint16_t h) { return bf16_to_f32(h); });
     case DType::kI32:
     case DType::kU16: return false;  // integers are always finite
+    case DType::kF8E4M3: return false;  // never a gradient
   }
   return false;
 }

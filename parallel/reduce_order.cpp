@@ -66,7 +66,8 @@ void reduce_in_rank_order(DType dtype, ReduceOp op, std::span<const void* const>
       reduce_typed<uint16_t, float>(op, srcs, dst, count, [](uint16_t h) { return bf16_to_f32(h); },
                                     [](float f) { return f32_to_bf16(f); });
       return;
-    case DType::kU16: break;
+    case DType::kU16:
+    case DType::kF8E4M3: break;
   }
   DT_FAIL("reduce of a {} tensor: collectives take f32, f64, bf16 or i32", dtype_name(dtype));
 }

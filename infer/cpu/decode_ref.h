@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/fp8.h"
 #include "infer/gemv_input.h"
 #include "kernels/cpu/gdn_common.h"
 #include "kernels/cpu/gdn_delta_rule.h"
@@ -161,42 +162,67 @@ void decode_attention_ref(T* o, const T* q, const T* k, const T* v, int64_t N, i
     }
 }
 
+// One sequence of mla_decode_attention_ref: q_nope [H, dn], q_pe [H, dr], o [H, dv], c [len, kvr],
+// pe [len, dr]; w [H (dn + dv), kvr].
+template <class T>
+void mla_decode_attention_seq_ref(T* o, const T* q_nope, const T* q_pe, const T* w, const T* c, const T* pe, int64_t H,
+                                  int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t len, T scale) {
+  std::vector<T> q_lat(kvr), o_lat(kvr), p(len);
+  for (int64_t h = 0; h < H; ++h) {
+    const T* w_kb = w + h * (dn + dv) * kvr;
+    const T* w_vb = w_kb + dn * kvr;
+    const T* qn = q_nope + h * dn;
+    const T* qp = q_pe + h * dr;
+    std::fill(q_lat.begin(), q_lat.end(), T(0));
+    for (int64_t i = 0; i < dn; ++i)
+      for (int64_t j = 0; j < kvr; ++j) q_lat[j] += qn[i] * w_kb[i * kvr + j];
+    for (int64_t t = 0; t < len; ++t) {
+      const T* ct = c + t * kvr;
+      const T* pt = pe + t * dr;
+      T acc = 0;
+      for (int64_t j = 0; j < kvr; ++j) acc += q_lat[j] * ct[j];
+      for (int64_t d = 0; d < dr; ++d) acc += qp[d] * pt[d];
+      p[t] = scale * acc;
+    }
+    decode_softmax_ref(p.data(), len);
+    std::fill(o_lat.begin(), o_lat.end(), T(0));
+    for (int64_t t = 0; t < len; ++t) {
+      const T* ct = c + t * kvr;
+      for (int64_t j = 0; j < kvr; ++j) o_lat[j] += p[t] * ct[j];
+    }
+    T* orow = o + h * dv;
+    for (int64_t i = 0; i < dv; ++i) {
+      T acc = 0;
+      for (int64_t j = 0; j < kvr; ++j) acc += w_vb[i * kvr + j] * o_lat[j];
+      orow[i] = acc;
+    }
+  }
+}
+
 // w [H (dn + dv), kvr]; c [N, cap, kvr]; pe [N, cap, dr].
 template <class T>
 void mla_decode_attention_ref(T* o, const T* q_nope, const T* q_pe, const T* w, const T* c, const T* pe, int64_t N,
                               int64_t cap, int64_t H, int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t len,
                               T scale) {
-  std::vector<T> q_lat(kvr), o_lat(kvr), p(len);
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h) {
-      const T* w_kb = w + h * (dn + dv) * kvr;
-      const T* w_vb = w_kb + dn * kvr;
-      const T* qn = q_nope + (n * H + h) * dn;
-      const T* qp = q_pe + (n * H + h) * dr;
-      std::fill(q_lat.begin(), q_lat.end(), T(0));
-      for (int64_t i = 0; i < dn; ++i)
-        for (int64_t j = 0; j < kvr; ++j) q_lat[j] += qn[i] * w_kb[i * kvr + j];
-      for (int64_t t = 0; t < len; ++t) {
-        const T* ct = c + (n * cap + t) * kvr;
-        const T* pt = pe + (n * cap + t) * dr;
-        T acc = 0;
-        for (int64_t j = 0; j < kvr; ++j) acc += q_lat[j] * ct[j];
-        for (int64_t d = 0; d < dr; ++d) acc += qp[d] * pt[d];
-        p[t] = scale * acc;
-      }
-      decode_softmax_ref(p.data(), len);
-      std::fill(o_lat.begin(), o_lat.end(), T(0));
-      for (int64_t t = 0; t < len; ++t) {
-        const T* ct = c + (n * cap + t) * kvr;
-        for (int64_t j = 0; j < kvr; ++j) o_lat[j] += p[t] * ct[j];
-      }
-      T* orow = o + (n * H + h) * dv;
-      for (int64_t i = 0; i < dv; ++i) {
-        T acc = 0;
-        for (int64_t j = 0; j < kvr; ++j) acc += w_vb[i * kvr + j] * o_lat[j];
-        orow[i] = acc;
-      }
-    }
+    mla_decode_attention_seq_ref<T>(o + n * H * dv, q_nope + n * H * dn, q_pe + n * H * dr, w, c + n * cap * kvr,
+                                    pe + n * cap * dr, H, dn, dr, dv, kvr, len, scale);
+}
+
+// The same over the fp8 latent cache: cq e4m3 [N, cap, kvr] with scales cs fp32 [N, cap, kvr / kFp8Block]
+// (core/fp8.h), each position's latent read back exactly (e4m3 value times its block's scale) as T.
+template <class T>
+void mla_decode_attention_fp8_ref(T* o, const T* q_nope, const T* q_pe, const T* w, const uint8_t* cq,
+                                  const float* cs, const T* pe, int64_t N, int64_t cap, int64_t H, int64_t dn,
+                                  int64_t dr, int64_t dv, int64_t kvr, int64_t len, T scale) {
+  std::vector<T> c(static_cast<size_t>(len * kvr));
+  const int64_t nb = kvr / kFp8Block;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t t = 0; t < len; ++t)
+      e4m3_dequantize_row<T>(cq + (n * cap + t) * kvr, cs + (n * cap + t) * nb, kvr, c.data() + t * kvr);
+    mla_decode_attention_seq_ref<T>(o + n * H * dv, q_nope + n * H * dn, q_pe + n * H * dr, w, c.data(),
+                                    pe + n * cap * dr, H, dn, dr, dv, kvr, len, scale);
+  }
 }
 
 }  // namespace dt

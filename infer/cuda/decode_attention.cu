@@ -13,11 +13,13 @@
 // A key is up to two segments, [k1 | k2], read against [q1 | q2]: GQA has k1 = the key (q1 bf16),
 // MLA has k1 = the latent c_t against q_lat = W_kb^T q_nope (fp32, formed by mla_q_kernel) and
 // k2 = the rotated shared key against q_pe; the value is v (GQA) or c_t (MLA), whose output
-// o_lat goes through W_vb (mla_out_kernel).
+// o_lat goes through W_vb (mla_out_kernel). With the MLA fp8 cache (mla_attention_fp8) the split
+// kernel reads c_t as e4m3 bytes times their block's fp32 scale (core/fp8.h), both as key and value.
 #include <cmath>
 #include <cstdint>
 
 #include "infer/cuda/decode_cuda.h"
+#include "infer/cuda/fp8.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace dt::cuda {
@@ -39,6 +41,10 @@ struct SplitParams {
   const int32_t* pos_dev;
   float scale;
   float* partial;  // [N, H, S, Dv + 2]
+  // MLA's fp8 latent (split_kernel's kFp8, in place of k1 and v): e4m3 [N, cap, D1] and fp32
+  // scales [N, cap, D1 / kFp8Block], at the k1 strides.
+  const uint8_t* c8;
+  const float* c8_scale;
 };
 
 __device__ __forceinline__ int64_t decode_len(const int32_t* pos_dev, int64_t pos, int64_t cap) {
@@ -46,7 +52,12 @@ __device__ __forceinline__ int64_t decode_len(const int32_t* pos_dev, int64_t po
   return p + 1 < 1 ? 1 : (p + 1 > cap ? cap : p + 1);
 }
 
-template <int VPL, bool kQ1F32>
+// An fp8 latent value read back: e4m3 times its block's scale (exact).
+__device__ __forceinline__ float fp8_latent(const uint8_t* q, const float* s, int64_t d) {
+  return e4m3_bits_to_f32(q[d]) * s[d / kFp8Block];
+}
+
+template <int VPL, bool kQ1F32, bool kFp8 = false>
 __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__ SplitParams p) {
   __shared__ float sq[kMaxKeyDim];
   __shared__ float wm[kWarps], wl[kWarps];
@@ -63,16 +74,24 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
   __syncthreads();
 
   const int64_t hk = h / (p.H / p.Hkv);
-  const uint16_t* k1 = p.k1 + n * p.k1_seq + hk * p.k1_head;
+  const uint16_t* k1 = kFp8 ? nullptr : p.k1 + n * p.k1_seq + hk * p.k1_head;
   const uint16_t* k2 = p.k2 ? p.k2 + n * p.k2_seq : nullptr;
-  const uint16_t* v = p.v + n * p.v_seq + hk * p.v_head;
+  const uint16_t* v = kFp8 ? nullptr : p.v + n * p.v_seq + hk * p.v_head;
   float m = -INFINITY, l = 0.f, acc[VPL];
 #pragma unroll
   for (int j = 0; j < VPL; ++j) acc[j] = 0.f;
   for (int64_t t = t0 + warp; t < t1; t += kWarps) {
-    const uint16_t* kr = k1 + t * p.k1_pos;
     float dot = 0.f;
-    for (int64_t d = lane; d < p.D1; d += 32) dot += sq[d] * bf16_bits_to_f32(kr[d]);
+    const uint8_t* cq = nullptr;  // kFp8: this position's latent and its scales
+    const float* cs = nullptr;
+    if constexpr (kFp8) {
+      cq = p.c8 + n * p.k1_seq + t * p.k1_pos;
+      cs = p.c8_scale + (n * p.cap + t) * (p.D1 / kFp8Block);
+      for (int64_t d = lane; d < p.D1; d += 32) dot += sq[d] * fp8_latent(cq, cs, d);
+    } else {
+      const uint16_t* kr = k1 + t * p.k1_pos;
+      for (int64_t d = lane; d < p.D1; d += 32) dot += sq[d] * bf16_bits_to_f32(kr[d]);
+    }
     if (k2) {
       const uint16_t* kr2 = k2 + t * p.k2_pos;
       for (int64_t d = lane; d < p.D2; d += 32) dot += sq[p.D1 + d] * bf16_bits_to_f32(kr2[d]);
@@ -82,11 +101,19 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const __grid_constant__
     const float corr = expf(m - mn);  // 0 at the first position (m = -inf)
     const float pr = expf(sc - mn);
     l = l * corr + pr;
-    const uint16_t* vr = v + t * p.v_pos;
+    if constexpr (kFp8) {  // the value is the latent itself
 #pragma unroll
-    for (int j = 0; j < VPL; ++j) {
-      const int64_t d = lane + 32 * j;
-      if (d < p.Dv) acc[j] = acc[j] * corr + pr * bf16_bits_to_f32(vr[d]);
+      for (int j = 0; j < VPL; ++j) {
+        const int64_t d = lane + 32 * j;
+        if (d < p.Dv) acc[j] = acc[j] * corr + pr * fp8_latent(cq, cs, d);
+      }
+    } else {
+      const uint16_t* vr = v + t * p.v_pos;
+#pragma unroll
+      for (int j = 0; j < VPL; ++j) {
+        const int64_t d = lane + 32 * j;
+        if (d < p.Dv) acc[j] = acc[j] * corr + pr * bf16_bits_to_f32(vr[d]);
+      }
     }
     m = mn;
   }
@@ -284,6 +311,17 @@ void launch_split(const SplitParams& p, cudaStream_t s) {
     split_kernel<16, kQ1F32><<<grid, kThreads, 0, s>>>(p);
 }
 
+// MLA's split over the fp8 latent (kvr = Dv a multiple of kFp8Block, at most kMaxValueDim).
+void launch_split_fp8(const SplitParams& p, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(p.S), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N));
+  if (p.Dv <= 128)
+    split_kernel<4, true, true><<<grid, kThreads, 0, s>>>(p);
+  else if (p.Dv <= 256)
+    split_kernel<8, true, true><<<grid, kThreads, 0, s>>>(p);
+  else
+    split_kernel<16, true, true><<<grid, kThreads, 0, s>>>(p);
+}
+
 // GQA's split: gqa_split_kernel where the head dims fit its layout (key dims 8 to 256 a power of
 // two, value dims 2 to 256 a power of two, 16-byte aligned rows), else split_kernel.
 template <int G>
@@ -367,12 +405,15 @@ void attention(uint16_t* o, const uint16_t* q, const uint16_t* k_cache, const ui
              op);
 }
 
-void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,
-                   const uint16_t* c_cache, const uint16_t* pe_cache, float* ws, int64_t N, int64_t cap, int64_t H,
-                   int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos, const int32_t* pos_dev,
-                   float scale, void* stream) {
-  const char* op = "mla_decode_attention (GPU)";
-  DT_CHECK(o && q_nope && q_pe && w_kvb && c_cache && pe_cache && ws, "{}: null tensor pointer", op);
+namespace {
+
+// mla_attention's kernels, the latent cache in bf16 (c_cache) or fp8 (c8, c8_scale; c_cache null).
+void mla_run(const char* op, uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,
+             const uint16_t* c_cache, const uint8_t* c8, const float* c8_scale, const uint16_t* pe_cache, float* ws,
+             int64_t N, int64_t cap, int64_t H, int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos,
+             const int32_t* pos_dev, float scale, void* stream) {
+  DT_CHECK(o && q_nope && q_pe && w_kvb && (c_cache || (c8 && c8_scale)) && pe_cache && ws, "{}: null tensor pointer",
+           op);
   check_dims(op, N, H, cap, kvr + dr, kvr);
   DT_CHECK(dn >= 1 && dv >= 1 && dr >= 0, "{}: bad head dims nope {}, rope {}, v {}", op, dn, dr, dv);
   float* q_lat = ws;
@@ -389,12 +430,38 @@ void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, co
   p.v_seq = cap * kvr, p.v_pos = kvr, p.v_head = 0;
   p.N = N, p.H = H, p.Hkv = 1, p.D1 = kvr, p.D2 = dr, p.Dv = kvr, p.cap = cap, p.S = attention_splits(cap);
   p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = partial;
-  launch_split<true>(p, s);
+  p.c8 = c8, p.c8_scale = c8_scale;
+  if (c8)
+    launch_split_fp8(p, s);
+  else
+    launch_split<true>(p, s);
   DT_CUDA_OK(cudaGetLastError(), op);
   merge_kernel<true><<<rows, kThreads, 0, s>>>(o_lat, partial, H, p.S, kvr);
   DT_CUDA_OK(cudaGetLastError(), op);
   mla_out_kernel<<<rows, kThreads, 0, s>>>(o, o_lat, w_kvb, H, dn, dv, kvr);
   DT_CUDA_OK(cudaGetLastError(), op);
+}
+
+}  // namespace
+
+void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,
+                   const uint16_t* c_cache, const uint16_t* pe_cache, float* ws, int64_t N, int64_t cap, int64_t H,
+                   int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos, const int32_t* pos_dev,
+                   float scale, void* stream) {
+  DT_CHECK(c_cache, "mla_decode_attention (GPU): null tensor pointer");
+  mla_run("mla_decode_attention (GPU)", o, q_nope, q_pe, w_kvb, c_cache, nullptr, nullptr, pe_cache, ws, N, cap, H, dn,
+          dr, dv, kvr, pos, pos_dev, scale, stream);
+}
+
+void mla_attention_fp8(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,
+                       const uint8_t* c_fp8, const float* c_scales, const uint16_t* pe_cache, float* ws, int64_t N,
+                       int64_t cap, int64_t H, int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos,
+                       const int32_t* pos_dev, float scale, void* stream) {
+  const char* op = "mla_decode_attention_fp8 (GPU)";
+  DT_CHECK(c_fp8 && c_scales, "{}: null tensor pointer", op);
+  DT_CHECK(kvr % kFp8Block == 0, "{}: the latent width {} is not a multiple of {}", op, kvr, kFp8Block);
+  mla_run(op, o, q_nope, q_pe, w_kvb, nullptr, c_fp8, c_scales, pe_cache, ws, N, cap, H, dn, dr, dv, kvr, pos, pos_dev,
+          scale, stream);
 }
 
 }  // namespace dt::cuda

@@ -141,4 +141,23 @@ void mla_attention(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, co
                    int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos, const int32_t* pos_dev,
                    float scale, void* stream);
 
+// ---- The MLA fp8 latent cache (core/fp8.h's format; infer/cuda/mla_fp8.cu) ----
+
+// src bf16 rows [R, kvr] (kvr a multiple of 128) quantised: row r's e4m3 bytes into q [.., kvr] and
+// its block scales into scales fp32 [.., kvr / 128] at cache row (r / per) cap + p + r % per, p the
+// position (pos_dev or pos) clamped into [0, cap - per]. The decode step's write: R = N, per = 1; the
+// prefill's capture: R = per = T, p = 0. One CTA per (block, row); the same bytes as core/fp8.h.
+void latent_quantize(uint8_t* q, float* scales, const uint16_t* src, int64_t R, int64_t per, int64_t kvr, int64_t cap,
+                     int64_t pos, const int32_t* pos_dev, void* stream);
+// out[i] = the e4m3 bits of x[i] (fp32, no scaling) by the conversion the cache's kernels use
+// (NaN -> 0x7f, then cuda_fp8.h's satfinite round to nearest even): for the tests against core/fp8.h.
+void e4m3_encode(uint8_t* out, const float* x, int64_t n, void* stream);
+
+// mla_attention over the fp8 latent cache: c_fp8 e4m3 [N, cap, kvr] with scales fp32
+// [N, cap, kvr / 128], each value read back as e4m3 * scale (exact) in fp32; the rest as mla_attention.
+void mla_attention_fp8(uint16_t* o, const uint16_t* q_nope, const uint16_t* q_pe, const uint16_t* w_kvb,
+                       const uint8_t* c_fp8, const float* c_scales, const uint16_t* pe_cache, float* ws, int64_t N,
+                       int64_t cap, int64_t H, int64_t dn, int64_t dr, int64_t dv, int64_t kvr, int64_t pos,
+                       const int32_t* pos_dev, float scale, void* stream);
+
 }  // namespace dt::cuda

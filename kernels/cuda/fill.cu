@@ -1,5 +1,5 @@
 // fill on the GPU: one grid-stride kernel per element size (the bit pattern is
-// computed on the host, so every dtype is a plain store of 2, 4 or 8 bytes). The kernel and its
+// computed on the host, so every dtype is a plain store of 1, 2, 4 or 8 bytes). The kernel and its
 // launcher live in dt::cuda; dt::fill_cuda (kernels/fill.h) is the entry point.
 #include <cuda_runtime.h>
 
@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/cuda_check.h"
+#include "core/fp8.h"
 #include "kernels/fill.h"
 
 namespace dt {
@@ -57,6 +58,7 @@ void fill_cuda(const Tensor& t, double value, void* stream) {
       return launch<uint32_t>(t.data, n, w, s);
     }
     case DType::kU16: return launch<uint16_t>(t.data, n, static_cast<uint16_t>(value), s);
+    case DType::kF8E4M3: return launch<uint8_t>(t.data, n, f32_to_e4m3(static_cast<float>(value)), s);
   }
 }
 

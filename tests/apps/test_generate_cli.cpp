@@ -224,6 +224,44 @@ TEST_F(GenerateCli, CudaDeviceJson) {
   EXPECT_EQ(e["cuda_graph"], false);
 }
 
+// --mla-cache fp8 on a hybrid whose MLA latent takes it (kv_lora_rank 128): generates, says so in the
+// JSON, holds a smaller state than bf16's; the flag is refused where it cannot apply.
+TEST_F(GenerateCli, MlaCacheFp8) {
+  Config c = tiny_generate_config();
+  c.model.mla.kv_lora_rank = 128;
+  Model model(c.model, 1, 1);
+  testing::randomize_params(model.params(), 23);
+  AdamW opt(model.params(), {});
+  const std::string ckpt = path("mla128.h5");
+  save_train_checkpoint(ckpt, c, model.params(), opt, CheckpointState{});
+  auto json = [&](const std::string& extra) {
+    CliResult r = run("generate --checkpoint " + quote(ckpt) + " --prompt 'The quick brown fox' --max-new-tokens 6 "
+                      "--ignore-eos --json" + extra);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out, nullptr, false);
+  };
+  const nlohmann::json plain = json(""), fp8 = json(" --mla-cache fp8"), again = json(" --mla-cache fp8");
+  ASSERT_TRUE(plain.is_object() && fp8.is_object() && again.is_object());
+  EXPECT_EQ(plain["options"]["mla_cache"], "bf16");
+  EXPECT_EQ(json(" --mla-cache bf16")["continuations"], plain["continuations"]);  // the default
+  EXPECT_EQ(fp8["options"]["mla_cache"], "fp8");
+  EXPECT_EQ(fp8["continuations"][0]["tokens"].size(), 6u);
+  EXPECT_EQ(fp8["continuations"], again["continuations"]);
+  EXPECT_LT(fp8["memory"]["decode_state_bytes"].get<int64_t>(), plain["memory"]["decode_state_bytes"].get<int64_t>());
+  // kv_lora_rank 5 (the tiny checkpoint's) and a model without MLA layers.
+  expect_error("generate --checkpoint " + quote(ckpt_) + " --prompt hi --mla-cache fp8",
+               {"--mla-cache fp8", "kv_lora_rank must be a multiple of 128", "is 5"});
+  Config g = tiny_generate_config();
+  g.model.layers = parse_layer_pattern("[gdn, attn]");
+  Model gm(g.model, 1, 1);
+  AdamW gopt(gm.params(), {});
+  save_train_checkpoint(path("gdn.h5"), g, gm.params(), gopt, CheckpointState{});
+  expect_error("generate --checkpoint " + qpath("gdn.h5") + " --prompt hi --mla-cache fp8",
+               {"--mla-cache fp8 applies to the latent cache of MLA layers", "this model has none", "drop --mla-cache"});
+  expect_error("generate --checkpoint " + qpath("gdn.h5") + " --prompt hi --mla-cache nonsense",
+               {"--mla-cache: nonsense not in {bf16,fp8}"});
+}
+
 TEST_F(GenerateCli, BadInputIsAClearError) {
   const std::string g = "generate --checkpoint " + quote(ckpt_) + " ";
   expect_error(g + "--prompt 'a b c d e f' --max-new-tokens 10 --max-context 12",

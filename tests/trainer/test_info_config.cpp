@@ -56,6 +56,19 @@ TEST(InfoConfig, QuickstartTextAndSet) {
   EXPECT_EQ(j.at("layers"), nlohmann::json({"mla"}));
   EXPECT_EQ(j.at("decode").at("cache_bytes_per_token").get<int64_t>(), (100 + 32) * 2);
   EXPECT_EQ(j.at("decode").at("bytes_per_sequence").at("1024").get<int64_t>(), 1024 * (100 + 32) * 2);
+  EXPECT_TRUE(j.at("decode_mla_fp8").is_null()) << "kv_lora_rank 100 does not take the fp8 cache";
+  EXPECT_FALSE(nlohmann::json::parse(run_deltatron("info configs/quickstart.yaml --json", dir.str(), kSourceDir).out)
+                   .contains("decode_mla_fp8"));  // no MLA layers
+  // kv_lora_rank 128: the fp8 figures, in the JSON and the text.
+  const std::string mla128 = "info configs/quickstart.yaml --set model.layers=[mla] --set model.mla.kv_lora_rank=128";
+  r = run_deltatron(mla128 + " --json", dir.str(), kSourceDir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json f = nlohmann::json::parse(r.out).at("decode_mla_fp8");
+  EXPECT_EQ(f.at("cache_bytes_per_token").get<int64_t>(), 128 + 4 + 32 * 2);
+  EXPECT_EQ(f.at("bytes_per_sequence").at("32768").get<int64_t>(), 32768 * (128 + 4 + 32 * 2));
+  r = run_deltatron(mla128, dir.str(), kSourceDir);
+  for (const std::string piece : {"with --mla-cache fp8", "cache      196 bytes per token", "128 fp8 e4m3 + 1 fp32 scales"})
+    EXPECT_NE(r.out.find(piece), std::string::npos) << "expected '" << piece << "' in:\n" << r.out;
 }
 
 // Each bad config: exit 1, `deltatron: error: ` and the same message `train --config` gives.
