@@ -27,6 +27,7 @@
 #include "infer/decode_ops.h"
 #include "infer/engine.h"
 #include "layers/model.h"
+#include "tests/gpu/counting_model.h"
 #include "tests/gpu/infer_cuda_util.h"
 #include "tests/infer/infer_test_util.h"
 #include "tests/layers/gradcheck.h"
@@ -38,18 +39,10 @@ namespace {
 
 using namespace infer_cuda_testing;
 using infer_testing::random_tokens;
+using infer_testing::row_error;
 
 // bf16 rounding of the logits' inputs at every op (tests/gpu/test_decode_cuda.cpp's kLogitRtol).
 constexpr double kLogitRtol = 3e-2;
-
-double row_error(const float* a, const float* b, int64_t n) {
-  double diff = 0, scale = 1;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return diff / scale;
-}
 
 // gpu_config with a latent the fp8 cache takes (kv_lora_rank a multiple of 128).
 ModelConfig fp8_gpu_config(std::vector<MixerKind> layers, int64_t kvr = 128) {
@@ -319,35 +312,14 @@ TEST(MlaFp8Cuda, CpuAndGpuGreedyAgreeOnATrainedModel) {
   SKIP_WITHOUT_GPU();
   using K = MixerKind;
   const ModelConfig cfg = fp8_gpu_config({K::kGdn, K::kAttn, K::kMla, K::kGdn});
-  const int V = cfg.vocab_size, B = 8, T = 64, steps = 60;
+  const int V = cfg.vocab_size;
   Runtime rt(Device::kCUDA);
-  Model trained(cfg, B, T, DType::kF32, Device::kCUDA);
-  trained.init(7);
-  AdamW opt(trained.params(), {0.9, 0.95, 1e-8, 0.1});
-  std::vector<int32_t> in(static_cast<size_t>(B) * T), tgt(in.size());
-  double first = 0, last = 0;
-  for (int step = 0; step < steps; ++step) {
-    for (int b = 0; b < B; ++b) {
-      const int start = static_cast<int>(philox_uniform(99, step, b) * V);
-      for (int t = 0; t < T; ++t) {
-        in[b * T + t] = (start + 3 * t) % V;
-        tgt[b * T + t] = (start + 3 * (t + 1)) % V;
-      }
-    }
-    trained.params().zero_grads();
-    last = trained.forward(rt.ctx(), in.data(), tgt.data());
-    if (step == 0) first = last;
-    trained.backward(rt.ctx(), 1.0);
-    clip_grad_norm(rt.ctx(), trained.params(), 1.0);
-    opt.step(rt.ctx(), 3e-3);
-  }
-  std::printf("training: loss %.4f -> %.4f in %d steps\n", first, last, steps);
+  const std::unique_ptr<Model> trained = train_counting_model(rt, cfg);
   Model cpu_w(cfg, 1, 1), gpu_w(cfg, 1, 1, DType::kF32, Device::kCUDA);
-  Twin::copy_masters(trained.params(), cpu_w.params());
-  Twin::copy_masters(trained.params(), gpu_w.params());
+  Twin::copy_masters(trained->params(), cpu_w.params());
+  Twin::copy_masters(trained->params(), gpu_w.params());
   Engine cpu(cfg, cpu_w.params()), gpu(cfg, gpu_w.params());
-  std::vector<int32_t> prompt;
-  for (int t = 0; t < 20; ++t) prompt.push_back((17 + 3 * t) % V);
+  const std::vector<int32_t> prompt = counting_prompt(V);
   GenerateOptions o;
   o.max_new_tokens = 32;
   o.mla_cache = MlaCache::kFp8;

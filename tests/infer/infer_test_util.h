@@ -39,6 +39,16 @@ inline std::vector<int32_t> random_tokens(int64_t n, int vocab, uint64_t seed) {
   return v;
 }
 
+// max |a - b| / max(max |b|, 1) of a row of n.
+inline double row_error(const float* a, const float* b, int64_t n) {
+  double diff = 0, scale = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return diff / scale;
+}
+
 // Row-wise agreement: max |a - b| <= rtol * max(max |b|, 1).
 inline void expect_close_rows(const float* a, const float* b, int64_t n, double rtol, const std::string& what) {
   double diff = 0, scale = 1;

@@ -24,22 +24,13 @@ namespace {
 
 using infer_testing::odd_config;
 using infer_testing::random_tokens;
+using infer_testing::row_error;
 
 // The fp8 cache needs kv_lora_rank a multiple of 128: two blocks here.
 ModelConfig fp8_config(std::vector<MixerKind> layers) {
   ModelConfig cfg = odd_config(std::move(layers));
   cfg.mla.kv_lora_rank = 256;
   return cfg;
-}
-
-// max |a - b| / max(max |b|, 1) of a row.
-double row_error(const float* a, const float* b, int64_t n) {
-  double diff = 0, scale = 1;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return diff / scale;
 }
 
 // Logits of feeding `tokens` one by one from an empty state of the given format: [T, V].
