@@ -290,8 +290,8 @@ void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream) {
                                            s);
   DT_CUDA_OK(cudaGetLastError(), op);
   // Pass 2: dw[f] += sum over the partial rows, common.cuh's column sum.
-  column_sum_add_kernel<int>
-      <<<column_sum_grid(p.d), kColumnSumThreads, 0, s>>>(p.dw, static_cast<const float*>(partial), blocks, p.d);
+  const auto* partial_rows = static_cast<const float*>(partial);
+  column_sum_add_kernel<int><<<column_sum_grid(p.d), kColumnSumThreads, 0, s>>>(p.dw, partial_rows, blocks, p.d);
   DT_CUDA_OK(cudaGetLastError(), op);
   DT_CUDA_OK(cudaFreeAsync(partial, s), op);
 }
