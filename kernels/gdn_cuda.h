@@ -57,6 +57,11 @@ struct GdnCudaForwardParams {
   float* q_rnorm = nullptr;
   float* k_rnorm = nullptr;
   float q_scale = 1.f, k_scale = 1.f;
+  // Optional: the memory pool (a cudaMemPool_t: the context's, cuda_scratch_pool in
+  // kernels/cuda_context.h) of the fp32 SIMT kernels' stream-ordered workspace; null: the device's
+  // current pool (kernels/cuda/common.cuh's scratch_malloc). The tensor-core kernels' workspace
+  // comes from their own pool (gdn_chunk_forward_cuda below).
+  void* pool = nullptr;
 };
 
 struct GdnCudaBackwardParams {
@@ -88,6 +93,7 @@ struct GdnCudaBackwardParams {
   const float* q_rnorm = nullptr;
   const float* k_rnorm = nullptr;
   float q_scale = 1.f, k_scale = 1.f;
+  void* pool = nullptr;  // as GdnCudaForwardParams::pool
 };
 
 // The chunked gated delta rule (docs/model.md; the kernels: docs/gdn_kernels.md). Stream-ordered
@@ -158,6 +164,10 @@ struct GdnCudaGatesParams {
   float *g = nullptr, *beta = nullptr;                            // forward outputs
   const float *dg = nullptr, *dbeta = nullptr;                    // backward inputs
   float *da = nullptr, *db = nullptr, *dA_log = nullptr, *ddt_bias = nullptr;  // backward outputs
+  // Optional: the memory pool (a cudaMemPool_t: the context's, cuda_scratch_pool in
+  // kernels/cuda_context.h) of the launcher's stream-ordered scratch; null: the device's current
+  // pool (kernels/cuda/common.cuh's scratch_malloc).
+  void* pool = nullptr;
 };
 void gdn_gates_forward_cuda(const GdnCudaGatesParams& p, void* stream);
 void gdn_gates_backward_cuda(const GdnCudaGatesParams& p, void* stream);
@@ -187,6 +197,7 @@ struct GdnCudaConvParams {
   const uint16_t* dy = nullptr;   // backward
   uint16_t* dx = nullptr;
   float* dw = nullptr;
+  void* pool = nullptr;  // as GdnCudaGatesParams::pool
 };
 void gdn_conv_forward_cuda(const GdnCudaConvParams& p, void* stream);
 void gdn_conv_backward_cuda(const GdnCudaConvParams& p, void* stream);
@@ -210,6 +221,7 @@ struct GdnCudaNormParams {
   uint16_t* d_o = nullptr;
   uint16_t* dz = nullptr;
   float* dw = nullptr;
+  void* pool = nullptr;  // as GdnCudaGatesParams::pool
 };
 void gdn_norm_forward_cuda(const GdnCudaNormParams& p, void* stream);
 void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream);

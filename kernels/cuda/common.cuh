@@ -3,7 +3,9 @@
 // block reductions, RoPE's angle, and the deterministic column sum. bf16 travels as its raw
 // uint16_t bits; all math is fp32 (or double where a kernel says so). Every reduction here has an
 // order that depends on the sizes only: the same inputs give the same bits. Host-side checks of
-// CUDA calls: core/cuda_check.h (included here).
+// CUDA calls: core/cuda_check.h (included here). The few PTX instructions have a host form beside
+// them (the #else of #ifdef __CUDA_ARCH__), so that the host compiler takes this file too: the CPU emulation of
+// the GDN kernels (tools/gdn_emu) compiles it with its own cuda_runtime.h.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -96,9 +98,13 @@ __device__ __forceinline__ void store_f32(float* p, const float (&f)[V]) {
 
 // lo in the low half (the lower address), hi in the high half; round to nearest even.
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t w;
+#ifdef __CUDA_ARCH__
+  uint32_t w;  // one instruction, the rounding of f32_to_bf16_bits
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
   return w;
+#else
+  return static_cast<uint32_t>(f32_to_bf16_bits(lo)) | (static_cast<uint32_t>(f32_to_bf16_bits(hi)) << 16);
+#endif
 }
 
 // The 8 bf16 of a 16-byte block, in address order.
@@ -219,9 +225,18 @@ inline unsigned column_sum_grid(int64_t cols) { return static_cast<unsigned>((co
 // until the kernel before has completed and its writes are visible; a dependent kernel calls it
 // before it reads anything that kernel writes, and before it writes anything. Both are no-ops in
 // a kernel not launched so. Completion is transitive: a kernel waits on its predecessor, which
-// waited on its own, so everything earlier in the stream is complete too.
-__device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+// waited on its own, so everything earlier in the stream is complete too. On the host (the CPU
+// emulation, which runs kernels one after another) both do nothing.
+__device__ __forceinline__ void grid_launch_dependents() {
+#ifdef __CUDA_ARCH__
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_wait() {
+#ifdef __CUDA_ARCH__
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 // kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent of the stream's previous
 // kernel (cudaLaunchAttributeProgrammaticStreamSerialization); the kernel must call

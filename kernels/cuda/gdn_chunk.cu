@@ -23,9 +23,7 @@
 #include <algorithm>
 #include <initializer_list>
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -136,6 +134,25 @@ struct StatePassArgs {
   bool save;
 };
 
+// S[e] = value(e, x, y) over the state slice (x = e / cols, y = e % cols), every value computed
+// before any is written (other threads read S meanwhile): a thread's values wait in registers,
+// and barriers stand on both sides of the write-back.
+template <class Value>
+__device__ __forceinline__ void update_state_cols(float* S, int64_t dk, int64_t cols, Value value) {
+  constexpr int kPer = kMaxDim * kStateCols / kThreads;
+  float next[kPer];
+  {
+    int slot = 0;
+    for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) next[slot] = value(e, e / cols, e % cols);
+  }
+  __syncthreads();
+  {
+    int slot = 0;
+    for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) S[e] = next[slot];
+  }
+  __syncthreads();
+}
+
 __global__ void __launch_bounds__(kThreads) gdn_state_forward_kernel(Inputs in, Workspace w, StatePassArgs a) {
   const int64_t dk = in.d.dk, dv = in.d.dv, C = in.d.chunk, cols = simt_state_cols(dv), col0 = blockIdx.x * cols;
   const int64_t b = blockIdx.z, h = blockIdx.y;
@@ -143,10 +160,7 @@ __global__ void __launch_bounds__(kThreads) gdn_state_forward_kernel(Inputs in, 
   __shared__ float Vp[kMaxChunk * kStateCols];
   __shared__ float sG[kMaxChunk];
   const int64_t state_off = (b * in.d.Hv + h) * dk * dv;
-  for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x) {
-    const int64_t x = e / cols, yy = e % cols;
-    S[e] = a.S0 ? a.S0[state_off + x * dv + col0 + yy] : 0.f;
-  }
+  load_state_cols(S, a.S0, state_off, dk, dv, cols, col0);
   for (int64_t c = 0; c < in.NC; ++c) {
     const ChunkIdx ci = chunk_idx(in, c);
     const int64_t n = ci.n;
@@ -181,30 +195,16 @@ __global__ void __launch_bounds__(kThreads) gdn_state_forward_kernel(Inputs in, 
         st_bf16(a.o + (ci.r0 + i) * a.ld_o + h * dv + col0 + yy, acc);
       }
     }
-    // S' = e^{G_n} S + (K o D)^T V'  (into registers first: other threads still read S)
-    constexpr int kPer = kMaxDim * kStateCols / kThreads;
-    float next[kPer];
+    // S' = e^{G_n} S + (K o D)^T V'
     const float gn = sG[n - 1];
-    {
-      int slot = 0;
-      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) {
-        const int64_t x = e / cols, yy = e % cols;
-        float acc = expf(gn) * S[e];
-        for (int64_t i = 0; i < n; ++i)
-          acc += in.K(ci.r0 + i, ci.kh, x) * expf(gn - sG[i]) * Vp[i * cols + yy];
-        next[slot] = acc;
-      }
-    }
-    __syncthreads();
-    {
-      int slot = 0;
-      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) S[e] = next[slot];
-    }
-    __syncthreads();
+    update_state_cols(S, dk, cols, [&](int64_t e, int64_t x, int64_t yy) {
+      float acc = expf(gn) * S[e];
+      for (int64_t i = 0; i < n; ++i)
+        acc += in.K(ci.r0 + i, ci.kh, x) * expf(gn - sG[i]) * Vp[i * cols + yy];
+      return acc;
+    });
   }
-  if (a.S_out)
-    for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
-      a.S_out[state_off + (e / cols) * dv + col0 + e % cols] = S[e];
+  if (a.S_out) store_state_cols(a.S_out, S, state_off, dk, dv, cols, col0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -227,8 +227,7 @@ __global__ void __launch_bounds__(kThreads) gdn_state_backward_kernel(Inputs in,
   __shared__ float dO[kMaxChunk * kStateCols];
   __shared__ float sG[kMaxChunk];
   const int64_t state_off = (b * in.d.Hv + h) * dk * dv;
-  for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
-    dS[e] = a.dS_out ? a.dS_out[state_off + (e / cols) * dv + col0 + e % cols] : 0.f;
+  load_state_cols(dS, a.dS_out, state_off, dk, dv, cols, col0);
   for (int64_t c = in.NC - 1; c >= 0; --c) {
     const ChunkIdx ci = chunk_idx(in, c);
     const int64_t n = ci.n;
@@ -255,29 +254,14 @@ __global__ void __launch_bounds__(kThreads) gdn_state_backward_kernel(Inputs in,
       dVpg[j * dv + col0 + yy] = acc;
     }
     __syncthreads();
-    constexpr int kPer = kMaxDim * kStateCols / kThreads;
-    float next[kPer];
-    {
-      int slot = 0;
-      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) {
-        const int64_t x = e / cols, yy = e % cols;
-        float acc = expf(gn) * dS[e];
-        for (int64_t i = 0; i < n; ++i)
-          acc += in.Q(ci.r0 + i, ci.kh, x) * expf(sG[i]) * dO[i * cols + yy] -
-                 Wc[i * dk + x] * dVp[i * cols + yy];
-        next[slot] = acc;
-      }
-    }
-    __syncthreads();
-    {
-      int slot = 0;
-      for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x, ++slot) dS[e] = next[slot];
-    }
-    __syncthreads();
+    update_state_cols(dS, dk, cols, [&](int64_t e, int64_t x, int64_t yy) {
+      float acc = expf(gn) * dS[e];
+      for (int64_t i = 0; i < n; ++i)
+        acc += in.Q(ci.r0 + i, ci.kh, x) * expf(sG[i]) * dO[i * cols + yy] - Wc[i * dk + x] * dVp[i * cols + yy];
+      return acc;
+    });
   }
-  if (a.dS0)
-    for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
-      a.dS0[state_off + (e / cols) * dv + col0 + e % cols] = dS[e];
+  if (a.dS0) store_state_cols(a.dS0, dS, state_off, dk, dv, cols, col0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -292,7 +276,9 @@ struct ChunkGradArgs {
   float* dbeta;
 };
 
-__device__ float block_sum(float v, float* red) {  // fixed-order tree: deterministic
+// The sum over the CTA (kThreads threads) by a fixed halving tree in red (kThreads floats): unlike
+// common.cuh's block_sum (warp sums, then the warps in order), so its bits differ from it.
+__device__ float block_sum_tree_f32(float v, float* red) {
   red[threadIdx.x] = v;
   __syncthreads();
   for (int s = kThreads / 2; s > 0; s >>= 1) {
@@ -346,7 +332,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_grad_kernel(Inputs in, Wor
   // <dS', S> for dG_n (block reduction, fixed order)
   float part = 0.f;
   for (int64_t e = threadIdx.x; e < dk * dv; e += blockDim.x) part += dSl[e] * Se[e];
-  const float dS_dot_S = block_sum(part, red);  // also syncs sD
+  const float dS_dot_S = block_sum_tree_f32(part, red);  // also syncs sD
 
   // A: P = dO S^T, R = V' dS'^T, dW = -dV' S^T  (n x dk)
   for (int64_t e = threadIdx.x; e < n * dk; e += blockDim.x) {
@@ -450,7 +436,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_grad_kernel(Inputs in, Wor
       for (int64_t x = 0; x < dk; ++x) s += RK[i * dk + x];
       part_rk += sD[i] * s;
     }
-    rk_total = block_sum(part_rk, red);
+    rk_total = block_sum_tree_f32(part_rk, red);
   }
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float pq = 0.f, rk = 0.f, s = 0.f;
@@ -550,9 +536,9 @@ void check_rows(int64_t ld, int64_t width, const void* p, const char* op, const 
   DT_CHECK(ld >= width, "{}: {} row stride {} is smaller than a row ({})", op, name, ld, width);
 }
 
-float* alloc_workspace(int64_t floats, cudaStream_t s, const char* op) {
+float* alloc_workspace(int64_t floats, void* pool, cudaStream_t s, const char* op) {
   void* p = nullptr;
-  DT_CUDA_OK(cudaMallocAsync(&p, static_cast<size_t>(floats) * sizeof(float), s), op);
+  DT_CUDA_OK(scratch_malloc(&p, static_cast<size_t>(floats) * sizeof(float), pool, s), op);
   return static_cast<float*>(p);
 }
 
@@ -562,8 +548,6 @@ void launch_check(const char* op, const char* kernel) {
 }
 
 }  // namespace
-
-namespace gdn_cuda {
 
 void check_forward_params(const GdnCudaForwardParams& p, const char* op) {
   const GdnCudaDims& d = p.dims;
@@ -597,37 +581,47 @@ int64_t chunk_workspace_bytes_simt(const GdnCudaDims& d, bool backward) {
   return layout(w, d, backward, nullptr) * 4;
 }
 
+// What the SIMT forward and backward start with: the workspace (from p.pool), the inputs, the
+// grids of the per-chunk and the state-pass kernels, and prep launched.
+struct SimtRun {
+  Workspace w;
+  float* base = nullptr;
+  Inputs in;
+  dim3 chunk_grid, state_grid;
+};
+template <class Params>
+SimtRun start_simt(const Params& p, bool backward, cudaStream_t s, const char* op) {
+  const GdnCudaDims& d = p.dims;
+  SimtRun r;
+  r.base = alloc_workspace(layout(r.w, d, backward, nullptr), p.pool, s, op);
+  layout(r.w, d, backward, r.base);
+  r.in = make_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta);
+  r.chunk_grid = dim3(static_cast<unsigned>(r.in.NC), static_cast<unsigned>(d.Hv), static_cast<unsigned>(d.B));
+  r.state_grid = dim3(static_cast<unsigned>(d.dv / simt_state_cols(d.dv)), static_cast<unsigned>(d.Hv),
+                      static_cast<unsigned>(d.B));
+  gdn_prep_kernel<<<r.chunk_grid, kThreads, 0, s>>>(r.in, r.w);
+  launch_check(op, "gdn_prep_kernel");
+  return r;
+}
+
 void chunk_forward_simt(const GdnCudaForwardParams& p, cudaStream_t s) {
   const char* op = "gdn_chunk_forward_cuda (simt)";
-  const GdnCudaDims& d = p.dims;
   check_forward_params(p, op);
-  Workspace w;
-  float* base = alloc_workspace(layout(w, d, false, nullptr), s, op);
-  layout(w, d, false, base);
-  const Inputs in = make_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta);
-  const dim3 chunk_grid(static_cast<unsigned>(in.NC), static_cast<unsigned>(d.Hv), static_cast<unsigned>(d.B));
-  const dim3 state_grid(static_cast<unsigned>(d.dv / simt_state_cols(d.dv)), static_cast<unsigned>(d.Hv),
-                        static_cast<unsigned>(d.B));
-  gdn_prep_kernel<<<chunk_grid, kThreads, 0, s>>>(in, w);
-  launch_check(op, "gdn_prep_kernel");
-  gdn_state_forward_kernel<<<state_grid, kThreads, 0, s>>>(in, w, StatePassArgs{p.S0, p.o, p.ld_o, p.S_out, false});
+  const SimtRun r = start_simt(p, false, s, op);
+  gdn_state_forward_kernel<<<r.state_grid, kThreads, 0, s>>>(r.in, r.w,
+                                                             StatePassArgs{p.S0, p.o, p.ld_o, p.S_out, false});
   launch_check(op, "gdn_state_forward_kernel");
-  DT_CUDA_OK(cudaFreeAsync(base, s), op);
+  DT_CUDA_OK(cudaFreeAsync(r.base, s), op);
 }
 
 void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s) {
   const char* op = "gdn_chunk_backward_cuda (simt)";
   const GdnCudaDims& d = p.dims;
   check_backward_params(p, op);
-  Workspace w;
-  float* base = alloc_workspace(layout(w, d, true, nullptr), s, op);
-  layout(w, d, true, base);
-  const Inputs in = make_inputs(d, p.q, p.k, p.v, p.ld_q, p.ld_k, p.ld_v, p.g, p.beta);
-  const dim3 chunk_grid(static_cast<unsigned>(in.NC), static_cast<unsigned>(d.Hv), static_cast<unsigned>(d.B));
-  const dim3 state_grid(static_cast<unsigned>(d.dv / simt_state_cols(d.dv)), static_cast<unsigned>(d.Hv),
-                        static_cast<unsigned>(d.B));
-  gdn_prep_kernel<<<chunk_grid, kThreads, 0, s>>>(in, w);
-  launch_check(op, "gdn_prep_kernel");
+  const SimtRun r = start_simt(p, true, s, op);
+  const Inputs& in = r.in;
+  const Workspace& w = r.w;
+  const dim3 chunk_grid = r.chunk_grid, state_grid = r.state_grid;
   gdn_state_forward_kernel<<<state_grid, kThreads, 0, s>>>(in, w, StatePassArgs{p.S0, nullptr, 0, nullptr, true});
   launch_check(op, "gdn_state_forward_kernel");
   gdn_state_backward_kernel<<<state_grid, kThreads, 0, s>>>(in, w, StateGradArgs{p.d_o, p.ld_do, p.dS_out, p.dS0});
@@ -640,9 +634,7 @@ void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s) {
   launch_check(op, "gdn_sum_heads_kernel (dq)");
   gdn_sum_heads_kernel<<<blocks, 256, 0, s>>>(w.dk_vh, p.dk, p.ld_dk, rows, d.Hk, d.Hv, d.dk);
   launch_check(op, "gdn_sum_heads_kernel (dk)");
-  DT_CUDA_OK(cudaFreeAsync(base, s), op);
+  DT_CUDA_OK(cudaFreeAsync(r.base, s), op);
 }
 
-}  // namespace gdn_cuda
-
-}  // namespace dt
+}  // namespace dt::cuda

@@ -1,18 +1,15 @@
 // Device-side pieces shared by the GDN chunk kernels (kernels/cuda/gdn_chunk.cu): bf16 loads
-// and stores and the fp32 workspace layout; the launch check is DT_CUDA_OK (core/cuda_check.h).
+// and stores and the fp32 workspace layout. The device toolbox (bf16 conversions, reductions,
+// programmatic dependent launch, scratch) is common.cuh; the launch check is DT_CUDA_OK
+// (core/cuda_check.h, through common.cuh).
 #pragma once
-
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "core/error.h"
-#include "core/cuda_check.h"  // DT_CUDA_OK: every launch and runtime call goes through it
+#include "kernels/cuda/common.cuh"
 #include "kernels/gdn_cuda.h"
 
-namespace dt {
-namespace gdn_cuda {
+namespace dt::cuda {
 
 // Tile sizes, at the top of the file (docs/architecture.md). These kernels are simple on purpose:
 // one CTA of kThreads per (batch, head, chunk) for the per-chunk parts, one CTA per (batch, head,
@@ -32,11 +29,21 @@ __host__ __device__ __forceinline__ int simt_state_cols(int64_t dv) {
   return dv % 32 == 0 ? 32 : (dv % 16 == 0 ? 16 : 8);
 }
 
-__device__ __forceinline__ float ld_bf16(const uint16_t* p) {
-  return __bfloat162float(__ushort_as_bfloat16(*p));
+__device__ __forceinline__ float ld_bf16(const uint16_t* p) { return bf16_bits_to_f32(*p); }
+__device__ __forceinline__ void st_bf16(uint16_t* p, float x) { *p = f32_to_bf16_bits(x); }
+
+// The SIMT state passes' slice of one head's dk x dv fp32 state: columns [col0, col0 + cols) of
+// the state at `state` + state_off, held as S[x * cols + y] (shared memory), strided over the CTA.
+// Loaded as zeros where src is null.
+__device__ __forceinline__ void load_state_cols(float* S, const float* src, int64_t state_off, int64_t dk, int64_t dv,
+                                                int64_t cols, int64_t col0) {
+  for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
+    S[e] = src ? src[state_off + (e / cols) * dv + col0 + e % cols] : 0.f;
 }
-__device__ __forceinline__ void st_bf16(uint16_t* p, float x) {
-  *p = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+__device__ __forceinline__ void store_state_cols(float* dst, const float* S, int64_t state_off, int64_t dk, int64_t dv,
+                                                 int64_t cols, int64_t col0) {
+  for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
+    dst[state_off + (e / cols) * dv + col0 + e % cols] = S[e];
 }
 
 // Per-(batch, value head, chunk) fp32 workspace, each block sized for a full chunk C (rows past
@@ -70,5 +77,4 @@ void chunk_forward_simt(const GdnCudaForwardParams& p, cudaStream_t s);
 void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s);
 int64_t chunk_workspace_bytes_simt(const GdnCudaDims& d, bool backward);
 
-}  // namespace gdn_cuda
-}  // namespace dt
+}  // namespace dt::cuda

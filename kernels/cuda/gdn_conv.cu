@@ -20,9 +20,7 @@
 #include "kernels/cuda/gdn_chunk.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -43,13 +41,13 @@ __device__ __forceinline__ uint32_t load_raw(const uint16_t* __restrict__ p) {
 }
 template <int V>
 __device__ __forceinline__ float unpack(uint32_t raw, int v) {
-  return __bfloat162float(__ushort_as_bfloat16(static_cast<uint16_t>(v == 0 ? raw & 0xffffu : raw >> 16)));
+  return bf16_bits_to_f32(static_cast<uint16_t>(v == 0 ? raw & 0xffffu : raw >> 16));
 }
 template <int V>
 __device__ __forceinline__ void store_vec(uint16_t* __restrict__ p, const float (&f)[V]) {
   if constexpr (V == 2) {
-    *reinterpret_cast<uint32_t*>(p) = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(f[0]))) |
-                                      (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(f[1]))) << 16);
+    *reinterpret_cast<uint32_t*>(p) =
+        static_cast<uint32_t>(f32_to_bf16_bits(f[0])) | (static_cast<uint32_t>(f32_to_bf16_bits(f[1])) << 16);
   } else {
     st_bf16(p, f[0]);
   }
@@ -293,6 +291,12 @@ struct BackwardLaunch {
 
 }  // namespace
 
+}  // namespace dt::cuda
+
+namespace dt {
+
+using namespace cuda;
+
 void gdn_conv_forward_cuda(const GdnCudaConvParams& p, void* stream) {
   const char* op = "gdn_conv_forward_cuda";
   check(p, op);
@@ -315,7 +319,7 @@ void gdn_conv_backward_cuda(const GdnCudaConvParams& p, void* stream) {
   const dim3 grid = conv_grid(p, kBackwardRows, vec ? 2 : 1, op);
   const int64_t groups = grid.x;
   float* partial = nullptr;
-  DT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&partial), groups * p.C * p.K * sizeof(float), s), op);
+  DT_CUDA_OK(scratch_malloc(reinterpret_cast<void**>(&partial), groups * p.C * p.K * sizeof(float), p.pool, s), op);
   dispatch<BackwardLaunch>(p.K, vec, p, grid, s, partial);
   DT_CUDA_OK(cudaGetLastError(), op);
   gdn_conv_dw_sum_kernel<<<static_cast<unsigned>((p.C * p.K + 255) / 256), 256, 0, s>>>(p, partial, groups);

@@ -2,7 +2,7 @@
 // small function, so that kernels/cuda/gdn_tc.cuh and the kernels never spell PTX themselves:
 //   mma.sync.m16n8k16 (bf16 x bf16 -> fp32), ldmatrix (x4, plain and transposed), stmatrix,
 //   cp.async (16 bytes, zero-filling), the fences and counters between CTAs, and the dynamic
-//   shared-memory base.
+//   shared-memory base. Programmatic dependent launch is common.cuh's.
 // Fragment layout of mma.sync.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"), lane = 4 g + t:
 //   A 16x16 row-major: a[0] = A[g][2t, 2t+1]  a[1] = A[g+8][2t, 2t+1]  a[2] = A[g][2t+8, 2t+9]  a[3] = A[g+8][2t+8, 2t+9]
 //   B 16x8:            b[0] = B[2t, 2t+1][g]  b[1] = B[2t+8, 2t+9][g]
@@ -15,8 +15,7 @@
 
 #include <cstdint>
 
-namespace dt {
-namespace gdn_cuda {
+namespace dt::cuda {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -61,13 +60,6 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int sr
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(src_bytes)
                : "memory");
 }
-// Programmatic dependent launch (sm_90): the next kernel of the stream, when launched with
-// cudaLaunchAttributeProgrammaticStreamSerialization, may start once every CTA of this one has
-// called grid_launch_dependents (or exited); grid_dependency_wait waits until the kernel before
-// this one has completed and its writes are visible. Both are no-ops without such a launch.
-__device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
 // Counters between CTAs: flag_fence then flag_add_fenced publish, at GPU scope, everything this
 // thread's CTA wrote before a barrier the thread passed (a release fence, then the adds: several
 // counters may follow one fence); flag_wait_at_least spins (acquire loads) until a counter reaches
@@ -129,5 +121,4 @@ __device__ __forceinline__ unsigned char* dynamic_smem() {
   return gdn_dynamic_smem;
 }
 
-}  // namespace gdn_cuda
-}  // namespace dt
+}  // namespace dt::cuda

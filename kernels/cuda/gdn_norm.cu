@@ -10,7 +10,8 @@
 // GDN head dims, e.g. the golden Qwen3.5 files).
 // dw is reduced without atomics in two passes: each CTA of the first pass sums its fixed range of
 // (row, head) items in a fixed order into its own partial row, the second pass adds the partial
-// rows in a fixed order (32 lanes per column, then the lanes in order). Same inputs, same bits.
+// rows in a fixed order (common.cuh's column sum: 32 lanes per column, then the lanes in order).
+// Same inputs, same bits.
 //
 // The backward takes one sigmoid per element, s = sigmoid(z), with the math arranged so that no
 // more values stay live across the two group sums than needed (o, c, b, w):
@@ -29,9 +30,7 @@
 #include "kernels/cuda/gdn_chunk.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -45,7 +44,7 @@ constexpr int kNormMaxBlocks = 1024;     // partial rows of dw
 // bits depend on the sizes only.
 constexpr int kNormBwdWaveCtas = 132 * 3;
 
-__device__ __forceinline__ float silu_f(float x) { return x * sigmoid_f(x); }
+__device__ __forceinline__ float silu_f(float x) { return x * sigmoid_stable_f32(x); }
 
 // sigmoid(x) without a branch and without e^|x|: e = e^-|x| in (0, 1], 1 / (1 + e) for x >= 0,
 // e / (1 + e) below; ex2.approx and rcp.approx (__expf, __fdividef; see the top of the file).
@@ -85,7 +84,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_norm_forward_kernel(GdnCu
       const bool on = item < items && vec < l.nvec;
 #pragma unroll
       for (int k = 0; k < V; ++k) ov[i][k] = 0.f, zv[i][k] = 0.f;
-      if (on) load_bf16v<V>(p.o + item * p.d + vec * V, ov[i]), load_bf16v<V>(p.z + item * p.d + vec * V, zv[i]);
+      if (on) load_bf16<V>(p.o + item * p.d + vec * V, ov[i]), load_bf16<V>(p.z + item * p.d + vec * V, zv[i]);
 #pragma unroll
       for (int k = 0; k < V; ++k) ss += ov[i][k] * ov[i][k];
     }
@@ -98,7 +97,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_norm_forward_kernel(GdnCu
       load_f32v<V>(p.w + vec * V, wv);
 #pragma unroll
       for (int k = 0; k < V; ++k) out[k] = ov[i][k] * r * wv[k] * silu_f(zv[i][k]);
-      store_bf16v<V>(p.y + item * p.d + vec * V, out);
+      store_bf16<V>(p.y + item * p.d + vec * V, out);
     }
   }
 }
@@ -107,12 +106,12 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_norm_forward_kernel(GdnCu
 // pipelined kernel holds in flight, 3 x NV x 2V bytes.
 template <int V, int NV>
 struct NormRaw {
-  typename Bf16Vec<V>::type o[NV], z[NV], dy[NV];
+  typename Bf16Word<V>::type o[NV], z[NV], dy[NV];
 };
 template <int V, int NV>
 __device__ __forceinline__ void norm_load_raw(NormRaw<V, NV>& x, const GdnCudaNormParams& p, const NormLane& l,
                                               int64_t item, int64_t last) {
-  using Raw = typename Bf16Vec<V>::type;
+  using Raw = typename Bf16Word<V>::type;
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
     const int vec = l.g + l.G * i;
@@ -126,14 +125,14 @@ __device__ __forceinline__ void norm_load_raw(NormRaw<V, NV>& x, const GdnCudaNo
   }
 }
 template <int V>
-__device__ __forceinline__ void bf16_unpack(const typename Bf16Vec<V>::type& raw, float (&f)[V]) {
+__device__ __forceinline__ void bf16_unpack(const typename Bf16Word<V>::type& raw, float (&f)[V]) {
   union {
-    typename Bf16Vec<V>::type raw;
+    typename Bf16Word<V>::type raw;
     uint16_t h[V];
   } u;
   u.raw = raw;
 #pragma unroll
-  for (int k = 0; k < V; ++k) f[k] = __bfloat162float(__ushort_as_bfloat16(u.h[k]));
+  for (int k = 0; k < V; ++k) f[k] = bf16_bits_to_f32(u.h[k]);
 }
 
 // Pass 1: d_o, dz over the CTA's items [first, first + per_block), and partial[blockIdx.x][:] =
@@ -196,7 +195,7 @@ __global__ void __launch_bounds__(kNormWarps * 32, kPrefetch ? 3 : 1)
         dw[i][k] += cv[i][k] * n;
       }
       const int64_t e = item * p.d + vec * V;
-      store_bf16v<V>(p.d_o + e, d_o), store_bf16v<V>(p.dz + e, dz);
+      store_bf16<V>(p.d_o + e, d_o), store_bf16<V>(p.dz + e, dz);
     }
     if constexpr (kPrefetch) cur = next;
   }
@@ -214,26 +213,6 @@ __global__ void __launch_bounds__(kNormWarps * 32, kPrefetch ? 3 : 1)
   }
 }
 
-// Pass 2: dw[f] += sum over blocks of partial[b][f]. CTA of 32 columns x 32 row lanes: lane j sums
-// rows j, j + 32, ... in order, then the 32 lane sums are added in order (fixed for given sizes).
-constexpr int kDwLanes = 32;
-__global__ void __launch_bounds__(32 * kDwLanes) gdn_norm_dw_kernel(const float* partial, int blocks, int64_t d,
-                                                                    float* dw) {
-  __shared__ float red[kDwLanes][33];
-  const int col = threadIdx.x % 32, j = threadIdx.x / 32;
-  const int64_t f = blockIdx.x * 32 + col;
-  float s = 0.f;
-  if (f < d)
-    for (int b = j; b < blocks; b += kDwLanes) s += partial[b * d + f];
-  red[j][col] = s;
-  __syncthreads();
-  if (j == 0 && f < d) {
-    float t = 0.f;
-    for (int jj = 0; jj < kDwLanes; ++jj) t += red[jj][col];
-    dw[f] += t;
-  }
-}
-
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
 void check_norm(const GdnCudaNormParams& p, const char* op) {
@@ -246,7 +225,21 @@ void check_norm(const GdnCudaNormParams& p, const char* op) {
 // Items per warp step for a head dim (as the kernels' norm_lane).
 int64_t items_per_warp(int64_t d, int V) { return 32 / head_group_size(static_cast<int>(d / V)); }
 
+// The 16-byte path pipelined (the next item's loads in flight, one wave of CTAs); the 1-feature
+// fallback (misaligned tensors) spills when pipelined and is not.
+template <int V, int NV>
+void launch_norm_backward(unsigned blocks, const GdnCudaNormParams& p, float* partial, int64_t per_block,
+                          cudaStream_t s) {
+  gdn_norm_backward_one_sigmoid_kernel<V, NV, V != 1><<<blocks, kNormWarps * 32, 0, s>>>(p, partial, per_block);
+}
+
 }  // namespace
+
+}  // namespace dt::cuda
+
+namespace dt {
+
+using namespace cuda;
 
 void gdn_norm_forward_cuda(const GdnCudaNormParams& p, void* stream) {
   const char* op = "gdn_norm_forward_cuda";
@@ -264,18 +257,6 @@ void gdn_norm_forward_cuda(const GdnCudaNormParams& p, void* stream) {
     gdn_norm_forward_kernel<1, kNormMaxElems><<<blocks, kNormWarps * 32, 0, s>>>(p);
   DT_CUDA_OK(cudaGetLastError(), op);
 }
-
-namespace {
-
-// The 16-byte path pipelined (the next item's loads in flight, one wave of CTAs); the 1-feature
-// fallback (misaligned tensors) spills when pipelined and is not.
-template <int V, int NV>
-void launch_norm_backward(unsigned blocks, const GdnCudaNormParams& p, float* partial, int64_t per_block,
-                          cudaStream_t s) {
-  gdn_norm_backward_one_sigmoid_kernel<V, NV, V != 1><<<blocks, kNormWarps * 32, 0, s>>>(p, partial, per_block);
-}
-
-}  // namespace
 
 void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream) {
   const char* op = "gdn_norm_backward_cuda";
@@ -301,15 +282,16 @@ void gdn_norm_backward_cuda(const GdnCudaNormParams& p, void* stream) {
   }
   const int blocks = static_cast<int>((items + per_block - 1) / per_block);
   void* partial = nullptr;
-  DT_CUDA_OK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.d * sizeof(float), s), op);
+  DT_CUDA_OK(scratch_malloc(&partial, static_cast<size_t>(blocks) * p.d * sizeof(float), p.pool, s), op);
   if (vec)
     launch_norm_backward<8, 1>(static_cast<unsigned>(blocks), p, static_cast<float*>(partial), per_block, s);
   else
     launch_norm_backward<1, kNormMaxElems>(static_cast<unsigned>(blocks), p, static_cast<float*>(partial), per_block,
                                            s);
   DT_CUDA_OK(cudaGetLastError(), op);
-  gdn_norm_dw_kernel<<<static_cast<unsigned>((p.d + 31) / 32), 32 * kDwLanes, 0, s>>>(static_cast<const float*>(partial),
-                                                                                    blocks, p.d, p.dw);
+  // Pass 2: dw[f] += sum over the partial rows, common.cuh's column sum.
+  const auto* partial_rows = static_cast<const float*>(partial);
+  column_sum_add_kernel<int><<<column_sum_grid(p.d), kColumnSumThreads, 0, s>>>(p.dw, partial_rows, blocks, p.d);
   DT_CUDA_OK(cudaGetLastError(), op);
   DT_CUDA_OK(cudaFreeAsync(partial, s), op);
 }

@@ -1,6 +1,6 @@
 // The Tensor-level Gated DeltaNet ops of kernels/cuda_ops.h: the shapes checked as on the CPU
 // (kernels/gdn_op_checks.h), then devices and dtypes, then the launchers' parameters
-// (kernels/gdn_cuda.h), launched on the context's stream.
+// (kernels/gdn_cuda.h), launched on the context's stream with scratch from the context's pool.
 //
 // Dtypes (kernels/ops.h, gdn section): q, k, v, o, d_o and their gradients, the conv's and the
 // gated norm's activations bf16; the gates, their inputs and gradients, the conv and norm weights
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda_context.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/gdn_cuda.h"
 #include "kernels/gdn_op_checks.h"
@@ -61,21 +62,31 @@ GdnCudaDims cuda_dims(const GdnDims& d, int chunk) {
   return c;
 }
 
-// The forward's parameters (checks included); the chunked and the recurrent forms share them.
-GdnCudaForwardParams forward_params(const char* op, const Tensor& o, const Tensor& S_out, const Tensor& q,
-                                    const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                                    const Tensor& S0, int chunk) {
+// The inputs the forward and the backward parameters share (checks included): dims, q, k, v and
+// their row strides, g, beta, S0, and the context's scratch pool.
+template <class Params>
+GdnDims delta_inputs(Params& p, const Context& ctx, const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const Tensor& g, const Tensor& beta, const Tensor& S0, int chunk) {
   const GdnDims d = delta_dims(q, v, op);
-  GdnCudaForwardParams p;
   p.dims = cuda_dims(d, chunk);
   p.ld_q = bf16_rows(q, qk_shape(d), op, "q");
   p.ld_k = bf16_rows(k, qk_shape(d), op, "k");
   p.ld_v = bf16_rows(v, v_shape(d), op, "v");
-  p.ld_o = bf16_rows(o, v_shape(d), op, "o");
-  p.q = bf16_ptr(q), p.k = bf16_ptr(k), p.v = bf16_ptr(v), p.o = bf16_mut(o);
+  p.q = bf16_ptr(q), p.k = bf16_ptr(k), p.v = bf16_ptr(v);
   p.g = f32(g, gate_shape(d), op, "g");
   p.beta = f32(beta, gate_shape(d), op, "beta");
   p.S0 = f32_or_null(S0, state_shape(d), op, "S0");
+  p.pool = cuda_scratch_pool(ctx);
+  return d;
+}
+
+// The forward's parameters (checks included); the chunked and the recurrent forms share them.
+GdnCudaForwardParams forward_params(const Context& ctx, const char* op, const Tensor& o, const Tensor& S_out,
+                                    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                    const Tensor& beta, const Tensor& S0, int chunk) {
+  GdnCudaForwardParams p;
+  const GdnDims d = delta_inputs(p, ctx, op, q, k, v, g, beta, S0, chunk);
+  p.ld_o = bf16_rows(o, v_shape(d), op, "o"), p.o = bf16_mut(o);
   p.S_out = const_cast<float*>(f32_or_null(S_out, state_shape(d), op, "S_out"));
   return p;
 }
@@ -107,36 +118,40 @@ void l2norm(Context& ctx, const Tensor& out, const Tensor& dy, const Tensor& x, 
 }
 
 // The conv's parameters: x, y, dy, dx bf16 [B, T, C] contiguous; w, dw fp32.
-GdnCudaConvParams conv_params(const char* op, const Tensor& x, const Tensor& w) {
+GdnCudaConvParams conv_params(const Context& ctx, const char* op, const Tensor& x, const Tensor& w) {
   const ConvDims c = conv_dims(x, w, op);
   check_tensor(x, DType::kBF16, x.shape, op, "x");
   DT_CHECK(x.is_contiguous(), "{}: x {} must be contiguous", op, x.str());
   check_tensor(w, DType::kF32, w.shape, op, "w");
   GdnCudaConvParams p;
   p.B = c.B, p.T = c.T, p.C = c.C, p.K = c.K, p.x = bf16_ptr(x), p.w = static_cast<const float*>(w.data);
+  p.pool = cuda_scratch_pool(ctx);
   return p;
 }
 
 // The gated RMSNorm's parameters: o, z (and y, dy, d_o, dz) bf16 [B, T, Hv, dv] contiguous; w, dw fp32 [dv].
-GdnCudaNormParams norm_params(const char* op, const Tensor& o, const Tensor& z, const Tensor& w, double eps) {
+GdnCudaNormParams norm_params(const Context& ctx, const char* op, const Tensor& o, const Tensor& z, const Tensor& w,
+                              double eps) {
   check_ndim(o, 4, op, "o", "[B, T, Hv, dv]");
   GdnCudaNormParams p;
   p.o = bf16_contiguous(o, o.shape, op, "o");
   p.z = bf16_contiguous(z, o.shape, op, "z");
   p.w = f32(w, Shape{o.size(3)}, op, "w");
   p.rows = o.size(0) * o.size(1), p.H = o.size(2), p.d = o.size(3), p.eps = static_cast<float>(eps);
+  p.pool = cuda_scratch_pool(ctx);
   return p;
 }
 
 // The gates' parameters: a, b fp32 [B, T, Hv] contiguous; A_log, dt_bias fp32 [Hv].
-GdnCudaGatesParams gates_params(const char* op, const Tensor& a, const Tensor& b, const Tensor& A_log,
-                                const Tensor& dt_bias) {
+GdnCudaGatesParams gates_params(const Context& ctx, const char* op, const Tensor& a, const Tensor& b,
+                                const Tensor& A_log, const Tensor& dt_bias) {
   check_ndim(a, 3, op, "a", "[B, T, Hv]");
   GdnCudaGatesParams p;
   p.rows = a.size(0) * a.size(1), p.H = a.size(2);
   const Shape hs{p.H};
   p.a = f32(a, a.shape, op, "a"), p.b = f32(b, a.shape, op, "b");
   p.A_log = f32(A_log, hs, op, "A_log"), p.dt_bias = f32(dt_bias, hs, op, "dt_bias");
+  p.pool = cuda_scratch_pool(ctx);
   return p;
 }
 
@@ -144,7 +159,7 @@ GdnCudaGatesParams gates_params(const char* op, const Tensor& a, const Tensor& b
 
 void gdn_conv_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w) {
   const char* op = "gdn_conv_forward";
-  GdnCudaConvParams p = conv_params(op, x, w);
+  GdnCudaConvParams p = conv_params(ctx, op, x, w);
   p.y = bf16_contiguous(y, x.shape, op, "y");
   gdn_conv_forward_cuda(p, ctx.stream);
 }
@@ -152,7 +167,7 @@ void gdn_conv_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tens
 void gdn_conv_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                        const Tensor& w) {
   const char* op = "gdn_conv_backward";
-  GdnCudaConvParams p = conv_params(op, x, w);
+  GdnCudaConvParams p = conv_params(ctx, op, x, w);
   p.dy = bf16_contiguous(dy, x.shape, op, "dy");
   p.dx = bf16_contiguous(dx, x.shape, op, "dx");
   check_tensor(dw, DType::kF32, w.shape, op, "dw");
@@ -172,7 +187,7 @@ void gdn_l2norm_backward(Context& ctx, const Tensor& dx, const Tensor& dy, const
 void gdn_gates_forward(Context& ctx, const Tensor& g, const Tensor& beta, const Tensor& a, const Tensor& b,
                        const Tensor& A_log, const Tensor& dt_bias) {
   const char* op = "gdn_gates_forward";
-  GdnCudaGatesParams p = gates_params(op, a, b, A_log, dt_bias);
+  GdnCudaGatesParams p = gates_params(ctx, op, a, b, A_log, dt_bias);
   p.g = f32(g, a.shape, op, "g"), p.beta = f32(beta, a.shape, op, "beta");
   gdn_gates_forward_cuda(p, ctx.stream);
 }
@@ -181,7 +196,7 @@ void gdn_gates_backward(Context& ctx, const Tensor& da, const Tensor& db, const 
                         const Tensor& ddt_bias, const Tensor& dg, const Tensor& dbeta, const Tensor& a,
                         const Tensor& b, const Tensor& A_log, const Tensor& dt_bias) {
   const char* op = "gdn_gates_backward";
-  GdnCudaGatesParams p = gates_params(op, a, b, A_log, dt_bias);
+  GdnCudaGatesParams p = gates_params(ctx, op, a, b, A_log, dt_bias);
   const Shape hs{p.H};
   p.dg = f32(dg, a.shape, op, "dg"), p.dbeta = f32(dbeta, a.shape, op, "dbeta");
   p.da = f32(da, a.shape, op, "da"), p.db = f32(db, a.shape, op, "db");
@@ -196,13 +211,13 @@ void gdn_recurrent_forward(Context& ctx, const Tensor& o, const Tensor& S_out, c
                            const GdnQkL2Norm& l2) {
   const char* op = "gdn_recurrent_forward";
   if (!qk_l2norm_forward(l2, op))
-    return gdn_recurrent_forward_cuda(forward_params(op, o, S_out, q, k, v, g, beta, S0, 64), ctx.stream);
+    return gdn_recurrent_forward_cuda(forward_params(ctx, op, o, S_out, q, k, v, g, beta, S0, 64), ctx.stream);
   const GdnDims d = delta_dims(q, v, op);
   bf16_contiguous(l2.q_hat, qk_shape(d), op, "q_hat");
   bf16_contiguous(l2.k_hat, qk_shape(d), op, "k_hat");
   l2norm(ctx, l2.q_hat, Tensor(), q, l2.q_scale, false, l2.q_rnorm);
   l2norm(ctx, l2.k_hat, Tensor(), k, l2.k_scale, false, l2.k_rnorm);
-  gdn_recurrent_forward_cuda(forward_params(op, o, S_out, l2.q_hat, l2.k_hat, v, g, beta, S0, 64), ctx.stream);
+  gdn_recurrent_forward_cuda(forward_params(ctx, op, o, S_out, l2.q_hat, l2.k_hat, v, g, beta, S0, 64), ctx.stream);
 }
 
 void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const Tensor& q, const Tensor& k,
@@ -210,7 +225,7 @@ void gdn_chunk_forward(Context& ctx, const Tensor& o, const Tensor& S_out, const
                        const Tensor& saved, const GdnQkL2Norm& l2) {
   const char* op = "gdn_chunk_forward";
   check_chunk(chunk, op);
-  GdnCudaForwardParams p = forward_params(op, o, S_out, q, k, v, g, beta, S0, chunk);
+  GdnCudaForwardParams p = forward_params(ctx, op, o, S_out, q, k, v, g, beta, S0, chunk);
   p.saved = saved_ptr(saved, p.dims, op);
   if (qk_l2norm_forward(l2, op)) {
     const GdnCudaDims& d = p.dims;
@@ -229,21 +244,14 @@ void gdn_chunk_backward(Context& ctx, const Tensor& dq, const Tensor& dk, const 
                         const Tensor& S0, int chunk, const Tensor& saved, const GdnQkL2Norm& l2) {
   const char* op = "gdn_chunk_backward";
   check_chunk(chunk, op);
-  const GdnDims d = delta_dims(q, v, op);
   GdnCudaBackwardParams p;
-  p.dims = cuda_dims(d, chunk);
-  p.ld_q = bf16_rows(q, qk_shape(d), op, "q");
-  p.ld_k = bf16_rows(k, qk_shape(d), op, "k");
-  p.ld_v = bf16_rows(v, v_shape(d), op, "v");
+  const GdnDims d = delta_inputs(p, ctx, op, q, k, v, g, beta, S0, chunk);
   p.ld_do = bf16_rows(d_o, v_shape(d), op, "d_o");
   p.ld_dq = bf16_rows(dq, qk_shape(d), op, "dq");
   p.ld_dk = bf16_rows(dk, qk_shape(d), op, "dk");
   p.ld_dv = bf16_rows(dv, v_shape(d), op, "dv");
-  p.q = bf16_ptr(q), p.k = bf16_ptr(k), p.v = bf16_ptr(v), p.d_o = bf16_ptr(d_o);
+  p.d_o = bf16_ptr(d_o);
   p.dq = bf16_mut(dq), p.dk = bf16_mut(dk), p.dv = bf16_mut(dv);
-  p.g = f32(g, gate_shape(d), op, "g");
-  p.beta = f32(beta, gate_shape(d), op, "beta");
-  p.S0 = f32_or_null(S0, state_shape(d), op, "S0");
   p.dS_out = f32_or_null(dS_out, state_shape(d), op, "dS_out");
   p.dg = f32(dg, gate_shape(d), op, "dg");
   p.dbeta = f32(dbeta, gate_shape(d), op, "dbeta");
@@ -266,7 +274,7 @@ int64_t gdn_chunk_saved_elems(int64_t B, int64_t T, int64_t Hk, int64_t Hv, int6
 void gdn_norm_forward(Context& ctx, const Tensor& y, const Tensor& o, const Tensor& z, const Tensor& w,
                       double eps) {
   const char* op = "gdn_norm_forward";
-  GdnCudaNormParams p = norm_params(op, o, z, w, eps);
+  GdnCudaNormParams p = norm_params(ctx, op, o, z, w, eps);
   p.y = bf16_contiguous(y, o.shape, op, "y");
   gdn_norm_forward_cuda(p, ctx.stream);
 }
@@ -274,7 +282,7 @@ void gdn_norm_forward(Context& ctx, const Tensor& y, const Tensor& o, const Tens
 void gdn_norm_backward(Context& ctx, const Tensor& d_o, const Tensor& dz, const Tensor& dw, const Tensor& dy,
                        const Tensor& o, const Tensor& z, const Tensor& w, double eps) {
   const char* op = "gdn_norm_backward";
-  GdnCudaNormParams p = norm_params(op, o, z, w, eps);
+  GdnCudaNormParams p = norm_params(ctx, op, o, z, w, eps);
   p.dy = bf16_contiguous(dy, o.shape, op, "dy");
   p.d_o = bf16_contiguous(d_o, o.shape, op, "d_o");
   p.dz = bf16_contiguous(dz, o.shape, op, "dz");

@@ -11,9 +11,7 @@
 #include "kernels/cuda/gdn_mma.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -40,8 +38,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_l2norm_kernel(GdnCuda
 #pragma unroll
       for (int k = 0; k < V; ++k) xv[i][k] = 0.f, dyv[i][k] = 0.f;
       if (on) {
-        load_bf16v<V>(p.x + x0 + vec * V, xv[i]);
-        if (backward) load_bf16v<V>(p.dy + dy0 + vec * V, dyv[i]);
+        load_bf16<V>(p.x + x0 + vec * V, xv[i]);
+        if (backward) load_bf16<V>(p.dy + dy0 + vec * V, dyv[i]);
       }
 #pragma unroll
       for (int k = 0; k < V; ++k) ss += xv[i][k] * xv[i][k];
@@ -67,7 +65,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_l2norm_kernel(GdnCuda
 #pragma unroll
       for (int k = 0; k < V; ++k)
         out[k] = backward ? p.scale * inv * (dyv[i][k] - xv[i][k] * xs * dot) : p.scale * xv[i][k] * inv;
-      store_bf16v<V>(p.y + y0 + vec * V, out);
+      store_bf16<V>(p.y + y0 + vec * V, out);
     }
   }
 }
@@ -76,8 +74,8 @@ __global__ void gdn_gates_forward_kernel(GdnCudaGatesParams p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.rows * p.H;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t h = i % p.H;
-    p.g[i] = -expf(p.A_log[h]) * softplus_f(p.a[i] + p.dt_bias[h]);
-    p.beta[i] = sigmoid_f(p.b[i]);
+    p.g[i] = -expf(p.A_log[h]) * softplus_f32(p.a[i] + p.dt_bias[h]);
+    p.beta[i] = sigmoid_stable_f32(p.b[i]);
   }
 }
 
@@ -93,11 +91,11 @@ __global__ void gdn_gates_backward_kernel(GdnCudaGatesParams p, int64_t rows_per
   float sum_da = 0.f, sum_dA = 0.f;
   for (int64_t i = r0 * H + threadIdx.x; i < r1 * H; i += blockDim.x) {
     const float x = p.a[i] + bias;
-    const float da = -p.dg[i] * rate * sigmoid_f(x);
+    const float da = -p.dg[i] * rate * sigmoid_stable_f32(x);
     p.da[i] = da;
     sum_da += da;
-    sum_dA += p.dg[i] * (-rate * softplus_f(x));
-    const float s = sigmoid_f(p.b[i]);
+    sum_dA += p.dg[i] * (-rate * softplus_f32(x));
+    const float s = sigmoid_stable_f32(p.b[i]);
     p.db[i] = p.dbeta[i] * s * (1.f - s);
   }
   red[2 * threadIdx.x] = sum_da, red[2 * threadIdx.x + 1] = sum_dA;
@@ -167,6 +165,12 @@ void run_l2norm(const GdnCudaL2NormParams& p, void* stream, bool backward, const
 
 }  // namespace
 
+}  // namespace dt::cuda
+
+namespace dt {
+
+using namespace cuda;
+
 void gdn_l2norm_forward_cuda(const GdnCudaL2NormParams& p, void* stream) {
   run_l2norm(p, stream, false, "gdn_l2norm_forward_cuda");
 }
@@ -198,7 +202,7 @@ void gdn_gates_backward_cuda(const GdnCudaGatesParams& p, void* stream) {
   const int64_t rows_per_block = std::max<int64_t>(threads / p.H, (p.rows + 2047) / 2048);
   const int blocks = static_cast<int>((p.rows + rows_per_block - 1) / rows_per_block);
   void* partial = nullptr;
-  DT_CUDA_OK(cudaMallocAsync(&partial, static_cast<size_t>(blocks) * p.H * 2 * sizeof(float), s), op);
+  DT_CUDA_OK(scratch_malloc(&partial, static_cast<size_t>(blocks) * p.H * 2 * sizeof(float), p.pool, s), op);
   gdn_gates_backward_kernel<<<static_cast<unsigned>(blocks), threads, threads * 2 * sizeof(float), s>>>(
       p, rows_per_block, static_cast<float*>(partial));
   DT_CUDA_OK(cudaGetLastError(), op);

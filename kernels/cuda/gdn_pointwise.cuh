@@ -1,26 +1,21 @@
-// Small device helpers of the GDN pointwise kernels (kernels/cuda/gdn_pointwise.cu).
+// Small device helpers of the GDN pointwise kernels (kernels/cuda/gdn_pointwise.cu, gdn_norm.cu,
+// gdn_conv.cu); the bf16 loads and stores and the warp sum are common.cuh's.
 #pragma once
-
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 
 #include <cstdint>
 
-namespace dt {
-namespace gdn_cuda {
+#include "kernels/cuda/common.cuh"
+
+namespace dt::cuda {
 
 // log(1 + e^x) without overflow; sigmoid without exp of a positive number (as gdn_common.h).
-__device__ __forceinline__ float softplus_f(float x) { return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x))); }
-__device__ __forceinline__ float sigmoid_f(float x) {
+// sigmoid_stable_f32 differs from common.cuh's sigmoid_f32 (1 / (1 + e^-x) for every x) in its
+// arithmetic below 0, so the two give different bits there.
+__device__ __forceinline__ float softplus_f32(float x) { return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x))); }
+__device__ __forceinline__ float sigmoid_stable_f32(float x) {
   if (x >= 0.f) return 1.f / (1.f + expf(-x));
   const float e = expf(x);
   return e / (1.f + e);
-}
-
-// Sum over a warp in a fixed butterfly order: every lane gets the same, deterministic value.
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
 }
 
 // ---- per-head kernels: a group of G lanes per (row, head) item ----
@@ -40,39 +35,8 @@ __device__ __forceinline__ float group_sum(float v, int G) {
   return v;
 }
 
-template <int V>
-struct Bf16Vec;  // the raw storage of V bf16 values: one load or store instruction
-template <>
-struct Bf16Vec<1> { using type = uint16_t; };
-template <>
-struct Bf16Vec<2> { using type = uint32_t; };
-template <>
-struct Bf16Vec<4> { using type = uint2; };
-template <>
-struct Bf16Vec<8> { using type = uint4; };
-
-// V consecutive bf16 <-> fp32; p aligned to 2V bytes (the launchers check).
-template <int V>
-__device__ __forceinline__ void load_bf16v(const uint16_t* p, float (&f)[V]) {
-  union {
-    typename Bf16Vec<V>::type raw;
-    uint16_t h[V];
-  } u;
-  u.raw = *reinterpret_cast<const typename Bf16Vec<V>::type*>(p);
-#pragma unroll
-  for (int k = 0; k < V; ++k) f[k] = __bfloat162float(__ushort_as_bfloat16(u.h[k]));
-}
-template <int V>
-__device__ __forceinline__ void store_bf16v(uint16_t* p, const float (&f)[V]) {
-  union {
-    typename Bf16Vec<V>::type raw;
-    uint16_t h[V];
-  } u;
-#pragma unroll
-  for (int k = 0; k < V; ++k) u.h[k] = __bfloat16_as_ushort(__float2bfloat16_rn(f[k]));
-  *reinterpret_cast<typename Bf16Vec<V>::type*>(p) = u.raw;
-}
-// V consecutive fp32; p aligned to 16 bytes when V is a multiple of 4.
+// V consecutive fp32; p aligned to 16 bytes when V is a multiple of 4. Unlike common.cuh's
+// load_f32, V = 2 reads one float at a time (p need only be 4-byte aligned).
 template <int V>
 __device__ __forceinline__ void load_f32v(const float* p, float (&f)[V]) {
   if constexpr (V % 4 == 0) {
@@ -87,5 +51,10 @@ __device__ __forceinline__ void load_f32v(const float* p, float (&f)[V]) {
   }
 }
 
-}  // namespace gdn_cuda
-}  // namespace dt
+}  // namespace dt::cuda
+
+// infer/cuda/decode_fused.cu takes the gates' functions under these names.
+namespace dt::gdn_cuda {
+__device__ __forceinline__ float softplus_f(float x) { return cuda::softplus_f32(x); }
+__device__ __forceinline__ float sigmoid_f(float x) { return cuda::sigmoid_stable_f32(x); }
+}  // namespace dt::gdn_cuda

@@ -8,9 +8,7 @@
 // sums are added in a fixed order (deterministic). Head dims: multiples of 8 up to 128, dk != dv.
 #include "kernels/cuda/gdn_chunk.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -25,8 +23,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnCudaForwardP
   __shared__ float part[kThreads];
   const int yy = threadIdx.x % cols, lane = threadIdx.x / cols;  // column, and which slice of dk
   const int64_t state_off = (b * d.Hv + h) * dk * dv;
-  for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
-    S[e] = p.S0 ? p.S0[state_off + (e / cols) * dv + col0 + e % cols] : 0.f;
+  load_state_cols(S, p.S0, state_off, dk, dv, cols, col0);
   for (int64_t t = 0; t < d.T; ++t) {
     const int64_t r = b * d.T + t;
     __syncthreads();  // S from the previous step (or the load) is complete; sq, sk, sv are free
@@ -64,12 +61,16 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnCudaForwardP
     }
   }
   __syncthreads();
-  if (p.S_out)
-    for (int64_t e = threadIdx.x; e < dk * cols; e += blockDim.x)
-      p.S_out[state_off + (e / cols) * dv + col0 + e % cols] = S[e];
+  if (p.S_out) store_state_cols(p.S_out, S, state_off, dk, dv, cols, col0);
 }
 
 }  // namespace
+
+}  // namespace dt::cuda
+
+namespace dt {
+
+using namespace cuda;
 
 void gdn_recurrent_forward_cuda(const GdnCudaForwardParams& p, void* stream) {
   const char* op = "gdn_recurrent_forward_cuda";

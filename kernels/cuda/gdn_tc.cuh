@@ -11,8 +11,7 @@
 
 #include "kernels/cuda/gdn_tc_tile.cuh"
 
-namespace dt {
-namespace gdn_cuda {
+namespace dt::cuda {
 
 // ---- the per-CTA timeline (a measuring tool: gdn_cuda_timeline, bench_gdn --timeline) ----
 
@@ -445,5 +444,4 @@ void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op);        
 void tc_grad_wy(const TcArgs& a, int D, cudaStream_t s, const char* op);        // dk, dv, dbeta, dg
 void tc_sum_heads(const TcArgs& a, int D, cudaStream_t s, const char* op);      // dq, dk when Hv > Hk
 
-}  // namespace gdn_cuda
-}  // namespace dt
+}  // namespace dt::cuda

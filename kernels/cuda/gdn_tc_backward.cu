@@ -22,9 +22,7 @@
 // No atomics in the sums: same inputs, same bits (the chase's counts only say when a chunk is ready).
 #include "kernels/cuda/gdn_tc.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -73,7 +71,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int j = m0 + acc_row(0, e, lane), i = n1 + acc_col(ni, e, lane);
-        sMt[j * kLdC + i] = bf16_bits(i >= j ? acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f);
+        sMt[j * kLdC + i] = f32_to_bf16_bits(i >= j ? acc[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f);
       }
   }
   // dOg = dO o e^G for the reverse state pass (its rows past n are the zeros load_tile left)
@@ -85,8 +83,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_dv_local_kernel(TcA
     uint32_t o[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      o[u] = static_cast<uint32_t>(bf16_bits(__uint_as_float(xs[u] << 16) * eg)) |
-             (static_cast<uint32_t>(bf16_bits(__uint_as_float(xs[u] & 0xffff0000u) * eg)) << 16);
+      o[u] = static_cast<uint32_t>(f32_to_bf16_bits(__uint_as_float(xs[u] << 16) * eg)) |
+             (static_cast<uint32_t>(f32_to_bf16_bits(__uint_as_float(xs[u] & 0xffff0000u) * eg)) << 16);
     uint4 w;
     w.x = o[0], w.y = o[1], w.z = o[2], w.w = o[3];
     *reinterpret_cast<uint4*>(a.dOg + (ck.ch * kC + i) * D + y) = w;
@@ -181,8 +179,8 @@ __device__ __forceinline__ void dvl_producer(const TcArgs& a, unsigned char* sm,
       uint32_t* xs = reinterpret_cast<uint32_t*>(&x);
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        xs[u] = static_cast<uint32_t>(bf16_bits(__uint_as_float(xs[u] << 16) * eg)) |
-                (static_cast<uint32_t>(bf16_bits(__uint_as_float(xs[u] & 0xffff0000u) * eg)) << 16);
+        xs[u] = static_cast<uint32_t>(f32_to_bf16_bits(__uint_as_float(xs[u] << 16) * eg)) |
+                (static_cast<uint32_t>(f32_to_bf16_bits(__uint_as_float(xs[u] & 0xffff0000u) * eg)) << 16);
       *reinterpret_cast<uint4*>(sdO + i * kLdV + y) = x;
     }
   };
@@ -233,15 +231,7 @@ __global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 
   };
 
   float dS[MT][NT][4];
-#pragma unroll
-  for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
-        dS[mi][ni][e] = a.dS_out ? a.dS_out[(bh * D + x) * D + y] : 0.f;
-      }
+  load_state_acc<D>(dS, a.dS_out, bh, xw, y0, lane);
   // The j-th chunk visited (c = NC - 1 - j) goes to stage j % kStages, issued kStages - 1 ahead.
   for (int j = 0; j < kStages - 1; ++j) {  // one commit group per chunk, empty past the end
     if (a.NC - 1 - j >= 0) prefetch(a.NC - 1 - j, j);
@@ -306,17 +296,7 @@ __global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 
     const int64_t first = (a.NC - 1) / kSignalEvery * kSignalEvery;  // visits counted so far
     chunks_ready_signal(a, bh * a.NC, a.NC - first, threadIdx.x == 0);
   }
-  if (a.dS0) {
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
-          a.dS0[(bh * D + x) * D + y] = dS[mi][ni][e];
-        }
-  }
+  if (a.dS0) store_state_acc<D>(a.dS0, dS, bh, xw, y0, lane);
 }
 
 template <int D>
@@ -339,8 +319,6 @@ void state_backward_d(const TcArgs& a, cudaStream_t s, const char* op) {
 
 }  // namespace
 
-namespace gdn_cuda {
-
 void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   DT_CHECK(D == 64, "{}: dv_local runs at head dim 64 (at 128 the reverse state pass does its work), got {}", op, D);
   dv_local_d<64>(a, s, op);
@@ -357,6 +335,4 @@ void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op) {
                        : state_backward_d<128, 64, 2, true>(a, s, op);
 }
 
-}  // namespace gdn_cuda
-
-}  // namespace dt
+}  // namespace dt::cuda

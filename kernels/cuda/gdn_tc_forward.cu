@@ -28,9 +28,7 @@
 // No atomics in the sums: same inputs, same bits (the chase's counts only say when a chunk is ready).
 #include "kernels/cuda/gdn_tc.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -141,7 +139,7 @@ __device__ __forceinline__ void prep_chunk(const TcArgs& a, const TcChunk& ck, u
 #pragma unroll 4
     for (int i = threadIdx.x / 16; i < kC; i += kTcThreads / 16) {
       const float4 t = *reinterpret_cast<const float4*>(sAT + i * kLdF + m);
-      *reinterpret_cast<uint2*>(dst + i * kC) = make_uint2(bf16x2_bits(t.x, t.y), bf16x2_bits(t.z, t.w));
+      *reinterpret_cast<uint2*>(dst + i * kC) = make_uint2(pack_bf16x2(t.x, t.y), pack_bf16x2(t.z, t.w));
     }
   }
   // W = Tk K with Tk = T diag(beta e^G), then U = Tv V with Tv = T diag(beta), both saved in bf16.
@@ -243,15 +241,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
   };
 
   float S[MT][NT][4];
-#pragma unroll
-  for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
-        S[mi][ni][e] = a.S0 ? a.S0[(bh * D + x) * D + y] : 0.f;
-      }
+  load_state_acc<D>(S, a.S0, bh, xw, y0, lane);
   // Fed by prep beside it (TcArgs::fed): thread 0 waits for a chunk's tiles before the barrier after
   // which they are copied.
   const int* fed = a.fed ? a.fed + bh * a.NC : nullptr;
@@ -326,17 +316,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     const int64_t first = (a.NC - 1) / kSignalEvery * kSignalEvery;
     chunks_ready_signal(a, bh * a.NC + first, a.NC - first, threadIdx.x == 0);
   }
-  if (a.S_out) {
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int x = xw + acc_row(mi, e, lane), y = y0 + acc_col(ni, e, lane);
-          a.S_out[(bh * D + x) * D + y] = S[mi][ni][e];
-        }
-  }
+  if (a.S_out) store_state_acc<D>(a.S_out, S, bh, xw, y0, lane);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -549,8 +529,6 @@ void prep_fed_d(const TcArgs& a, cudaStream_t s, const char* op) {
 
 }  // namespace
 
-namespace gdn_cuda {
-
 void tc_prep(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   D == 64 ? prep_d<64>(a, s, op) : prep_d<128>(a, s, op);
 }
@@ -584,6 +562,4 @@ void tc_prep_fed_load(const TcArgs& a, int D, const char* op) {
   load(output_kernel<128>(a));
 }
 
-}  // namespace gdn_cuda
-
-}  // namespace dt
+}  // namespace dt::cuda

@@ -7,9 +7,7 @@
 // No atomics in the sums: same inputs, same bits.
 #include "kernels/cuda/gdn_tc.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -195,7 +193,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
         for (int e = 0; e < 4; ++e) {
           const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
           const float dmg = !zero && j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
-          sdMG[i * kLdC + j] = bf16_bits(dmg);
+          sdMG[i * kLdC + j] = f32_to_bf16_bits(dmg);
           qk[0][ni][e] = zero ? 0.f : qk[0][ni][e] * dmg;
         }
       }
@@ -279,8 +277,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
         float dot = 0.f, rk = 0.f;
         for (int t = lane; t < kThreads; t += 32) dot += red[t];
         for (int r = lane; r < kC; r += 32) rk += __expf(gl - sG[r]) * parts(srk, r);
-        dot = warp_sum(dot);
-        rk = warp_sum(rk);
+        dot = warp_sum_ascending(dot);
+        rk = warp_sum_ascending(rk);
         if (i == kC - 1) dG += __expf(gl) * dot + rk;
       }
       a.dG_part[ck.ch * kC + i] = dG;
@@ -420,7 +418,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
 #pragma unroll
         for (int u = 0; u < 2; ++u)
           v[u] = !zero && m + u < i ? sB[m + u] * (__expf(sG[m + u]) * a1[0][ni][e + u] + a2[0][ni][e + u]) : 0.f;
-        *reinterpret_cast<uint32_t*>(sdT + i * kLdC + m) = bf16x2_bits(v[0], v[1]);
+        *reinterpret_cast<uint32_t*>(sdT + i * kLdC + m) = pack_bf16x2(v[0], v[1]);
       }
     }
   }
@@ -436,8 +434,8 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
     for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; e += 2)
-        z1[ni / 2][(ni & 1) * 2 + e / 2] =
-            static_cast<uint32_t>(bf16_bits(acc[0][ni][e])) | (static_cast<uint32_t>(bf16_bits(acc[0][ni][e + 1])) << 16);
+        z1[ni / 2][(ni & 1) * 2 + e / 2] = static_cast<uint32_t>(f32_to_bf16_bits(acc[0][ni][e])) |
+                                           (static_cast<uint32_t>(f32_to_bf16_bits(acc[0][ni][e + 1])) << 16);
   }
   __syncthreads();  // every warp is done reading dT: Ps may overwrite it
   {  // dA = -strict_lower(Z1 T^T): Z = dA o KKG (dbeta), E = diag(beta) Z (dG: its row and column
@@ -472,7 +470,7 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
           const float dA = -acc[0][ni][e], z = dA * kkg[0][ni][e];
           zpart[e >> 1] += z;
           ev = sB[i] * z;
-          const uint16_t p = bf16_bits(sB[i] * dA * __expf(sG[i] - sG[j]));
+          const uint16_t p = f32_to_bf16_bits(sB[i] * dA * __expf(sG[i] - sG[j]));
           sPs[i * kLdC + j] = p;
           sPs[j * kLdC + i] = p;
         } else if (j == i) {
@@ -583,7 +581,7 @@ __global__ void gdn_tc_sum_heads_kernel(const float* src, uint16_t* dst, int64_t
     const int64_t r = e / (Hk * d), kh = (e / d) % Hk, x = e % d;
     float acc = 0.f;
     for (int64_t h = kh * group; h < (kh + 1) * group; ++h) acc += src[(r * Hv + h) * d + x];
-    dst[r * ld_dst + kh * d + x] = bf16_bits(acc);
+    dst[r * ld_dst + kh * d + x] = f32_to_bf16_bits(acc);
   }
 }
 
@@ -619,8 +617,6 @@ void grad_wy_d(const TcArgs& a, cudaStream_t s, const char* op) {
 
 }  // namespace
 
-namespace gdn_cuda {
-
 void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   if (D == 64) grad_qk_d<64>(a, s, op);
   else grad_qk_d<128>(a, s, op);
@@ -640,6 +636,4 @@ void tc_sum_heads(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   DT_CUDA_OK(cudaGetLastError(), op);
 }
 
-}  // namespace gdn_cuda
-
-}  // namespace dt
+}  // namespace dt::cuda

@@ -10,9 +10,7 @@
 #include "kernels/cuda/gdn_plan.h"
 #include "kernels/cuda/gdn_tc.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -175,6 +173,12 @@ void check_l2norm_params(const GdnCudaForwardParams& p, const char* op) {
 }
 
 }  // namespace
+
+}  // namespace dt::cuda
+
+namespace dt {
+
+using namespace cuda;
 
 GdnDevice gdn_current_device() {
   GdnDevice device;
@@ -355,7 +359,7 @@ void gdn_cuda_timeline(GdnCudaStamp* stamps, unsigned* n, unsigned cap) {
 const char* gdn_cuda_timeline_kernel(uint32_t kernel) {
   static const char* const names[] = {"prep",      "prep_fed", "state_fwd", "output",      "dv_local",
                                       "state_bwd", "grad_qk",  "grad_wy",   "state_fwd_cw"};
-  static_assert(sizeof(names) / sizeof(names[0]) == gdn_cuda::kTlStateForwardCw + 1, "a name for each kernel");
+  static_assert(sizeof(names) / sizeof(names[0]) == cuda::kTlStateForwardCw + 1, "a name for each kernel");
   return kernel < sizeof(names) / sizeof(names[0]) ? names[kernel] : "?";
 }
 

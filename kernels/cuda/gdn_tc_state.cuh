@@ -6,8 +6,7 @@
 
 #include "kernels/cuda/gdn_tc.cuh"
 
-namespace dt {
-namespace gdn_cuda {
+namespace dt::cuda {
 
 // Accumulator pairs (columns 8 j + 2t, + 1 of rows g and g + 8) of an m16nN product as the A
 // fragments of k-steps j / 2: register (j & 1) * 2 + e / 2 of k-step j / 2 (e = 0: row g, 2: row g + 8).
@@ -78,5 +77,4 @@ __device__ __forceinline__ void store_state_t(const float (&x)[D / 2], float* X,
       for (int e = 0; e < 4; ++e) X[state_t_at<D>(bh, j, e, y0, warp, lane)] = x[4 * j + e];
 }
 
-}  // namespace gdn_cuda
-}  // namespace dt
+}  // namespace dt::cuda

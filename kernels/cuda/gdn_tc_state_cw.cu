@@ -16,9 +16,7 @@
 // takes it there only (docs/gdn_kernels.md, "The plan").
 #include "kernels/cuda/gdn_tc_state.cuh"
 
-namespace dt {
-
-using namespace gdn_cuda;
+namespace dt::cuda {
 
 namespace {
 
@@ -28,7 +26,7 @@ __device__ __forceinline__ void acc_as_a(uint32_t (&a)[D / 16][4], const float (
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; e += 2) a[j / 2][ra_reg(j, e)] = bf16x2_bits(x[j][e], x[j][e + 1]);
+    for (int e = 0; e < 4; e += 2) a[j / 2][ra_reg(j, e)] = pack_bf16x2(x[j][e], x[j][e + 1]);
 }
 
 // The A fragments negated (bf16 sign bits: exact), for a product that is subtracted.
@@ -171,8 +169,8 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_forward_cw_kernel(
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
-        vs[j / 2][ra_reg(j, e)] = bf16x2_bits(V[j][e], V[j][e + 1]);
-        vd[j / 2][ra_reg(j, e)] = bf16x2_bits(V[j][e] * dec[j][0], V[j][e + 1] * dec[j][1]);
+        vs[j / 2][ra_reg(j, e)] = pack_bf16x2(V[j][e], V[j][e + 1]);
+        vd[j / 2][ra_reg(j, e)] = pack_bf16x2(V[j][e] * dec[j][0], V[j][e + 1] * dec[j][1]);
       }
     // S^T = e^{G_n} S^T + Vd^T K
     const float eg = __expf(gl);
@@ -209,14 +207,10 @@ void forward_cw(const TcArgs& a, cudaStream_t s, const char* op) {
 
 }  // namespace
 
-namespace gdn_cuda {
-
 // The plan takes it at head dim 128 with 64 columns a CTA (4 consumer warps), 3 stages.
 void tc_state_forward_cw(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   DT_CHECK(D == 128, "{}: the column-warp state pass is built for head dim 128, got {}", op, D);
   forward_cw<128, 4>(a, s, op);
 }
 
-}  // namespace gdn_cuda
-
-}  // namespace dt
+}  // namespace dt::cuda

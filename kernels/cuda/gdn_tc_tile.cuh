@@ -1,6 +1,7 @@
 // The building blocks of the tensor-core GDN chunk kernels (kernels/cuda/gdn_tc_*.cu; included by
-// gdn_tc.cuh): the chunk constants, bf16 helpers, warp-level bf16 matmuls on shared-memory tiles,
-// the state passes' warps, and the tile copies between global and shared memory.
+// gdn_tc.cuh): the chunk constants, bf16 helpers (beside common.cuh's conversions), warp-level
+// bf16 matmuls on shared-memory tiles, the state passes' warps, and the tile copies between global
+// and shared memory.
 //
 // Conventions. A chunk is C = 64 rows; a CTA is 4 warps; warp w owns rows [16w, 16w + 16) of every
 // 64-row product. Shared-memory bf16 matrices are row-major with a row stride of cols + 8 elements
@@ -17,8 +18,7 @@
 #include "kernels/cuda/gdn_chunk.cuh"
 #include "kernels/cuda/gdn_mma.cuh"
 
-namespace dt {
-namespace gdn_cuda {
+namespace dt::cuda {
 
 inline constexpr int kC = 64;          // chunk rows
 inline constexpr int kTcWarps = 4;
@@ -28,27 +28,14 @@ inline constexpr int kTcThreads = 32 * kTcWarps;
 inline constexpr int kLdF = kC + 8;
 inline constexpr int kLdC = kC + 8;    // bf16 64 x 64 matrices
 
-// ---- bf16 helpers (raw uint16_t bits) ----
-__device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
-__device__ __forceinline__ float bf16_val(uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
-// Two adjacent bf16 values (element 2u and 2u + 1 of a row) as one 32-bit word: loads and stores
-// (st_bf16x2 with vec) of accumulator pairs (columns 2t, 2t + 1), p 4-byte aligned.
-__device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
-#ifdef __CUDA_ARCH__
-  uint32_t r;  // one instruction, same rounding (to nearest even) as bf16_bits
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
-  return r;
-#else
-  return static_cast<uint32_t>(bf16_bits(a)) | (static_cast<uint32_t>(bf16_bits(b)) << 16);
-#endif
-}
+// ---- bf16 helpers (raw uint16_t bits; the conversions are common.cuh's) ----
 // x = hi + lo to about 16 significant bits: hi = bf16(x), lo = bf16(x - hi). A product with an
 // exact bf16 operand (q, k, v) then costs two mma instead of one and loses nothing to rounding.
 // Split a pair at a time, packed as one mma operand word each: hi = (bf16 a, bf16 b), lo =
 // (bf16(a - hi_a), bf16(b - hi_b)), in two conversions.
 __device__ __forceinline__ void bf16x2_split(float a, float b, uint32_t& hi, uint32_t& lo) {
-  hi = bf16x2_bits(a, b);
-  lo = bf16x2_bits(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xffff0000u));
+  hi = pack_bf16x2(a, b);
+  lo = pack_bf16x2(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xffff0000u));
 }
 __device__ __forceinline__ float2 lds_bf16x2(const uint16_t* p) {
   const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
@@ -239,6 +226,35 @@ __device__ __forceinline__ void scale_acc(float (&acc)[MT][NT][4], float s) {
 __device__ __forceinline__ int acc_row(int mi, int e, int lane) { return 16 * mi + (lane >> 2) + 8 * (e >> 1); }
 __device__ __forceinline__ int acc_col(int ni, int e, int lane) { return 8 * ni + 2 * (lane & 3) + (e & 1); }
 
+// A state pass's accumulator tiles of one head's D x D fp32 state (head bh of a [.., D, D] array):
+// rows xw + acc_row(mi, ...), columns y0 + acc_col(ni, ...). Loaded as zeros where src is null.
+template <int D, int MT, int NT>
+__device__ __forceinline__ void load_state_acc(float (&x)[MT][NT][4], const float* src, int64_t bh, int xw, int y0,
+                                               int lane) {
+#pragma unroll
+  for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = xw + acc_row(mi, e, lane), c = y0 + acc_col(ni, e, lane);
+        x[mi][ni][e] = src ? src[(bh * D + r) * D + c] : 0.f;
+      }
+}
+template <int D, int MT, int NT>
+__device__ __forceinline__ void store_state_acc(float* dst, const float (&x)[MT][NT][4], int64_t bh, int xw, int y0,
+                                                int lane) {
+#pragma unroll
+  for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = xw + acc_row(mi, e, lane), c = y0 + acc_col(ni, e, lane);
+        dst[(bh * D + r) * D + c] = x[mi][ni][e];
+      }
+}
+
 // Sum over the 4 lanes of a quad (the lanes holding one accumulator row), fixed butterfly order.
 __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
@@ -246,8 +262,9 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
-// Sum over the warp, fixed butterfly order (every lane gets the sum).
-__device__ __forceinline__ float warp_sum(float v) {
+// Sum over the warp, fixed butterfly order over lane distances 1, 2, ..., 16 (every lane gets the
+// sum): the reverse of common.cuh's warp_sum (16, 8, ..., 1), so the bits may differ from it.
+__device__ __forceinline__ float warp_sum_ascending(float v) {
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -506,8 +523,8 @@ __device__ __forceinline__ void l2norm_tile_rows_at(At at, int n, float scale, u
       uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        w[e] = static_cast<uint32_t>(bf16_bits(scale * __uint_as_float(w[e] << 16) * inv)) |
-               (static_cast<uint32_t>(bf16_bits(scale * __uint_as_float(w[e] & 0xffff0000u) * inv)) << 16);
+        w[e] = static_cast<uint32_t>(f32_to_bf16_bits(scale * __uint_as_float(w[e] << 16) * inv)) |
+               (static_cast<uint32_t>(f32_to_bf16_bits(scale * __uint_as_float(w[e] & 0xffff0000u) * inv)) << 16);
       uint4 y;
       y.x = w[0], y.y = w[1], y.z = w[2], y.w = w[3];
       const int c = 8 * (p + kLanes * u);
@@ -536,10 +553,10 @@ __device__ __forceinline__ void l2norm_tile_rows(uint16_t* s, int lds, int n, fl
 // Two adjacent bf16 outputs; vec: one 4-byte store (p 4-byte aligned).
 __device__ __forceinline__ void st_bf16x2(uint16_t* p, float a, float b, bool vec) {
   if (vec) {
-    *reinterpret_cast<uint32_t*>(p) = bf16x2_bits(a, b);
+    *reinterpret_cast<uint32_t*>(p) = pack_bf16x2(a, b);
   } else {
-    p[0] = bf16_bits(a);
-    p[1] = bf16_bits(b);
+    p[0] = f32_to_bf16_bits(a);
+    p[1] = f32_to_bf16_bits(b);
   }
 }
 
@@ -555,5 +572,4 @@ __device__ __forceinline__ void store_acc_bf16(uint16_t* s, int ld, int m0, cons
         st_bf16x2(s + (m0 + acc_row(mi, e, lane)) * ld + acc_col(ni, e, lane), acc[mi][ni][e], acc[mi][ni][e + 1], true);
 }
 
-}  // namespace gdn_cuda
-}  // namespace dt
+}  // namespace dt::cuda

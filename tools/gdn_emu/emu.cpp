@@ -68,7 +68,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& b
             tl_threadIdx = {t, 0, 0};
             tl_blockIdx = {x, y, z};
             body();
-            dt::gdn_cuda::cp_async_wait_n(0);
+            dt::cuda::cp_async_wait_n(0);
             warp().bar.arrive_and_drop();
             g_block_bar->arrive_and_drop();
           });
@@ -84,7 +84,7 @@ void* alloc(size_t n) {
 void release(void* p) { std::free(p); }
 }  // namespace emu
 
-namespace dt::gdn_cuda {
+namespace dt::cuda {
 void named_barrier(int id, int n_threads) {
   std::barrier<>* b = nullptr;
   {
@@ -103,10 +103,10 @@ void named_arrive(int id, int n_threads) {
   }
   (void)b->arrive();
 }
-}  // namespace dt::gdn_cuda
+}  // namespace dt::cuda
 
 namespace dt {
-namespace gdn_cuda {
+namespace cuda {
 using emu::lane;
 using emu::warp;
 
@@ -223,5 +223,5 @@ void cp_async_wait_n(int n) {
     std::abort();
   }
 }
-}  // namespace gdn_cuda
+}  // namespace cuda
 }  // namespace dt

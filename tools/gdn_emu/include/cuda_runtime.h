@@ -39,6 +39,7 @@ inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
 
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUmemPool_st* cudaMemPool_t;
@@ -86,8 +87,9 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* c, void (*k)(P...), A&&
 }
 #define threadIdx (emu::tl_threadIdx)
 #define blockIdx (emu::tl_blockIdx)
-#define blockDim (emu::g_blockDim)
-#define gridDim (emu::g_gridDim)
+// Names, not macros, so that cudaLaunchConfig_t's members of the same names stay what they are.
+inline const dim3& blockDim = emu::g_blockDim;
+inline const dim3& gridDim = emu::g_gridDim;
 inline void __syncthreads() { emu::syncthreads(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::syncwarp(); }
 inline float __shfl_xor_sync(unsigned, float v, int m) { return emu::shfl_xor(v, m); }
