@@ -11,12 +11,10 @@
 
 #include "infer/cuda/decode_cuda.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/gdn_pointwise.cuh"
+#include "kernels/cuda/gdn_pointwise.cuh"  // the GDN gates' sigmoid and softplus, as the unfused kernels take them
 
 namespace dt::cuda {
 
-using gdn_cuda::sigmoid_f;  // the GDN gates' own, so the fused token computes them as the unfused kernels do
-using gdn_cuda::softplus_f;
 
 namespace {
 
@@ -255,8 +253,8 @@ __device__ __forceinline__ void gdn_token_begin(const GdnStepParams& p, const Gd
   for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x)
     sq[i] = bf16_bits_to_f32(f32_to_bf16_bits(sq[i] * rq)), sk[i] = bf16_bits_to_f32(f32_to_bf16_bits(sk[i] * rk));
   __syncthreads();
-  *decay = expf(-expf(in.A_log) * softplus_f(in.a + in.dt_bias));
-  *beta = sigmoid_f(in.b);
+  *decay = expf(-expf(in.A_log) * softplus_f32(in.a + in.dt_bias));
+  *beta = sigmoid_stable_f32(in.b);
 }
 
 // The token's end: the gated RMSNorm over the head's dv outputs, y = o rsqrt(mean o^2 + eps) w silu(z),
@@ -268,7 +266,7 @@ __device__ __forceinline__ void gdn_token_end(const GdnStepParams& p, const GdnT
   if (out) {
     const float rs = rsqrtf(ms + p.eps);
     const float z = bf16_bits_to_f32(in.z);
-    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * rs * in.norm_w * (z * sigmoid_f(z)));
+    p.y[n * p.ld_y + h * p.dv + j] = f32_to_bf16_bits(o * rs * in.norm_w * (z * sigmoid_stable_f32(z)));
   }
 }
 

@@ -52,9 +52,3 @@ __device__ __forceinline__ void load_f32v(const float* p, float (&f)[V]) {
 }
 
 }  // namespace dt::cuda
-
-// infer/cuda/decode_fused.cu takes the gates' functions under these names.
-namespace dt::gdn_cuda {
-__device__ __forceinline__ float softplus_f(float x) { return cuda::softplus_f32(x); }
-__device__ __forceinline__ float sigmoid_f(float x) { return cuda::sigmoid_stable_f32(x); }
-}  // namespace dt::gdn_cuda
