@@ -25,7 +25,10 @@
 namespace dt {
 namespace {
 
+using infer_cuda_testing::copy_masters;
 using infer_cuda_testing::counting_prompt;
+using infer_cuda_testing::EnginePair;
+using infer_cuda_testing::expect_same_or_near_tie;
 using infer_cuda_testing::gpu_config;
 using infer_cuda_testing::train_counting_model;
 using infer_testing::random_tokens;
@@ -70,12 +73,6 @@ struct Twin {
     for (size_t t = 0; t < prompt.size(); ++t)
       worst = std::max(worst, row_error(all.data() + t * V, logits.data() + t * V, V));
     return worst;
-  }
-  static void copy_masters(ParamStore& from, ParamStore& to) {
-    Arena &src = from.params_arena(), &dst = to.params_arena();
-    ASSERT_EQ(src.bytes(), dst.bytes());
-    device_copy(dst.base(), dst.device(), src.base(), src.device(), src.bytes());
-    to.sync_compute();
   }
 };
 
@@ -287,10 +284,8 @@ TEST(DecodeCudaGeneration, CpuAndGpuGreedyAgreeOnATrainedModel) {
   const int V = cfg.vocab_size;
   Runtime rt(Device::kCUDA);
   const std::unique_ptr<Model> trained = train_counting_model(rt, cfg);
-  Model cpu_w(cfg, 1, 1), gpu_w(cfg, 1, 1, DType::kF32, Device::kCUDA);
-  Twin::copy_masters(trained->params(), cpu_w.params());
-  Twin::copy_masters(trained->params(), gpu_w.params());
-  Engine cpu(cfg, cpu_w.params()), gpu(cfg, gpu_w.params());
+  EnginePair e(cfg, *trained);
+  Engine &cpu = e.cpu, &gpu = e.gpu;
   const std::vector<int32_t> prompt = counting_prompt(V);
   GenerateOptions o;
   o.max_new_tokens = 32;
@@ -305,23 +300,7 @@ TEST(DecodeCudaGeneration, CpuAndGpuGreedyAgreeOnATrainedModel) {
   nine.batch = 9;
   for (const std::vector<int32_t>& seq : gpu.generate(rt.ctx(), prompt, nine).tokens)
     EXPECT_EQ(seq, b) << "a sequence of a batch of 9 (unfused step) differs from the batch of 1 (fused step)";
-  const auto split = std::mismatch(a.begin(), a.end(), b.begin());
-  if (split.first == a.end()) {
-    std::printf("CPU and GPU agree on all 32 greedy tokens\n");
-    return;
-  }
-  // The CPU's logits where they part: a bf16 near-tie is the only acceptable reason.
-  const int64_t i = split.first - a.begin();
-  auto state = cpu.new_state(1, static_cast<int64_t>(prompt.size()) + i + 1);
-  std::vector<float> l = cpu.prefill(cpu_ctx, prompt, *state);
-  for (int64_t j = 0; j < i; ++j) l = cpu.step(cpu_ctx, std::span(&a[j], 1), *state);
-  double scale = 1;
-  for (float x : l) scale = std::max(scale, std::fabs(double(x)));
-  const double margin = double(l[*split.first]) - double(l[*split.second]);
-  std::printf("CPU and GPU part at greedy token %lld: CPU %d, GPU %d, CPU logit margin %.4e (%.2e of the scale)\n",
-              static_cast<long long>(i), *split.first, *split.second, margin, margin / scale);
-  EXPECT_LE(margin / scale, kLogitRtol) << "the CPU and the GPU part at token " << i
-                                        << " where the CPU's choice is not a near-tie";
+  expect_same_or_near_tie(cpu, prompt, a, b, MlaCache::kBf16, kLogitRtol, "bf16 caches");
 }
 
 }  // namespace
