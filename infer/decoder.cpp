@@ -41,7 +41,6 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
   act_ = scratch_.declare("mlp.h", t, {N, 1, F});
   rstd_ = scratch_.declare("rstd", st, {N});
   logits_ = scratch_.declare("logits", st, {N, V});
-  next_ = scratch_.declare("next_ids", DType::kI32, {N});
   scratch_.allocate();
 }
 
@@ -81,12 +80,6 @@ Tensor Decoder::step_chained(Context& ctx, DecodeState& state) {
   }
   state.advanced();
   return buf(logits_);
-}
-
-Tensor Decoder::greedy(Context& ctx, int64_t vocab) {
-  const Tensor next = buf(next_);
-  decode_argmax(ctx, next, buf(logits_), vocab);
-  return next;
 }
 
 Tensor Decoder::greedy_into_input(Context& ctx, int64_t vocab) {

@@ -42,9 +42,8 @@ class Decoder {
   // the host, so the host may queue it before the last step's ids reach it.
   Tensor step_chained(Context& ctx, DecodeState& state);
   // Greedy decoding where the logits are: the first largest of each row of the last step's logits
-  // among ids [0, vocab), int32 [N] on the weights' device (infer/decode_ops.h decode_argmax).
-  Tensor greedy(Context& ctx, int64_t vocab);
-  // The same choice written where the next step reads its ids (for step_chained); returns them.
+  // among ids [0, vocab) (infer/decode_ops.h decode_argmax), written where the next step reads its
+  // ids (for step_chained); returns them, int32 [N] on the weights' device.
   Tensor greedy_into_input(Context& ctx, int64_t vocab);
   // The LM head on final-normed hidden rows hn [r, d_model] (r <= n_seqs; the prefill's last
   // position): logits [r, vocab] as step() computes them, in the same buffer.
@@ -77,8 +76,7 @@ class Decoder {
   DecodeGraph graph_;
   GraphKey graph_key_, warm_key_;  // the state the graph was recorded for; the last state run op by op
   int64_t replays_ = 0;
-  int ids_ = -1, h_ = -1, h2_ = -1, n_ = -1, m_ = -1, gate_ = -1, up_ = -1, act_ = -1, rstd_ = -1, logits_ = -1,
-      next_ = -1;
+  int ids_ = -1, h_ = -1, h2_ = -1, n_ = -1, m_ = -1, gate_ = -1, up_ = -1, act_ = -1, rstd_ = -1, logits_ = -1;
 };
 
 }  // namespace dt
