@@ -148,7 +148,7 @@ TEST(DecodeMemory, MlaCachesTheLatent) {
 }
 
 // The fp8 latent cache (generate --mla-cache fp8): per MLA layer and token 512 e4m3 bytes, 4 fp32
-// scales and 64 bf16 rope values, 656 bytes; issue 35's target: at 32K the hybrid's decode memory is
+// scales and 64 bf16 rope values, 656 bytes; the target for the decode memory: at 32K the hybrid's is
 // at most 8% of the softmax baseline's (7.26%; 12.64% with the bf16 latent).
 TEST(DecodeMemory, MlaFp8CacheMeetsTheTarget) {
   const ModelConfig m = experiment("hybrid_mla_124m").model;
