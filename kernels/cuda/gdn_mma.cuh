@@ -70,17 +70,15 @@ __device__ __forceinline__ void flag_add_fenced(int* p, int v) {
 }
 // A wait that lasts seconds means the kernel counting is not running beside this one (a profiler
 // that serialises kernels, or, were the counting kernel launched later, its code not yet loaded):
-// it stops the kernel with a message rather than hang.
+// it stops the kernel (__trap: the host sees cudaErrorLaunchFailure, which core/cuda_check.h
+// explains) rather than hang. It prints nothing: a kernel that can call printf makes the
+// driver reserve 64 MiB for printf's buffer when its code is loaded.
 __device__ __forceinline__ void flag_wait_at_least(const int* p, int n) {
   for (unsigned spins = 0;; ++spins) {
     int v;
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     if (v >= n) return;
-    if (spins == (1u << 23)) {
-      printf("gdn kernels: a count stayed at %d, waiting for %d: the kernel that counts it does not run beside "
-             "this one (kernels serialised, or its code not loaded?); stopping\n", v, n);
-      __trap();
-    }
+    if (spins == (1u << 23)) __trap();
     __nanosleep(64);
   }
 }

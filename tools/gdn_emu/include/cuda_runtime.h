@@ -43,7 +43,7 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUmemPool_st* cudaMemPool_t;
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorLaunchFailure = 719 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount, cudaDevAttrComputeCapabilityMajor };
 enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold };
