@@ -64,7 +64,8 @@ __device__ __forceinline__ void store_bf16(uint16_t* p, const float (&f)[V]) {
   *reinterpret_cast<typename Bf16Word<V>::type*>(p) = u.raw;
 }
 
-template <int V>
+// kPair: V = 2 as one float2 (p 8-byte aligned); false: one float at a time (p 4-byte aligned).
+template <int V, bool kPair = true>
 __device__ __forceinline__ void load_f32(const float* p, float (&f)[V]) {
   if constexpr (V % 4 == 0) {
 #pragma unroll
@@ -72,7 +73,7 @@ __device__ __forceinline__ void load_f32(const float* p, float (&f)[V]) {
       const float4 q = *reinterpret_cast<const float4*>(p + k);
       f[k] = q.x, f[k + 1] = q.y, f[k + 2] = q.z, f[k + 3] = q.w;
     }
-  } else if constexpr (V == 2) {
+  } else if constexpr (V == 2 && kPair) {
     const float2 q = *reinterpret_cast<const float2*>(p);
     f[0] = q.x, f[1] = q.y;
   } else {

@@ -56,6 +56,14 @@ void check_targets(const char* op, CudaState& s, const CrossEntropyParams& p) {
           op, id, row, p.vocab);
 }
 
+// The per-row losses, checked against the targets.
+float* losses_of(const char* op, const Tensor& losses, const Tensor& targets) {
+  check_tensor(op, "losses", losses, DType::kF32);
+  DT_CHECK(losses.numel() == targets.numel(), "{}: losses {} must hold one value per target {}", op,
+           losses.shape.str(), targets.shape.str());
+  return losses.ptr<float>();
+}
+
 CrossEntropyVariant preferred_variant(const CudaState& s) {
   return s.ce_variant_for_testing.value_or(kCrossEntropyDefaultVariant);
 }
@@ -70,11 +78,8 @@ void cross_entropy_forward(Context& ctx, const Tensor& losses, const Tensor& lse
                            const Tensor& targets) {
   const char* op = "cross_entropy_forward";
   CudaState& s = cuda_state(ctx, op);
-  check_tensor(op, "losses", losses, DType::kF32);
-  DT_CHECK(losses.numel() == targets.numel(), "{}: losses {} must hold one value per target {}", op,
-           losses.shape.str(), targets.shape.str());
   CrossEntropyParams p = make_params(op, s, logits, lse, targets);
-  p.losses = losses.ptr<float>();
+  p.losses = losses_of(op, losses, targets);
   cross_entropy_forward_launch(p, preferred_variant(s), s.stream);
   check_targets(op, s, p);
 }
@@ -97,11 +102,8 @@ void cross_entropy_fused(Context& ctx, const Tensor& losses, const Tensor& lse, 
                          const Tensor& targets, double grad_scale) {
   const char* op = "cross_entropy_fused";
   CudaState& s = cuda_state(ctx, op);
-  check_tensor(op, "losses", losses, DType::kF32);
-  DT_CHECK(losses.numel() == targets.numel(), "{}: losses {} must hold one value per target {}", op,
-           losses.shape.str(), targets.shape.str());
   CrossEntropyParams p = make_params(op, s, logits, lse, targets);
-  p.losses = losses.ptr<float>();
+  p.losses = losses_of(op, losses, targets);
   p.dlogits = static_cast<uint16_t*>(logits.data);  // in place
   p.grad_scale = static_cast<float>(grad_scale);
   cross_entropy_fused_launch(p, preferred_variant(s), s.stream);

@@ -549,22 +549,33 @@ void launch_check(const char* op, const char* kernel) {
 
 }  // namespace
 
-void check_forward_params(const GdnCudaForwardParams& p, const char* op) {
+void sum_value_heads(const float* src, uint16_t* dst, int64_t ld_dst, int64_t rows, int64_t Hk, int64_t Hv,
+                     int64_t dk, cudaStream_t s, const char* op) {
+  const int64_t total = rows * Hk * dk;
+  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 65535));
+  gdn_sum_heads_kernel<<<blocks, 256, 0, s>>>(src, dst, ld_dst, rows, Hk, Hv, dk);
+  launch_check(op, "gdn_sum_heads_kernel");
+}
+
+// The sizes and the rows of q, k and v, which the forward and the backward take alike.
+template <class Params>
+const GdnCudaDims& check_inputs(const Params& p, const char* op) {
   const GdnCudaDims& d = p.dims;
   check_dims(d, op);
   check_rows(p.ld_q, d.Hk * d.dk, p.q, op, "q");
   check_rows(p.ld_k, d.Hk * d.dk, p.k, op, "k");
   check_rows(p.ld_v, d.Hv * d.dv, p.v, op, "v");
+  return d;
+}
+
+void check_forward_params(const GdnCudaForwardParams& p, const char* op) {
+  const GdnCudaDims& d = check_inputs(p, op);
   check_rows(p.ld_o, d.Hv * d.dv, p.o, op, "o");
   DT_CHECK(p.g && p.beta, "{}: g and beta must not be null", op);
 }
 
 void check_backward_params(const GdnCudaBackwardParams& p, const char* op) {
-  const GdnCudaDims& d = p.dims;
-  check_dims(d, op);
-  check_rows(p.ld_q, d.Hk * d.dk, p.q, op, "q");
-  check_rows(p.ld_k, d.Hk * d.dk, p.k, op, "k");
-  check_rows(p.ld_v, d.Hv * d.dv, p.v, op, "v");
+  const GdnCudaDims& d = check_inputs(p, op);
   check_rows(p.ld_do, d.Hv * d.dv, p.d_o, op, "d_o");
   check_rows(p.ld_dq, d.Hk * d.dk, p.dq, op, "dq");
   check_rows(p.ld_dk, d.Hk * d.dk, p.dk, op, "dk");
@@ -628,12 +639,8 @@ void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s) {
   launch_check(op, "gdn_state_backward_kernel");
   gdn_chunk_grad_kernel<<<chunk_grid, kThreads, 0, s>>>(in, w, ChunkGradArgs{p.d_o, p.ld_do, p.dv, p.ld_dv, p.dg, p.dbeta});
   launch_check(op, "gdn_chunk_grad_kernel");
-  const int64_t rows = d.B * d.T, total = rows * d.Hk * d.dk;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 65535));
-  gdn_sum_heads_kernel<<<blocks, 256, 0, s>>>(w.dq_vh, p.dq, p.ld_dq, rows, d.Hk, d.Hv, d.dk);
-  launch_check(op, "gdn_sum_heads_kernel (dq)");
-  gdn_sum_heads_kernel<<<blocks, 256, 0, s>>>(w.dk_vh, p.dk, p.ld_dk, rows, d.Hk, d.Hv, d.dk);
-  launch_check(op, "gdn_sum_heads_kernel (dk)");
+  sum_value_heads(w.dq_vh, p.dq, p.ld_dq, d.B * d.T, d.Hk, d.Hv, d.dk, s, op);
+  sum_value_heads(w.dk_vh, p.dk, p.ld_dk, d.B * d.T, d.Hk, d.Hv, d.dk, s, op);
   DT_CUDA_OK(cudaFreeAsync(r.base, s), op);
 }
 

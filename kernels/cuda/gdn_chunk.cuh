@@ -76,5 +76,9 @@ void check_backward_params(const GdnCudaBackwardParams& p, const char* op);
 void chunk_forward_simt(const GdnCudaForwardParams& p, cudaStream_t s);
 void chunk_backward_simt(const GdnCudaBackwardParams& p, cudaStream_t s);
 int64_t chunk_workspace_bytes_simt(const GdnCudaDims& d, bool backward);
+// dst[r, kh] = bf16(sum over the value heads h of key head kh of src[r, h]) (fp32 [rows, Hv, dk]
+// in, in a fixed order): dq and dk when Hv > Hk, for both paths' backward.
+void sum_value_heads(const float* src, uint16_t* dst, int64_t ld_dst, int64_t rows, int64_t Hk, int64_t Hv,
+                     int64_t dk, cudaStream_t s, const char* op);
 
 }  // namespace dt::cuda

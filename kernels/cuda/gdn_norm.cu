@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) gdn_norm_forward_kernel(GdnCu
       const int vec = l.g + l.G * i;
       if (item >= items || vec >= l.nvec) continue;
       float wv[V], out[V];
-      load_f32v<V>(p.w + vec * V, wv);
+      load_f32<V, false>(p.w + vec * V, wv);
 #pragma unroll
       for (int k = 0; k < V; ++k) out[k] = ov[i][k] * r * wv[k] * silu_f(zv[i][k]);
       store_bf16<V>(p.y + item * p.d + vec * V, out);
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kNormWarps * 32, kPrefetch ? 3 : 1)
     const int vec = l.g + l.G * i;
 #pragma unroll
     for (int k = 0; k < V; ++k) wv[i][k] = 0.f, dw[i][k] = 0.f;
-    if (vec < l.nvec) load_f32v<V>(p.w + vec * V, wv[i]);
+    if (vec < l.nvec) load_f32<V, false>(p.w + vec * V, wv[i]);
   }
   int64_t base = first + warp * l.per_warp;
   NormRaw<V, NV> cur, next;

@@ -35,20 +35,4 @@ __device__ __forceinline__ float group_sum(float v, int G) {
   return v;
 }
 
-// V consecutive fp32; p aligned to 16 bytes when V is a multiple of 4. Unlike common.cuh's
-// load_f32, V = 2 reads one float at a time (p need only be 4-byte aligned).
-template <int V>
-__device__ __forceinline__ void load_f32v(const float* p, float (&f)[V]) {
-  if constexpr (V % 4 == 0) {
-#pragma unroll
-    for (int k = 0; k < V; k += 4) {
-      const float4 q = *reinterpret_cast<const float4*>(p + k);
-      f[k] = q.x, f[k + 1] = q.y, f[k + 2] = q.z, f[k + 3] = q.w;
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = p[k];
-  }
-}
-
 }  // namespace dt::cuda

@@ -159,6 +159,14 @@ __device__ __forceinline__ TcChunk tc_chunk(const TcArgs& a, int64_t c, int64_t 
   x.n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
   return x;
 }
+// The W and K tiles that every state pass stages for chunk ch (its first row r0, n rows; key head
+// kh), row stride ld, by kThreads threads.
+template <int D, int kThreads>
+__device__ __forceinline__ void load_w_k_tiles(unsigned char* w, unsigned char* k, int ld, const TcArgs& a, int64_t ch,
+                                               int64_t r0, int64_t kh, int n) {
+  load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(w), ld, a.W + ch * kC * D, D, kC, true);
+  load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(k), ld, a.k + r0 * a.ld_k + kh * D, a.ld_k, n, a.vec_in);
+}
 // Chunk i of the chunk-major order in which the state passes finish them: chunk c of every sequence
 // and head before any chunk c + 1 (kReverse: the last chunk first). The kernels that chase or feed
 // a state pass take their chunks in it.
@@ -442,6 +450,5 @@ void tc_dv_local(const TcArgs& a, int D, cudaStream_t s, const char* op);       
 void tc_state_backward(const TcArgs& a, int D, cudaStream_t s, const char* op); // dS per chunk, dV', dS0
 void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op);        // dq, dk_part, dW, dG_part
 void tc_grad_wy(const TcArgs& a, int D, cudaStream_t s, const char* op);        // dk, dv, dbeta, dg
-void tc_sum_heads(const TcArgs& a, int D, cudaStream_t s, const char* op);      // dq, dk when Hv > Hk
 
 }  // namespace dt::cuda

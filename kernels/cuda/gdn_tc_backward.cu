@@ -218,9 +218,7 @@ __global__ void __launch_bounds__((kStateWarps<D> + (kFused ? kDvlWarps : 0)) * 
     unsigned char* st = sm + s * L.stage;
     const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
     const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ch * kC * D, D, kC, true);
-    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n,
-                               a.vec_in);
+    load_w_k_tiles<D, kThreads>(st + L.W, st + L.K, kLd, a, ch, r0, kh, n);
     load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.Q), kLd, a.q + r0 * a.ld_q + kh * D, a.ld_q, n,
                                a.vec_in);
     if constexpr (!kFused) {  // else the producer's

@@ -233,9 +233,7 @@ __global__ void __launch_bounds__(kStateWarps<D> * 32) gdn_tc_state_forward_kern
     unsigned char* st = sm + s * L.stage;
     const int64_t ch = bh * a.NC + c, r0 = b * a.T + c * kC;
     const int n = static_cast<int>(a.T - c * kC < kC ? a.T - c * kC : kC);
-    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ch * kC * D, D, kC, true);
-    load_tile<kC, D, kThreads>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + r0 * a.ld_k + kh * D, a.ld_k, n,
-                               a.vec_in);
+    load_w_k_tiles<D, kThreads>(st + L.W, st + L.K, kLd, a, ch, r0, kh, n);
     load_tile<kC, BV, kThreads>(reinterpret_cast<uint16_t*>(st + L.U), kLdU, a.U + ch * kC * D + y0, D, kC, true);
     load_tile_f32<1, kC, kThreads>(reinterpret_cast<float*>(st + L.G), kC, a.G + ch * kC, kC);
   };

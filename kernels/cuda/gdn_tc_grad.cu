@@ -2,7 +2,8 @@
 // reverse state pass (gdn_tc_backward.cu says what each kernel computes):
 //   grad_qk    (chunk, h, b):  dq, dk's first part, dW, dG's first part, from dO, S, V', dS', dV'
 //   grad_wy    (chunk, h, b):  dk, dv, dbeta, dg through T, W and U
-//   sum_heads  when Hv > Hk: dq, dk summed over the value heads of each key head, fixed order.
+//   sum_heads  when Hv > Hk: dq, dk summed over the value heads of each key head, fixed order
+//              (sum_value_heads, gdn_chunk.cu, shared with the fp32 path).
 // grad_qk chases the reverse state pass where the plan says so (TcArgs::ready, GdnPlan::chase_grad_qk).
 // No atomics in the sums: same inputs, same bits.
 #include "kernels/cuda/gdn_tc.cuh"
@@ -572,19 +573,6 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   if (a.vec16_dv) store_tile_cta<kC, D, kThreads>(a.dv + ck.r0 * a.ld_dv + ck.h * D, a.ld_dv, sdU, kLd, ck.n);
 }
 
-// dst[r, kh] = sum over the value heads h of key head kh of src[r, h] (fixed order), to bf16.
-__global__ void gdn_tc_sum_heads_kernel(const float* src, uint16_t* dst, int64_t ld_dst, int64_t rows, int64_t Hk,
-                                        int64_t Hv, int64_t d) {
-  const int64_t group = Hv / Hk, total = rows * Hk * d;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = e / (Hk * d), kh = (e / d) % Hk, x = e % d;
-    float acc = 0.f;
-    for (int64_t h = kh * group; h < (kh + 1) * group; ++h) acc += src[(r * Hv + h) * d + x];
-    dst[r * ld_dst + kh * d + x] = f32_to_bf16_bits(acc);
-  }
-}
-
 template <int D>
 void grad_qk_d(const TcArgs& a, cudaStream_t s, const char* op) {
   constexpr GradQkLayout<D> L{};
@@ -625,15 +613,6 @@ void tc_grad_qk(const TcArgs& a, int D, cudaStream_t s, const char* op) {
 void tc_grad_wy(const TcArgs& a, int D, cudaStream_t s, const char* op) {
   if (D == 64) grad_wy_d<64>(a, s, op);
   else grad_wy_d<128>(a, s, op);
-}
-
-void tc_sum_heads(const TcArgs& a, int D, cudaStream_t s, const char* op) {
-  const int64_t rows = a.B * a.T, total = rows * a.Hk * D;
-  const int blocks = static_cast<int>(total / 256 + 1 < 65535 ? total / 256 + 1 : 65535);
-  gdn_tc_sum_heads_kernel<<<blocks, 256, 0, s>>>(a.dq_vh, a.dq, a.ld_dq, rows, a.Hk, a.Hv, D);
-  DT_CUDA_OK(cudaGetLastError(), op);
-  gdn_tc_sum_heads_kernel<<<blocks, 256, 0, s>>>(a.dk_vh, a.dk, a.ld_dk, rows, a.Hk, a.Hv, D);
-  DT_CUDA_OK(cudaGetLastError(), op);
 }
 
 }  // namespace dt::cuda

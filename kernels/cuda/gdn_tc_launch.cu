@@ -336,7 +336,10 @@ void gdn_chunk_backward_cuda(const GdnCudaBackwardParams& p, const GdnPlan& plan
   tc_grad_qk(a, D, s, op);
   a.ready = nullptr;
   tc_grad_wy(a, D, s, op);
-  if (d.Hv > d.Hk) tc_sum_heads(a, D, s, op);
+  if (d.Hv > d.Hk) {
+    sum_value_heads(a.dq_vh, a.dq, a.ld_dq, a.B * a.T, a.Hk, a.Hv, D, s, op);
+    sum_value_heads(a.dk_vh, a.dk, a.ld_dk, a.B * a.T, a.Hk, a.Hv, D, s, op);
+  }
   DT_CUDA_OK(cudaFreeAsync(temp, s), op);
   if (p.q_rnorm && !norm_in_kernel) l2norm_backward_after(p, s);
 }

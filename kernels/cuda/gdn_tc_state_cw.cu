@@ -121,9 +121,7 @@ __global__ void __launch_bounds__(32 * (NW + 1)) gdn_tc_state_forward_cw_kernel(
     Ring::produce(a.NC, [&](int64_t c, int s) {
       unsigned char* st = sm + s * L.stage;
       const TcChunk ck = tc_chunk(a, c, h, b);
-      load_tile<kC, D, 32>(reinterpret_cast<uint16_t*>(st + L.W), kLd, a.W + ck.ch * kC * D, D, kC, true);
-      load_tile<kC, D, 32>(reinterpret_cast<uint16_t*>(st + L.K), kLd, a.k + ck.r0 * a.ld_k + ck.kh * D, a.ld_k, ck.n,
-                           a.vec_in);
+      load_w_k_tiles<D, 32>(st + L.W, st + L.K, kLd, a, ck.ch, ck.r0, ck.kh, ck.n);
       load_tile<kC, kCols, 32>(reinterpret_cast<uint16_t*>(st + L.U), kLdY, a.U + ck.ch * kC * D + y0, D, kC, true);
       load_tile_f32<1, kC, 32>(reinterpret_cast<float*>(st + L.G), kC, a.G + ck.ch * kC, kC);
     });

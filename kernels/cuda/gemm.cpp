@@ -112,23 +112,33 @@ void check_gpu_tensor(const char* op, const char* name, const Tensor& t, std::in
   DT_CHECK(t.is_contiguous(), "{}: {} {} must be contiguous", op, name, t.str());
 }
 
+// The sizes of y = x w^T (w [out, in], x [..., in], y [..., out]), checked; x and w bf16 on the GPU.
+// y is named `y_name` (dy in the backward).
+struct LinearSizes {
+  int64_t out = 0, in = 0, rows = 0;
+};
+LinearSizes linear_sizes(const char* op, const Tensor& x, const Tensor& w, const Tensor& y, const char* y_name) {
+  DT_CHECK(w.ndim() == 2, "{}: weight must be 2-D [out, in], got {}", op, w.shape.str());
+  LinearSizes z{w.size(0), w.size(1), 0};
+  DT_CHECK(x.ndim() >= 1 && x.size(-1) == z.in, "{}: x {} does not match weight {}", op, x.shape.str(),
+           w.shape.str());
+  z.rows = z.in > 0 ? x.numel() / z.in : 0;
+  DT_CHECK(y.ndim() >= 1 && y.size(-1) == z.out && y.numel() == z.rows * z.out,
+           "{}: {} {} does not match x {} and weight {}", op, y_name, y.shape.str(), x.shape.str(), w.shape.str());
+  check_gpu_tensor(op, "x", x, {DType::kBF16});
+  check_gpu_tensor(op, "w", w, {DType::kBF16});
+  return z;
+}
+
 }  // namespace
 
 void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w) {
   const char* op = "linear_forward";
   CudaState& s = cuda_state(ctx, op);
-  DT_CHECK(w.ndim() == 2, "{}: weight must be 2-D [out, in], got {}", op, w.shape.str());
-  const int64_t out = w.size(0), in = w.size(1);
-  DT_CHECK(x.ndim() >= 1 && x.size(-1) == in, "{}: x {} does not match weight {}", op, x.shape.str(),
-           w.shape.str());
-  const int64_t rows = x.numel() / in;
-  DT_CHECK(y.ndim() >= 1 && y.size(-1) == out && y.numel() == rows * out,
-           "{}: y {} does not match x {} and weight {}", op, y.shape.str(), x.shape.str(), w.shape.str());
-  check_gpu_tensor(op, "x", x, {DType::kBF16});
-  check_gpu_tensor(op, "w", w, {DType::kBF16});
+  const LinearSizes z = linear_sizes(op, x, w, y, "y");
+  const int64_t out = z.out, in = z.in, rows = z.rows;
   check_gpu_tensor(op, "y", y, {DType::kBF16, DType::kF32});
-  if (rows == 0 || out == 0) return;
-  DT_CHECK(in > 0, "{}: weight {} has no input features", op, w.shape.str());
+  if (rows == 0 || out == 0) return;  // (rows is 0 when in is)
   gemm(s, op, true, false, out, rows, in, 1.f, w, in, x, in, 0.f, y, out);
 }
 
@@ -136,16 +146,9 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
                      const Tensor& w, double alpha, bool accumulate_dx) {
   const char* op = "linear_backward";
   CudaState& s = cuda_state(ctx, op);
-  DT_CHECK(w.ndim() == 2, "{}: weight must be 2-D [out, in], got {}", op, w.shape.str());
-  const int64_t out = w.size(0), in = w.size(1);
-  DT_CHECK(x.ndim() >= 1 && x.size(-1) == in, "{}: x {} does not match weight {}", op, x.shape.str(),
-           w.shape.str());
-  const int64_t rows = x.numel() / in;
-  DT_CHECK(dy.ndim() >= 1 && dy.size(-1) == out && dy.numel() == rows * out,
-           "{}: dy {} does not match x {} and weight {}", op, dy.shape.str(), x.shape.str(), w.shape.str());
+  const LinearSizes z = linear_sizes(op, x, w, dy, "dy");
+  const int64_t out = z.out, in = z.in, rows = z.rows;
   check_gpu_tensor(op, "dy", dy, {DType::kBF16});
-  check_gpu_tensor(op, "x", x, {DType::kBF16});
-  check_gpu_tensor(op, "w", w, {DType::kBF16});
   const float a = static_cast<float>(alpha);
   if (dx.defined()) {
     DT_CHECK(dx.numel() == x.numel(), "{}: dx {} vs x {}", op, dx.shape.str(), x.shape.str());
