@@ -46,7 +46,17 @@ void* device_alloc(size_t bytes, Device device) {
   }
 #ifdef DELTATRON_HAVE_CUDA
   void* p = nullptr;
-  DT_CUDA_CHECK(cudaMalloc(&p, bytes));
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // the failed allocation leaves the device usable; clear its error
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    DT_FAIL("out of GPU memory: {:.2f} GiB asked for, {:.2f} GiB of {:.2f} GiB free; use less (for generate: "
+            "fewer sequences with --batch or a shorter prompt; for train: a smaller train.batch_size or "
+            "train.seq_len)",
+            bytes / 1073741824.0, free_b / 1073741824.0, total_b / 1073741824.0);
+  }
+  DT_CUDA_CHECK(err);
   return p;
 #else
   DT_FAIL("this build has no CUDA backend; rebuild with nvcc on PATH or use --device cpu");
