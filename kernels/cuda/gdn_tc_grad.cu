@@ -187,17 +187,11 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32) gdn_tc_grad_qk_kernel(TcAr
       zero_acc(qk);
       warp_mma<1, NT1, D, false, false, Tri::kLowerN>(dm, sdO, kLd, m0, sVn, kLd, n1, lane);
       warp_mma<1, NT1, D, false, false, Tri::kLowerN>(qk, sQ, kLd, m0, sK, kLd, n1, lane);
-#pragma unroll
-      for (int ni = 0; ni < NT1; ++ni) {
-        const bool zero = above_diagonal(n1 + 8 * ni, m0);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
-          const float dmg = !zero && j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
-          sdMG[i * kLdC + j] = f32_to_bf16_bits(dmg);
-          qk[0][ni][e] = zero ? 0.f : qk[0][ni][e] * dmg;
-        }
-      }
+      for_each_block_elem<NT1>(m0, n1, lane, [&](int ni, int e, int i, int j, bool zero) {
+        const float dmg = !zero && j <= i ? dm[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+        sdMG[i * kLdC + j] = f32_to_bf16_bits(dmg);
+        qk[0][ni][e] = zero ? 0.f : qk[0][ni][e] * dmg;
+      });
       row_col_sums(qk, m0, sxr + part * kC, [&](int j) -> float& { return sxc[rb * kC + n1 + j]; }, lane);
     }
     if constexpr (kChase) {
@@ -394,15 +388,9 @@ __global__ void __launch_bounds__(kGradWarps<D> * 32, GradWyLayout<D>::kMinBlock
   float kkg[1][NT1][4];
   zero_acc(kkg);
   warp_mma<1, NT1, D, false, false, wy_tri(Tri::kLowerN)>(kkg, sK, kLd, m0, sK, kLd, n1, lane);
-#pragma unroll
-  for (int ni = 0; ni < NT1; ++ni) {
-    const bool zero = above_diagonal(n1 + 8 * ni, m0);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = m0 + acc_row(0, e, lane), j = n1 + acc_col(ni, e, lane);
-      kkg[0][ni][e] = !zero && j < i ? kkg[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
-    }
-  }
+  for_each_block_elem<NT1>(m0, n1, lane, [&](int ni, int e, int i, int j, bool zero) {
+    kkg[0][ni][e] = !zero && j < i ? kkg[0][ni][e] * __expf(sG[i] - sG[j]) : 0.f;
+  });
   {  // dT = dW Kb^T + dU Vb^T, strict lower: dT_im = beta_m (e^{G_m} (dW K^T)_im + (dU V^T)_im)
     float a1[1][NT1][4], a2[1][NT1][4];
     zero_acc(a1);

@@ -353,6 +353,18 @@ inline constexpr int kSwapBytes = kStateWarps<D> == 8 ? 8 * (BV / 16) * 4 * 32 *
 // Whether the 8 columns [n0, n0 + 8) lie above the diagonal for every one of the 16 rows [m0, m0 + 16)
 // (warp-uniform): a causal mask zeroes that whole accumulator block, so its values need not be formed.
 __device__ __forceinline__ bool above_diagonal(int n0, int m0) { return n0 > m0 + 15; }
+// Calls f(ni, e, i, j, zero) for element e of each block ni of a warp's row of NT m16n8 accumulator
+// blocks (rows from m0, columns from n1): i and j its row and column, zero whether its whole block
+// lies above the diagonal.
+template <int NT, class F>
+__device__ __forceinline__ void for_each_block_elem(int m0, int n1, int lane, F&& f) {
+#pragma unroll
+  for (int ni = 0; ni < NT; ++ni) {
+    const bool zero = above_diagonal(n1 + 8 * ni, m0);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(ni, e, m0 + acc_row(0, e, lane), n1 + acc_col(ni, e, lane), zero);
+  }
+}
 
 // parity (0 or 1): of the k-steps s on or below the diagonal, only those with s % 2 == parity are formed
 // (the others are left as they are; OutputLayout::kSplitM); -1: all.
