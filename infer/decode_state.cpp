@@ -92,19 +92,38 @@ void DecodeState::advanced() {
   ++length_;
 }
 
-void DecodeState::broadcast_first() {
-  // A tensor [N, ...]: sequence 0's first `rows` rows of dim 1 (or all of it) copied to the others.
-  auto spread = [&](const Tensor& t, bool cache) {
-    if (!t.defined() || n_seqs_ == 1) return;
-    const size_t seq_bytes = t.bytes() / static_cast<size_t>(n_seqs_);
+void DecodeState::broadcast_first() { copy_first(*this); }
+
+void DecodeState::fill_from_first(const DecodeState& src) {
+  DT_CHECK(&src != this && src.capacity_ == capacity_ && src.layers_.size() == layers_.size() &&
+               src.device() == device() && src.mla_cache_ == mla_cache_,
+           "decode state: filling from a state of another model, capacity ({} vs {}), device or cache format",
+           src.capacity_, capacity_);
+  set_length(src.length_);
+  copy_first(src);
+}
+
+// Sequence 0 of src, its state and its first length() cache positions, into every sequence here
+// (src itself: the others).
+void DecodeState::copy_first(const DecodeState& src) {
+  auto spread = [&](const Tensor& from, const Tensor& to, bool cache) {
+    if (!to.defined()) return;
+    const size_t seq_bytes = to.bytes() / static_cast<size_t>(n_seqs_);
+    DT_CHECK(from.defined() && from.bytes() / static_cast<size_t>(src.n_seqs_) == seq_bytes,
+             "decode state: the source's sequences differ in size");
     const size_t bytes = cache ? seq_bytes / static_cast<size_t>(capacity_) * static_cast<size_t>(length_) : seq_bytes;
-    auto* base = static_cast<char*>(t.data);
-    for (int n = 1; n < n_seqs_; ++n) device_copy(base + n * seq_bytes, t.device, base, t.device, bytes);
+    auto* base = static_cast<char*>(to.data);
+    for (int n = &src == this ? 1 : 0; n < n_seqs_; ++n) device_copy(base + n * seq_bytes, to.device, from.data, from.device, bytes);
   };
-  for (const LayerDecodeState& l : layers_) {
-    spread(l.recurrent, false);
-    spread(l.conv_tail, false);
-    for (const Tensor* c : {&l.keys, &l.values, &l.latent, &l.rope_key, &l.latent_scale}) spread(*c, true);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerDecodeState &f = src.layers_[i], &t = layers_[i];
+    spread(f.recurrent, t.recurrent, false);
+    spread(f.conv_tail, t.conv_tail, false);
+    spread(f.keys, t.keys, true);
+    spread(f.values, t.values, true);
+    spread(f.latent, t.latent, true);
+    spread(f.rope_key, t.rope_key, true);
+    spread(f.latent_scale, t.latent_scale, true);
   }
 }
 

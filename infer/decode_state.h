@@ -66,6 +66,10 @@ class DecodeState {
   // Copies sequence 0 (its state and the first length() cache positions) into every other sequence:
   // a prefill fills sequence 0 once for all the continuations of one prompt.
   void broadcast_first();
+  // Copies sequence 0 of `src` (a state of the same model, capacity and formats, any number of
+  // sequences) into every sequence here, and takes its length: generate prefills a state of one
+  // sequence, then widens it, so that the prefill and the N sequences' caches are not held at once.
+  void fill_from_first(const DecodeState& src);
 
   // Element counts of ONE sequence, summed over the layers, to compare with layers/decode_memory.h:
   int64_t recurrent_elements() const;        // GDN states (fp32 there)
@@ -75,6 +79,7 @@ class DecodeState {
   size_t bytes() const { return arena_.bytes(); }  // what this state holds, all sequences (its dtypes)
 
  private:
+  void copy_first(const DecodeState& src);
   int n_seqs_;
   int64_t capacity_;
   int64_t length_ = 0;

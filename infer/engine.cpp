@@ -132,12 +132,19 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   const int64_t capacity = r.prompt_tokens + std::max(o.max_new_tokens - 1, 0);
   const bool gpu = weights_.device() == Device::kCUDA;
   if (gpu) r.device_used_before = device_memory_used();
-  std::unique_ptr<DecodeState> state = new_state(N, std::max<int64_t>(capacity, 1), o.mla_cache);
-  r.state_bytes = state->bytes();
+  // The prompt goes into a state of one sequence, which is then copied into the N sequences' state:
+  // the prefill's prompt-length model and the N sequences' caches are never held at once.
+  std::unique_ptr<DecodeState> state = new_state(1, std::max<int64_t>(capacity, 1), o.mla_cache);
 
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> prompt_logits;
   std::vector<float> first = prefill(ctx, prompt, *state, o.on_logits ? &prompt_logits : nullptr);
+  if (N > 1) {
+    std::unique_ptr<DecodeState> wide = new_state(N, state->capacity(), o.mla_cache);
+    wide->fill_from_first(*state);
+    state = std::move(wide);
+  }
+  r.state_bytes = state->bytes();
   r.prefill_ms = ms_since(t0);
   if (gpu) r.device_used_after_prefill = device_memory_used();
   if (o.on_logits)
@@ -147,12 +154,12 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
 
   t0 = std::chrono::steady_clock::now();
   auto steady0 = t0;
-  const int64_t replays0 = graph_replays();  // the decoder is the prefill's
+  Decoder& dec = decoder(N);  // the prefill's for one sequence, else a new one
+  const int64_t replays0 = graph_replays();
   // Greedy without a logits callback: the choice is made where the logits are (f32 there) and
   // written where the next step reads its ids, and the host queues step s + 1 before it waits for
   // step s's ids (two page-locked slots, one event each), so the device never waits on the host.
   const bool greedy_here = o.sampling.temperature == 0 && !o.on_logits && weights_.stat_dtype() == DType::kF32;
-  Decoder& dec = decoder(N);
   const Device dev = weights_.device();
   std::vector<std::unique_ptr<PinnedBuffer>> slot;
   std::vector<std::unique_ptr<StreamEvent>> ready;

@@ -138,6 +138,40 @@ TEST_P(DecodeConsistency, SequencesDecodeIndependently) {
   }
 }
 
+// A state of N sequences filled from a prefilled state of one (generate's widening,
+// DecodeState::fill_from_first) decodes bit for bit as one prefilled with N sequences (broadcast_first).
+TEST_P(DecodeConsistency, FilledFromOneSequenceEqualsPrefilledWithN) {
+  const ModelConfig& cfg = GetParam().cfg;
+  const int64_t P = 7, steps = 4;
+  const int N = 3;
+  const std::vector<int32_t> prompt = random_tokens(P, cfg.vocab_size, 8);
+  Reference ref(cfg, prompt, 9);
+  Engine engine(cfg, ref.model.params());
+  Context ctx;
+  auto wide = engine.new_state(N, P + steps);
+  engine.prefill(ctx, prompt, *wide);
+  auto one = engine.new_state(1, P + steps);
+  engine.prefill(ctx, prompt, *one);
+  auto filled = engine.new_state(N, P + steps);
+  filled->fill_from_first(*one);
+  EXPECT_EQ(filled->length(), P);
+  for (int64_t s = 0; s < steps; ++s) {
+    std::vector<int32_t> ids;
+    for (int n = 0; n < N; ++n) ids.push_back(static_cast<int32_t>((7 * s + 3 * n) % cfg.vocab_size));
+    const std::vector<float> a = engine.step(ctx, ids, *wide), b = engine.step(ctx, ids, *filled);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "step " << s;
+  }
+  // Another capacity is another layout: refused, naming both.
+  auto other = engine.new_state(N, P + steps + 1);
+  try {
+    other->fill_from_first(*one);
+    ADD_FAILURE() << "no error for a state of another capacity";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("capacity (11 vs 12)"), std::string::npos) << e.what();
+  }
+}
+
 // The engine's state holds exactly what layers/decode_memory.h counts (there in bf16 / fp32 bytes).
 TEST_P(DecodeConsistency, StateSizesAgreeWithDecodeMemory) {
   const ModelConfig& cfg = GetParam().cfg;

@@ -156,6 +156,22 @@ TEST_F(Generation, GreedyOnTheDeviceEqualsGreedyFromTheLogits) {
   EXPECT_GT(direct.steady_decode_ms, 0);
 }
 
+// generate prefills one sequence and copies it into the N sequences' state: greedy, each of the N
+// continuations is the one sequence's, and the state is the N sequences'.
+TEST_F(Generation, GreedyBatchContinuesAsOneSequence) {
+  Engine engine(cfg_, model_.params());
+  Context ctx;
+  GenerateOptions o;
+  o.max_new_tokens = 10;
+  o.batch = 1;
+  const GenerateResult one = engine.generate(ctx, prompt_, o);
+  o.batch = 3;
+  const GenerateResult three = engine.generate(ctx, prompt_, o);
+  ASSERT_EQ(three.tokens.size(), 3u);
+  for (const std::vector<int32_t>& t : three.tokens) EXPECT_EQ(t, one.tokens[0]);
+  EXPECT_EQ(three.state_bytes, engine.new_state(3, static_cast<int64_t>(prompt_.size()) + 9)->bytes());
+}
+
 TEST_F(Generation, StopTokensEndASequence) {
   const GenerateResult g = run(5, 0.0, 1);
   ASSERT_GE(g.tokens[0].size(), 3u);
