@@ -30,6 +30,7 @@ Prints a table and writes JSON (--json, default $OUT/bench_decode.json or ./benc
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -116,7 +117,9 @@ def deltatron_decode(args, ckpt, prompt, batch, extra=()):
            "--max-context", str(10 ** 7), "--device", args.device, "--json", *extra]
     r = run(cmd)
     if r.returncode:
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+        last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
+        # The message without the source location (an absolute path on the machine that built it).
+        return {"error": re.sub(r" at /\S+:\d+$", "", last)}
     j = json.loads(r.stdout)
     mem = j.get("memory", {})
     used = max(mem.get("device_used_after_prefill_bytes", 0),

@@ -4,7 +4,8 @@
 # JSON row per context and batch with the prompt length asked, a decode rate, the state's size, and
 # the peer marked as not run; the table has a row each. A tiny MLA hybrid given plain and as
 # PATH@fp8 gives a row each, the second labelled "(fp8 cache)", decoded with --mla-cache fp8 and
-# holding a smaller state; an unknown variant is refused; the default configs include the fp8 row.
+# holding a smaller state; an unknown variant is refused; the default configs include the fp8 row;
+# a failed decode is recorded by its message without the source's absolute path.
 # Usage: test_bench_decode.sh path/to/deltatron
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -65,4 +66,12 @@ assert "error" not in plain and "error" not in fp8, rows
 assert plain["mla_cache"] == "bf16" and fp8["mla_cache"] == "fp8", rows
 assert fp8["state_bytes"] < plain["state_bytes"], (fp8["state_bytes"], plain["state_bytes"])
 PY
+# A failed decode is recorded by its message, without the source location's absolute path.
+printf '#!/bin/sh\necho "deltatron: error: device: CUDA error 2 (out of memory) at /build/here/core/device.cpp:49" >&2\nexit 1\n' \
+  > "$tmp/failing"
+chmod +x "$tmp/failing"
+python3 -c "import sys, types; sys.path.insert(0, '$repo/bench'); import bench_decode as b; \
+r = b.deltatron_decode(types.SimpleNamespace(deltatron='$tmp/failing', new_tokens=4, device='cuda'), 'c.h5', 'p.txt', 1); \
+assert r == {'error': 'deltatron: error: device: CUDA error 2 (out of memory)'}, r" ||
+  fail "a failed decode's error is not recorded without its path"
 echo "bench_decode: arguments, table and JSON checked"
