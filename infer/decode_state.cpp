@@ -113,7 +113,8 @@ void DecodeState::copy_first(const DecodeState& src) {
              "decode state: the source's sequences differ in size");
     const size_t bytes = cache ? seq_bytes / static_cast<size_t>(capacity_) * static_cast<size_t>(length_) : seq_bytes;
     auto* base = static_cast<char*>(to.data);
-    for (int n = &src == this ? 1 : 0; n < n_seqs_; ++n) device_copy(base + n * seq_bytes, to.device, from.data, from.device, bytes);
+    for (int n = &src == this ? 1 : 0; n < n_seqs_; ++n)
+      device_copy(base + n * seq_bytes, to.device, from.data, from.device, bytes);
   };
   for (size_t i = 0; i < layers_.size(); ++i) {
     const LayerDecodeState &f = src.layers_[i], &t = layers_[i];

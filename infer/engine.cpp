@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "layers/model.h"
 
-
 namespace dt {
 
 namespace {

@@ -68,9 +68,10 @@ struct GenerateResult {
   int64_t decode_tokens = 0;  // tokens those steps produced for sequences still going
   int64_t graph_replays = 0;  // GPU: decode steps run as a CUDA graph replay
   size_t state_bytes = 0;     // the decode state's allocation, all sequences (caches at full capacity)
-  // GPU: the device's used memory (core/device.h) just before the state is allocated and right
-  // after the prefill (the prefill's model freed, the state filled): their difference is what
-  // decoding holds beyond the weights. 0 on the CPU.
+  // GPU: the device's used memory (core/device.h) just before the state is allocated, right after
+  // the prefill (the prefill's model freed, the N sequences' state filled) and after the last step
+  // (the recorded step graph included): the larger of the last two minus the first is what decoding
+  // holds beyond the weights. 0 on the CPU.
   size_t device_used_before = 0, device_used_after_prefill = 0, device_used_after_decode = 0;
 };
 

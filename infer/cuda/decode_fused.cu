@@ -15,7 +15,6 @@
 
 namespace dt::cuda {
 
-
 namespace {
 
 // ---- GEMV: one warp per output row for all N sequences; the input rows in shared memory (bf16),
@@ -378,8 +377,8 @@ void gemv(const GemvParams& p, void* stream) {
   if (smem > 48 * 1024)
     DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);
-  DT_CUDA_OK(launch_dependent(kernel, dim3(blocks), dim3(kGemvThreads), smem, static_cast<cudaStream_t>(stream), p), op);
-  DT_CUDA_OK(cudaGetLastError(), op);
+  DT_CUDA_OK(launch_dependent(kernel, dim3(blocks), dim3(kGemvThreads), smem, static_cast<cudaStream_t>(stream), p),
+             op);
 }
 
 void gdn_step(const GdnStepParams& p, void* stream) {
