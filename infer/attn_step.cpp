@@ -62,7 +62,7 @@ class AttnStep final : public MixerStep {
       decode_gemv(ctx,
                   {{w_q_, qg.view({N, w_q_.size(0)}), {}}, {w_k_, k.view({N, Hkv * hd}), {}},
                    {w_v_, v.view({N, Hkv * hd}), {}}},
-                  io.gemv_in());
+                  io.gemv_in(), io.l2_after(w_q_));
     } else {
       const Tensor x3 = io.normalize(ctx).view({N, 1, d_model_});
       linear_forward(ctx, qg, x3, w_q_);
@@ -82,7 +82,8 @@ class AttnStep final : public MixerStep {
                      1.0 / std::sqrt(static_cast<double>(hd)), s.workspace);
     if (a_.output_gate) {
       if (gemv) {  // the gate taken on the output projection's input
-        decode_gemv(ctx, {{w_o_, io.y, io.h}}, GemvIn::gated(o.view({N, H * hd}), buf(gate_).view({N, H * hd})));
+        decode_gemv(ctx, {{w_o_, io.y, io.h}}, GemvIn::gated(o.view({N, H * hd}), buf(gate_).view({N, H * hd})),
+                    io.l2_after(w_o_));
         return;
       }
       sigmoid_gate_forward(ctx, buf(og_), o, buf(gate_));
@@ -90,6 +91,8 @@ class AttnStep final : public MixerStep {
     }
     io.project_out(ctx, w_o_, o.view({N, H * hd}));
   }
+
+  std::vector<std::vector<Tensor>> gemv_weights() const override { return {{w_q_, w_k_, w_v_}, {w_o_}}; }
 
  private:
   Tensor buf(int slot) const { return scratch_->get(slot); }

@@ -335,7 +335,7 @@ bool decode_gemv_supported(Device device, int64_t N, int64_t C) {
   return device == Device::kCPU && N >= 1 && C >= 1;
 }
 
-void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in) {
+void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in, const std::vector<Tensor>& l2) {
   const char* op = "decode_gemv";
   const Tensor& x = in.x;
   DT_CHECK(x.ndim() == 2 && x.is_contiguous(), "{}: x {} must be a contiguous [N, C] tensor", op, x.str());
@@ -391,6 +391,17 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
     p.norm_w = in.kind == GemvInput::kRmsNorm ? in.norm_w.ptr<float>() : nullptr;
     p.eps = static_cast<float>(in.eps), p.zero_centered = in.zero_centered;
     p.N = N, p.C = C, p.ldx = ldx;
+    DT_CHECK(l2.size() <= cuda::kGemvMaxSegments, "{}: {} tensors to prefetch (at most {})", op, l2.size(),
+             cuda::kGemvMaxSegments);
+    for (const Tensor& t : l2) {
+      DT_CHECK(t.device == Device::kCUDA && t.is_contiguous(), "{}: the tensor {} to prefetch must be contiguous on the GPU",
+               op, t.str());
+      // Whole 16-byte blocks from a 16-byte boundary: the bulk prefetch's unit.
+      const auto addr = reinterpret_cast<uintptr_t>(t.data), begin = (addr + 15) / 16 * 16;
+      const auto end = (addr + t.bytes()) / 16 * 16;
+      if (end <= begin) continue;
+      p.l2[p.n_l2] = reinterpret_cast<const void*>(begin), p.l2_bytes[p.n_l2++] = static_cast<int64_t>(end - begin);
+    }
     return cuda::gemv(p, ctx.stream);
   }
 #endif

@@ -119,8 +119,11 @@ struct GemvIn {
   GemvIn(GemvInput k, const Tensor& a, const Tensor& b) : kind(k), x(a), x2(b) {}
 };
 // y_i = W_i x' (+ residual_i) for up to 4 weights sharing the input. GPU: bf16 x, weights and
-// residuals; each y bf16 or fp32 (no residual then).
-void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in);
+// residuals; each y bf16 or fp32 (no residual then). l2: up to 4 tensors (contiguous, on the GPU)
+// that the GPU asks L2 to fetch while it runs, the weights of a GEMV further on (infer/l2_plan.h);
+// a hint only, ignored on the CPU.
+void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in,
+                 const std::vector<Tensor>& l2 = {});
 
 // The softmax attention layer's token before the attention, one op (one kernel on the GPU): from
 // qg [N, H qw] (each head's hd query features, then with an output gate its hd gate features),

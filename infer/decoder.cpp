@@ -29,8 +29,12 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
     b.up = weights.param(p + "mlp.up_proj.weight");
     b.down = weights.param(p + "mlp.down_proj.weight");
     b.mixer = make_mixer_step({cfg, weights, scratch_, n_seqs, i});
+    for (const std::vector<Tensor>& g : b.mixer->gemv_weights()) l2_.add(g);
+    l2_.add({b.gate, b.up});
+    l2_.add({b.down});
     blocks_.push_back(std::move(b));
   }
+  l2_.add({lm_head_});
   ids_ = scratch_.declare("ids", DType::kI32, {N, 1});
   h_ = scratch_.declare("h", t, {N, 1, C});
   h2_ = scratch_.declare("h2", t, {N, 1, C});
@@ -107,13 +111,14 @@ void Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos) 
   for (size_t i = 0; i < blocks_.size(); ++i) {
     BlockWeights& b = blocks_[i];
     // h2 = h + mixer(norm(h))
-    const StepIO io{h_2, b.input_norm, eps, zc, h2_2, n2, rstd, m.view({N, C})};
+    const StepIO io{h_2, b.input_norm, eps, zc, h2_2, n2, rstd, m.view({N, C}), &l2_};
     b.mixer->step(ctx, state.layer(static_cast<int>(i)), io, pos);
     // h = h2 + mlp(norm(h2))
     if (fused_mlp) {  // two kernels: the norm, gate and up in one GEMV; SwiGLU, down and the residual in the other
       const Tensor gate = buf(gate_).view({N, F}), up = buf(up_).view({N, F});
-      decode_gemv(ctx, {{b.gate, gate, {}}, {b.up, up, {}}}, GemvIn::rmsnorm(h2_2, b.post_norm, eps, zc));
-      decode_gemv(ctx, {{b.down, h_2, h2_2}}, GemvIn::swiglu(gate, up));
+      decode_gemv(ctx, {{b.gate, gate, {}}, {b.up, up, {}}}, GemvIn::rmsnorm(h2_2, b.post_norm, eps, zc),
+                  l2_.after(b.gate));
+      decode_gemv(ctx, {{b.down, h_2, h2_2}}, GemvIn::swiglu(gate, up), l2_.after(b.down));
       continue;
     }
     rmsnorm_forward(ctx, n2, rstd, h2_2, b.post_norm, eps, zc);
@@ -124,7 +129,7 @@ void Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos) 
     residual_add(ctx, h, h2, m);
   }
   if (decode_gemv_supported(ctx.device, N, C)) {  // the final norm inside the LM head's GEMV
-    decode_gemv(ctx, {{lm_head_, buf(logits_), {}}}, GemvIn::rmsnorm(h_2, final_norm_, eps, zc));
+    decode_gemv(ctx, {{lm_head_, buf(logits_), {}}}, GemvIn::rmsnorm(h_2, final_norm_, eps, zc), l2_.after(lm_head_));
     return;
   }
   rmsnorm_forward(ctx, n2, rstd, h_2, final_norm_, eps, zc);

@@ -20,6 +20,7 @@
 #include "core/context.h"
 #include "infer/decode_graph.h"
 #include "infer/decode_state.h"
+#include "infer/l2_plan.h"
 #include "infer/mixer_step.h"
 #include "layers/params.h"
 
@@ -72,6 +73,7 @@ class Decoder {
   Arena scratch_;
   std::vector<BlockWeights> blocks_;
   Tensor embed_, final_norm_, lm_head_;
+  L2Plan l2_;  // the step's GEMVs in order, for their prefetch
   bool use_graph_ = true;
   DecodeGraph graph_;
   GraphKey graph_key_, warm_key_;  // the state the graph was recorded for; the last state run op by op

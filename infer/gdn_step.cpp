@@ -78,7 +78,7 @@ class GdnStep final : public MixerStep {
                    {w_z_, z2, {}},
                    {w_b_, buf(b_).view({N, Hv}), {}},
                    {w_a_, buf(a_).view({N, Hv}), {}}},
-                  io.gemv_in());
+                  io.gemv_in(), io.l2_after(w_qkv_));
       gdn_decode_step(ctx, h2, s.recurrent, qkv.view({N, conv_dim()}), z2, buf(a_).view({N, Hv}),
                       buf(b_).view({N, Hv}), a_log_, dt_bias_, w_norm_, Hk, dk, 1.0 / std::sqrt(double(dk)), eps_);
       io.project_out(ctx, w_out_, h2);
@@ -99,6 +99,10 @@ class GdnStep final : public MixerStep {
                           buf(g_slot_), buf(beta_), s.recurrent);
     gdn_norm_forward(ctx, hidden.view({N, 1, Hv, dv}), o, z.view({N, 1, Hv, dv}), w_norm_, eps_);
     io.project_out(ctx, w_out_, h2);
+  }
+
+  std::vector<std::vector<Tensor>> gemv_weights() const override {
+    return {{w_qkv_, w_z_, w_b_, w_a_}, {w_out_}};
   }
 
  private:

@@ -13,11 +13,16 @@ const Tensor& StepIO::normalize(Context& ctx) const {
 void StepIO::project_out(Context& ctx, const Tensor& w, const Tensor& x) const {
   const int64_t N = h.size(0), C = h.size(1), K = x.numel() / N;
   if (decode_gemv_supported(ctx.device, N, K)) {
-    decode_gemv(ctx, {{w, y, h}}, x.view({N, K}));
+    decode_gemv(ctx, {{w, y, h}}, x.view({N, K}), l2_after(w));
     return;
   }
   linear_forward(ctx, out.view({N, 1, C}), x.view({N, 1, K}), w);
   residual_add(ctx, y, h, out);
+}
+
+const std::vector<Tensor>& StepIO::l2_after(const Tensor& w) const {
+  static const std::vector<Tensor> kNone;
+  return l2 ? l2->after(w) : kNone;
 }
 
 std::unique_ptr<MixerStep> make_mixer_step(const MixerStepEnv& env) {

@@ -12,6 +12,7 @@
 #include "core/context.h"
 #include "infer/decode_ops.h"
 #include "infer/decode_state.h"
+#include "infer/l2_plan.h"
 #include "layers/layer.h"
 #include "layers/params.h"
 
@@ -27,6 +28,7 @@ struct StepIO {
   bool zero_centered = false;
   Tensor y;                  // [N, d_model] h + the mixer's output; not h
   Tensor normed, rstd, out;  // scratch for the unfused paths: [N, d_model], [N], [N, d_model]
+  const L2Plan* l2 = nullptr;  // the step's GEMVs, for their prefetch (none when null)
 
   // The normed input as decode_gemv takes it (the norm inside the GEMV).
   GemvIn gemv_in() const { return GemvIn::rmsnorm(h, norm_w, eps, zero_centered); }
@@ -34,6 +36,8 @@ struct StepIO {
   const Tensor& normalize(Context& ctx) const;
   // y = h + w x (x [N, C]): one decode_gemv where it takes N x C, else a GEMM and an add.
   void project_out(Context& ctx, const Tensor& w, const Tensor& x) const;
+  // What the GEMV whose first weight is w prefetches into L2 (L2Plan::after).
+  const std::vector<Tensor>& l2_after(const Tensor& w) const;
 };
 
 class MixerStep {
@@ -52,6 +56,9 @@ class MixerStep {
   // kernels only (no host copies or synchronisation), and what depends on the position reads
   // pos.counter (infer/decode_ops.h).
   virtual void step(Context& ctx, LayerDecodeState& s, const StepIO& io, const DecodePosition& pos) = 0;
+  // The weights of the step's decode_gemv calls in the order it makes them, a group a call (for the
+  // decoder's L2Plan).
+  virtual std::vector<std::vector<Tensor>> gemv_weights() const = 0;
 };
 
 // What a step is built from. The scratch arena is allocated by the caller after every step is built;

@@ -108,6 +108,8 @@ class MlaStep final : public MixerStep {
     io.project_out(ctx, w_o_, o.view({N, H * dv}));
   }
 
+  std::vector<std::vector<Tensor>> gemv_weights() const override { return {{w_o_}}; }
+
  private:
   Tensor buf(int slot) const { return scratch_->get(slot); }
 

@@ -69,9 +69,14 @@ struct GemvSegment {
 // taken as x' by `in` (infer/gemv_input.h; x2 in x's layout, norm_w fp32 [C]; the norm's sum of
 // squares in a fixed order).
 // y_s[n] = W_s x'[n] for every segment s, fp32 sums.
+// l2[i] (16-byte aligned, l2_bytes[i] a multiple of 16): regions the GEMV asks L2 to fetch, the
+// weights of a GEMV further on (none when n_l2 = 0).
 struct GemvParams {
   GemvSegment seg[kGemvMaxSegments];
   int n_seg = 0;
+  const void* l2[kGemvMaxSegments] = {};
+  int64_t l2_bytes[kGemvMaxSegments] = {};
+  int n_l2 = 0;
   GemvInput in = GemvInput::kPlain;
   const uint16_t* x = nullptr;
   const uint16_t* x2 = nullptr;

@@ -12,6 +12,7 @@
 #include "infer/cuda/decode_cuda.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"  // the GDN gates' sigmoid and softplus, as the unfused kernels take them
+#include "kernels/cuda/tma.cuh"             // the weights' prefetch into L2
 
 namespace dt::cuda {
 
@@ -90,6 +91,15 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
     for (int k = 0; k < kGemvPrefetch; ++k) {
       const int64_t c = lane + 32 * k;
       if (w0 && c < chunks) wpre[k] = __ldg(w0 + c);
+    }
+  }
+  // The weights of a GEMV further on in the step go to L2 while this one and the next run: this
+  // CTA asks for its share of each region.
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < p.n_l2; ++i) {
+      const int64_t share = (p.l2_bytes[i] / 16 + gridDim.x - 1) / gridDim.x * 16, off = blockIdx.x * share;
+      const int64_t bytes = min(share, p.l2_bytes[i] - off);
+      if (bytes > 0) bulk_prefetch_l2(static_cast<const char*>(p.l2[i]) + off, static_cast<uint32_t>(bytes));
     }
   }
   // The weights never change; x, x2 and the outputs are the previous kernels' business until they
@@ -309,13 +319,14 @@ __global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_const
   float* S = p.state + gi * p.dk * p.dv + static_cast<int64_t>(r) * kPer * p.dv + j;
   GdnTokenInputs in;
   in.load_constants(p, col && r == 0, j);
-  grid_dependency_wait();
-  grid_launch_dependents();
-  // Every load of the token goes out at once: the state (a caller may have written it in the
-  // kernel before), the gate inputs, v, z, then q and k in gdn_token_begin.
+  // The state is read before the wait: the kernel before (the step's input GEMV) never writes it,
+  // and whatever wrote it before that is complete (that kernel waited on it). Then every other load
+  // of the token goes out at once: the gate inputs, v, z, then q and k in gdn_token_begin.
   float st[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) st[i] = col ? S[i * p.dv] : 0.f;
+  grid_dependency_wait();
+  grid_launch_dependents();
   in.load_inputs(p, col, col && r == 0, j);
   float decay, beta;
   gdn_token_begin(p, in, sq, sk, red, &decay, &beta);
@@ -360,6 +371,11 @@ void gemv(const GemvParams& p, void* stream) {
              "{}: weight {}: the conv needs a bf16 output without residual, conv_k >= 1 and a tail", op, s);
     prev = g.row_end;
   }
+  DT_CHECK(p.n_l2 >= 0 && p.n_l2 <= kGemvMaxSegments, "{}: {} regions to prefetch (0 to {})", op, p.n_l2,
+           kGemvMaxSegments);
+  for (int i = 0; i < p.n_l2; ++i)
+    DT_CHECK(p.l2[i] && reinterpret_cast<uintptr_t>(p.l2[i]) % 16 == 0 && p.l2_bytes[i] > 0 && p.l2_bytes[i] % 16 == 0,
+             "{}: region {} to prefetch is not whole 16-byte blocks", op, i);
   const size_t smem = gemv_smem_bytes(p.N, p.C, p.in);
   DT_CHECK(smem <= kGemvMaxInputBytes, "{}: the input ({} bytes) exceeds {} bytes of shared memory", op, smem,
            kGemvMaxInputBytes);

@@ -52,6 +52,7 @@
 #include "core/error.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dense_mm_launch.h"
+#include "kernels/cuda/tma.cuh"
 
 namespace dt::cuda {
 
@@ -356,46 +357,16 @@ __global__ void __launch_bounds__(kRowThreads, 1) cross_entropy_regs_kernel(Cros
   reduce_row_in_registers<kMode>(p, r, ri, v, xs, x_t, pairs, [] {});
 }
 
-// ---- tma: mbarrier + cp.async.bulk (sm_90) ----
+// ---- tma: the row by cp.async.bulk (kernels/cuda/tma.cuh) ----
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define DT_CE_HAVE_TMA 1
-#endif
-
-#ifdef DT_CE_HAVE_TMA
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
+#ifdef DT_HAVE_TMA
 // Fetches row r's 16-byte blocks into dst; completes bar's current phase when they have landed.
 __device__ __forceinline__ void fetch_row(const CrossEntropyParams& p, int64_t r, uint4* dst, uint64_t* bar) {
   const uint16_t* x = p.logits + r * p.vocab;
   const RowSplit sp = split_row(x, p.vocab);
   const uint32_t bytes = static_cast<uint32_t>(sp.nvec) * 16;
-  // The CTA's generic-proxy reads of dst (ordered by the caller's __syncthreads) before the async writes.
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-  if (bytes > 0)
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-            smem_addr(dst)),
-        "l"(x + sp.head), "r"(bytes), "r"(smem_addr(bar))
-        : "memory");
+  mbar_expect_bytes(bar, bytes);
+  if (bytes > 0) bulk_copy(dst, x + sp.head, bytes, bar);
 }
 #endif
 
@@ -403,7 +374,7 @@ __device__ __forceinline__ void fetch_row(const CrossEntropyParams& p, int64_t r
 // the row is in registers, it + 2) are in flight.
 template <int kMode>
 __global__ void __launch_bounds__(kRowThreads, 1) cross_entropy_tma_kernel(CrossEntropyParams p, int stage_vecs) {
-#ifdef DT_CE_HAVE_TMA
+#ifdef DT_HAVE_TMA
   extern __shared__ uint4 stages[];  // [2][stage_vecs]
   __shared__ __align__(8) uint64_t bars[2];
   __shared__ float2 pairs[2][kRowWarps];
@@ -412,7 +383,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) cross_entropy_tma_kernel(Cross
   int64_t r = blockIdx.x;
   if (tid == 0) {
     mbar_init(&bars[0], 1), mbar_init(&bars[1], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
     for (int s = 0; s < 2; ++s)
       if (r + s * G < p.n) fetch_row(p, r + s * G, stages + s * stage_vecs, &bars[s]);
   }

@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "infer/cpu/decode_ref.h"
@@ -266,6 +267,41 @@ TEST(DecodeOpsCuda, GemvMatchesTheCpu) {
           }
         }
       }
+}
+
+// The GEMV with many rows a warp (rows of 144 bytes: about 16 a warp) or a few long ones (4 KB), two
+// weights (the second one's rows start mid-CTA; residual on the first, fp32 output on the second),
+// against the double reference; then the same GEMV asking L2 for regions of odd sizes, one shorter
+// than the grid has CTAs: the same bits (the prefetch is a hint). Outputs poisoned.
+TEST(DecodeOpsCuda, GemvWithManyRowsAndAPrefetchMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context();
+  for (int64_t N : {1, 3})
+    for (auto [C, rows0, rows1] : {std::tuple<int64_t, int64_t, int64_t>{2056, 5003, 2998}, {72, 60001, 9777}}) {
+      SCOPED_TRACE(fmt::format("N {}, C {}, rows {} + {}", N, C, rows0, rows1));
+      const uint64_t salt = 900 + N + C;
+      const std::vector<float> x = randn(N * C, salt), w0 = randn(rows0 * C, salt + 1, 1.0 / std::sqrt(double(C))),
+                               w1 = randn(rows1 * C, salt + 2, 1.0 / std::sqrt(double(C))),
+                               res = randn(N * rows0, salt + 3);
+      Dev dx(DType::kBF16, {N, C}), dw0(DType::kBF16, {rows0, C}), dw1(DType::kBF16, {rows1, C});
+      Dev dres(DType::kBF16, {N, rows0}), dy0(DType::kBF16, {N, rows0}), dy1(DType::kF32, {N, rows1});
+      Dev dy0b(DType::kBF16, {N, rows0}), dy1b(DType::kF32, {N, rows1}), far(DType::kBF16, {1001, 24});
+      dx.upload(x), dw0.upload(w0), dw1.upload(w1), dres.upload(res);
+      for (const Dev* d : {&dy0, &dy1, &dy0b, &dy1b}) d->poison(ctx);
+      decode_gemv(ctx, {{dw0, dy0, dres}, {dw1, dy1, {}}}, dx.t());
+      const Tensor tiny = far.t().narrow0(0, 3);  // 144 bytes: fewer 16-byte blocks than CTAs
+      decode_gemv(ctx, {{dw0, dy0b, dres}, {dw1, dy1b, {}}}, dx.t(), {far.t(), dw1.t(), tiny});
+      std::vector<double> want0(static_cast<size_t>(N * rows0)), want1(static_cast<size_t>(N * rows1));
+      decode_gemv_ref<double>(want0.data(), to_double(w0).data(), GemvInput::kPlain, to_double(x).data(), nullptr,
+                              nullptr, 0.0, false, to_double(res).data(), N, C, C, rows0);
+      decode_gemv_ref<double>(want1.data(), to_double(w1).data(), GemvInput::kPlain, to_double(x).data(), nullptr,
+                              nullptr, 0.0, false, nullptr, N, C, C, rows1);
+      expect_close("y0 (with the residual)", dy0.download(), want0, kBf16Rel, kFloorRel);
+      expect_close("y1 (fp32)", dy1.download(), want1, kBf16Rel, kFloorRel);
+      EXPECT_EQ(dy0b.raw(), dy0.raw()) << "y0 with the prefetch";
+      EXPECT_EQ(dy1b.raw(), dy1.raw()) << "y1 with the prefetch";
+    }
 }
 
 // The GEMV with the GDN conv on its output against the GEMV and then decode_conv_step, both on the
