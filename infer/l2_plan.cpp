@@ -26,10 +26,14 @@ void L2Plan::add(const std::vector<Tensor>& weights) {
   groups_.push_back(std::move(group));
 }
 
-const std::vector<Tensor>& L2Plan::after(const Tensor& w) const {
+const std::vector<Tensor>& L2Plan::none() {
   static const std::vector<Tensor> kNone;
+  return kNone;
+}
+
+const std::vector<Tensor>& L2Plan::after(const Tensor& w) const {
   const auto it = index_.find(w.data);
-  if (it == index_.end()) return kNone;
+  if (it == index_.end()) return none();
   return groups_[(it->second + kDistance) % groups_.size()];
 }
 

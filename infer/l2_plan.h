@@ -20,8 +20,9 @@ class L2Plan {
  public:
   // The next GEMV of the step: its weights (the first names it), in the order the step runs them.
   void add(const std::vector<Tensor>& weights);
-  // What the GEMV whose first weight is w prefetches; empty for a weight the plan does not hold.
+  // What the GEMV whose first weight is w prefetches; none() for a weight the plan does not hold.
   const std::vector<Tensor>& after(const Tensor& w) const;
+  static const std::vector<Tensor>& none();
 
  private:
   std::vector<std::vector<Tensor>> groups_;

@@ -20,10 +20,7 @@ void StepIO::project_out(Context& ctx, const Tensor& w, const Tensor& x) const {
   residual_add(ctx, y, h, out);
 }
 
-const std::vector<Tensor>& StepIO::l2_after(const Tensor& w) const {
-  static const std::vector<Tensor> kNone;
-  return l2 ? l2->after(w) : kNone;
-}
+const std::vector<Tensor>& StepIO::l2_after(const Tensor& w) const { return l2 ? l2->after(w) : L2Plan::none(); }
 
 std::unique_ptr<MixerStep> make_mixer_step(const MixerStepEnv& env) {
   DT_CHECK(env.layer >= 0 && env.layer < env.cfg.n_layers(), "decode: layer {} out of range (the model has {})",
