@@ -526,7 +526,7 @@ void gdn_decode_step(Context& ctx, const Tensor& y, const Tensor& state, const T
   });
 }
 
-void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_t vocab) {
+void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_t vocab, const Tensor& counter) {
   DT_CHECK(logits.ndim() == 2 && logits.dtype == DType::kF32 && logits.is_contiguous(),
            "decode_argmax: logits {} must be a contiguous f32 [N, V] tensor", logits.str());
   const int64_t N = logits.size(0), V = logits.size(1);
@@ -536,8 +536,12 @@ void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_
   DT_CHECK(out.device == ctx.device && logits.device == ctx.device,
            "decode_argmax: the tensors must be on the context's device");
 #ifdef DELTATRON_HAVE_CUDA
-  if (on_gpu(ctx)) return cuda::argmax_rows(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V, ctx.stream);
+  if (on_gpu(ctx)) {
+    int32_t* c = counter.defined() ? const_cast<int32_t*>(counter_ptr("decode_argmax", {0, counter})) : nullptr;
+    return cuda::argmax_rows(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V, c, ctx.stream);
+  }
 #endif
+  DT_CHECK(!counter.defined(), "decode_argmax: the position counter {} needs a CUDA context", counter.str());
   require_cpu(ctx, "decode_argmax");
   decode_argmax_ref(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V);
 }

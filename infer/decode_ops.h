@@ -152,8 +152,9 @@ void gdn_decode_step(Context& ctx, const Tensor& y, const Tensor& state, const T
 
 // out[n] = the first index of the largest of logits[n, 0 .. vocab) (NaN never wins; a row of NaN
 // gives 0): greedy decoding where the logits are. out int32 [N] and logits f32 [N, V >= vocab] on
-// the context's device.
-void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_t vocab);
+// the context's device. With a counter (GPU): also decode_advance's work, in the same kernel (the
+// argmax as a step's last op).
+void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_t vocab, const Tensor& counter = {});
 
 // counter[0] += 1 on the device (GPU; nothing to do when the counter is undefined): a step's last op.
 void decode_advance(Context& ctx, const Tensor& counter);

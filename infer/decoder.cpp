@@ -48,13 +48,13 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
   scratch_.allocate();
 }
 
-Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state) {
+Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state, int64_t greedy_vocab) {
   const Tensor id = buf(ids_);
   device_copy(id.data, id.device, ids, Device::kCPU, id.bytes());
-  return step_chained(ctx, state);
+  return step_chained(ctx, state, greedy_vocab);
 }
 
-Tensor Decoder::step_chained(Context& ctx, DecodeState& state) {
+Tensor Decoder::step_chained(Context& ctx, DecodeState& state, int64_t greedy_vocab) {
   DT_CHECK(state.n_seqs() == n_seqs_, "decode: the state holds {} sequences, the decoder {}", state.n_seqs(), n_seqs_);
   DT_CHECK(state.device() == ctx.device && scratch_.device() == ctx.device,
            "decode: the context's device differs from the state's or the weights'");
@@ -63,9 +63,12 @@ Tensor Decoder::step_chained(Context& ctx, DecodeState& state) {
   const DecodePosition at{state.length(), state.counter()};
   auto run = [&] {
     body(ctx, state, at);
-    decode_advance(ctx, state.counter());
+    if (greedy_vocab > 0)  // the step's last kernel: the argmax, which also advances the position
+      decode_argmax(ctx, input_ids(), buf(logits_), greedy_vocab, state.counter());
+    else
+      decode_advance(ctx, state.counter());
   };
-  const GraphKey key{state.base(), state.capacity(), state.mla_cache()};
+  const GraphKey key{state.base(), state.capacity(), state.mla_cache(), greedy_vocab};
   // A graph needs a stream of its own (capture refuses the legacy default stream).
   if (ctx.device != Device::kCUDA || !use_graph_ || !ctx.stream) {
     run();
@@ -84,12 +87,6 @@ Tensor Decoder::step_chained(Context& ctx, DecodeState& state) {
   }
   state.advanced();
   return buf(logits_);
-}
-
-Tensor Decoder::greedy_into_input(Context& ctx, int64_t vocab) {
-  const Tensor id = buf(ids_).view({n_seqs_});
-  decode_argmax(ctx, id, buf(logits_), vocab);
-  return id;
 }
 
 Tensor Decoder::head(Context& ctx, const Tensor& hn) {

@@ -37,15 +37,16 @@ class Decoder {
 
   // ids: host int32 [N], each sequence's token at position state.length(). Returns the logits of the
   // next token [N, vocab] (on the weights' device, stat_dtype(); valid until the next step) and
-  // advances the state.
-  Tensor step(Context& ctx, const int32_t* ids, DecodeState& state);
-  // The same step on the ids that greedy_into_input() left on the device: nothing goes through
+  // advances the state. With greedy_vocab > 0 the step ends with greedy decoding where the logits
+  // are: the first largest of each row among ids [0, greedy_vocab) (infer/decode_ops.h
+  // decode_argmax), written where the next step reads its ids (input_ids(), step_chained), inside
+  // the step's CUDA graph.
+  Tensor step(Context& ctx, const int32_t* ids, DecodeState& state, int64_t greedy_vocab = 0);
+  // The same step on the ids that the last greedy step left on the device: nothing goes through
   // the host, so the host may queue it before the last step's ids reach it.
-  Tensor step_chained(Context& ctx, DecodeState& state);
-  // Greedy decoding where the logits are: the first largest of each row of the last step's logits
-  // among ids [0, vocab) (infer/decode_ops.h decode_argmax), written where the next step reads its
-  // ids (for step_chained); returns them, int32 [N] on the weights' device.
-  Tensor greedy_into_input(Context& ctx, int64_t vocab);
+  Tensor step_chained(Context& ctx, DecodeState& state, int64_t greedy_vocab = 0);
+  // The ids the next step reads, int32 [N] on the weights' device: after a greedy step, its choice.
+  Tensor input_ids() const { return buf(ids_).view({n_seqs_}); }
   // The LM head on final-normed hidden rows hn [r, d_model] (r <= n_seqs; the prefill's last
   // position): logits [r, vocab] as step() computes them, in the same buffer.
   Tensor head(Context& ctx, const Tensor& hn);
@@ -65,6 +66,7 @@ class Decoder {
     const void* base = nullptr;
     int64_t capacity = 0;
     MlaCache mla_cache = MlaCache::kBf16;  // another layout (and other kernels) at the same address
+    int64_t greedy_vocab = 0;              // the argmax recorded at the step's end (0: none)
     bool operator==(const GraphKey&) const = default;
   };
 

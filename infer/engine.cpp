@@ -172,10 +172,10 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   std::vector<int32_t> next(static_cast<size_t>(N), 0);
   auto queue_greedy = [&](int64_t s) {  // step s (>= 1) and the copy of its ids to slot s % 2
     if (s == 1)
-      dec.step(ctx, next.data(), *state);  // the first: host ids
+      dec.step(ctx, next.data(), *state, vocab);  // the first: host ids
     else
-      dec.step_chained(ctx, *state);
-    const Tensor ids = dec.greedy_into_input(ctx, vocab);
+      dec.step_chained(ctx, *state, vocab);
+    const Tensor ids = dec.input_ids();
     device_copy_async(slot[s % 2]->data(), Device::kCPU, ids.data, ids.device, ids.bytes(), ctx.stream);
     ready[s % 2]->record(ctx.stream);
     replays_at[s % 2] = graph_replays();

@@ -35,8 +35,10 @@ void cache_write(void* cache, const void* src, int64_t N, int64_t cap, int64_t r
                  const int32_t* pos_dev, void* stream);
 
 // out[n] = the first index of the largest of logits[n, 0 .. V) (fp32, rows ld apart; NaN never wins,
-// a row of NaN gives 0): greedy decoding on the GPU, one block per row.
-void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, void* stream);
+// a row of NaN gives 0): greedy decoding on the GPU, one block per row. With counter (or null):
+// counter[0] += 1 as advance() does, once the kernel before has ended (the argmax ends a step).
+void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, int32_t* counter,
+                 void* stream);
 
 // ---- The fused kernels of a step for a few sequences (infer/cuda/decode_fused.cu) ----
 

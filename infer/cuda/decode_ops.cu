@@ -159,9 +159,11 @@ __device__ __forceinline__ void argmax_merge(float& v, int& i, float v2, int i2)
   if (i2 >= 0 && (i < 0 || v2 > v || (v2 == v && i2 < i))) v = v2, i = i2;
 }
 
-__global__ void argmax_kernel(int32_t* __restrict__ out, const float* __restrict__ logits, int64_t V, int64_t ld) {
-  grid_dependency_wait();  // the logits come from the kernel before
+__global__ void argmax_kernel(int32_t* __restrict__ out, const float* __restrict__ logits, int64_t V, int64_t ld,
+                              int32_t* counter) {
+  grid_dependency_wait();  // the logits come from the kernel before; every kernel before has ended
   grid_launch_dependents();
+  if (counter && blockIdx.x == 0 && threadIdx.x == 0) *counter += 1;  // advance_kernel's work
   const float* row = logits + blockIdx.x * ld;
   float v = 0.f;
   int i = -1;  // none yet
@@ -252,12 +254,13 @@ void attn_prep(const AttnPrepParams& a, void* stream) {
              op);
 }
 
-void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, void* stream) {
+void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_t ld, int32_t* counter,
+                 void* stream) {
   const char* op = "decode_argmax (GPU)";
   DT_CHECK(out && logits, "{}: null tensor pointer", op);
   DT_CHECK(N >= 1 && V >= 1 && V <= ld && V < (int64_t{1} << 31), "{}: bad sizes N {}, V {}, ld {}", op, N, V, ld);
   DT_CUDA_OK(launch_dependent(argmax_kernel, dim3(static_cast<unsigned>(N)), dim3(kArgmaxThreads), 0,
-                              static_cast<cudaStream_t>(stream), out, logits, V, ld),
+                              static_cast<cudaStream_t>(stream), out, logits, V, ld, counter),
              op);
 }
 

@@ -195,6 +195,13 @@ TEST(DecodeOpsCuda, ArgmaxMatchesTheCpu) {
         std::vector<int32_t> want(static_cast<size_t>(N));
         decode_argmax_ref(want.data(), x.data(), N, vocab, V);
         EXPECT_EQ(dout.download_i32(), want) << "vocab " << vocab;
+        // With the position counter (a greedy step's last kernel): the same ids, the counter one on.
+        Dev counter(DType::kI32, {1});
+        counter.set_i32(41);
+        dout.upload_i32(std::vector<int32_t>(static_cast<size_t>(N), -7));
+        decode_argmax(ctx, dout, dx, vocab, counter);
+        EXPECT_EQ(dout.download_i32(), want) << "vocab " << vocab << ", with the counter";
+        EXPECT_EQ(counter.download_i32(), std::vector<int32_t>{42});
       }
     }
 }

@@ -139,7 +139,7 @@ TEST_F(Generation, GreedyIsTheArgmaxOfEachStep) {
 }
 
 // Greedy without a logits callback takes each step's choice where the logits are
-// and feeds it to the next step there (Decoder::greedy_into_input, step_chained); with one, the host samples from the copied logits. The same tokens.
+// and feeds it to the next step there (Decoder::step with a greedy vocab, step_chained); with one, the host samples from the copied logits. The same tokens.
 // generate prefills one sequence and copies it into the N sequences' state: each of the N greedy
 // continuations is the one sequence's, and the state is the N sequences'.
 TEST_F(Generation, GreedyOnTheDeviceEqualsGreedyFromTheLogits) {
