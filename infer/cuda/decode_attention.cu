@@ -163,37 +163,62 @@ __device__ __forceinline__ float block_max(float v, float* red) {
 template <int G, int P>
 __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_constant__ SplitParams p) {
   constexpr int kPosPerWarp = 32 / G, kGroups = kThreads / P;
+  constexpr int kKeyLoads = kTile / (kWarps * kPosPerWarp), kValueLoads = kTile / kGroups;  // a thread's, a tile
   static_assert(kTile % (kWarps * kPosPerWarp) == 0 && kThreads % P == 0, "tile and thread layout");
+  // Where they fit in registers (16-byte keys and 4-byte values: key dims up to 128), the first
+  // tile's keys and values are loaded before the grid wait.
+  constexpr bool kEarly = 4 * kKeyLoads + kValueLoads <= 128;
   __shared__ float sq[8 * G];
   __shared__ float sp[kTile];
   __shared__ float red[kWarps];
   __shared__ float2 sacc[kGroups][P];
   const int64_t s = blockIdx.x, h = blockIdx.y, n = blockIdx.z, row = n * p.H + h;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  grid_dependency_wait();  // q and the cache's new position come from the kernel before
-  grid_launch_dependents();
-  const int64_t len = decode_len(p.pos_dev, p.pos, p.cap);
+  const int part = lane % G, lp = lane / G, pair = tid % P, group = tid / P;
+  // The position counter is advanced by the step's last kernel, so the length is read before the
+  // wait; the cache rows before the new position were written by earlier steps. Only the new
+  // position's key and value (written by the kernel before) wait.
+  const int64_t len = decode_len(p.pos_dev, p.pos, p.cap), at = len - 1;
   const int64_t per = (len + p.S - 1) / p.S, t0 = s * per, t1 = t0 + per < len ? t0 + per : len;
-  for (int d = tid; d < 8 * G; d += kThreads)
-    sq[d] = bf16_bits_to_f32(static_cast<const uint16_t*>(p.q1)[row * 8 * G + d]);
-  __syncthreads();
   const int64_t hk = h / (p.H / p.Hkv);
   const uint16_t* kb = p.k1 + n * p.k1_seq + hk * p.k1_head;
   const uint16_t* vb = p.v + n * p.v_seq + hk * p.v_head;
-  const int part = lane % G, lp = lane / G, pair = tid % P, group = tid / P;
+  auto key_at = [&](int64_t t) { return __ldg(reinterpret_cast<const uint4*>(kb + t * p.k1_pos) + part); };
+  auto value_at = [&](int64_t t) { return __ldg(reinterpret_cast<const uint32_t*>(vb + t * p.v_pos) + pair); };
+  uint4 k_early[kEarly ? kKeyLoads : 1];
+  uint32_t v_early[kEarly ? kValueLoads : 1];
+  if constexpr (kEarly) {
+    const int64_t te = t0 + kTile < t1 ? t0 + kTile : t1;
+#pragma unroll
+    for (int i = 0; i < kKeyLoads; ++i) {
+      const int64_t t = t0 + (i * kWarps + warp) * kPosPerWarp + lp;
+      if (t < te && t != at) k_early[i] = key_at(t);
+    }
+#pragma unroll
+    for (int i = 0; i < kValueLoads; ++i) {
+      const int64_t t = t0 + group + i * kGroups;
+      if (t < te && t != at) v_early[i] = value_at(t);
+    }
+  }
+  grid_dependency_wait();  // q and the cache's new position come from the kernel before
+  grid_launch_dependents();
+  for (int d = tid; d < 8 * G; d += kThreads)
+    sq[d] = bf16_bits_to_f32(static_cast<const uint16_t*>(p.q1)[row * 8 * G + d]);
+  __syncthreads();
   float qf[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) qf[k] = sq[part * 8 + k];
   float m = -INFINITY, l = 0.f, a0 = 0.f, a1 = 0.f;
   for (int64_t tb = t0; tb < t1; tb += kTile) {
     const int64_t te = tb + kTile < t1 ? tb + kTile : t1;
+    const bool early = kEarly && tb == t0;
     // scores
-#pragma unroll 4
-    for (int i = 0; i < kTile / (kWarps * kPosPerWarp); ++i) {
+#pragma unroll(kEarly ? kKeyLoads : 4)
+    for (int i = 0; i < kKeyLoads; ++i) {
       const int64_t t = tb + (i * kWarps + warp) * kPosPerWarp + lp;
       float dot = 0.f;
       if (t < te) {
-        const uint4 kv = __ldg(reinterpret_cast<const uint4*>(kb + t * p.k1_pos) + part);
+        const uint4 kv = early && t != at ? k_early[kEarly ? i : 0] : key_at(t);
         const uint16_t* kh = reinterpret_cast<const uint16_t*>(&kv);
 #pragma unroll
         for (int k = 0; k < 8; ++k) dot += qf[k] * bf16_bits_to_f32(kh[k]);
@@ -219,10 +244,12 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
     m = mn;
     // the values
     a0 *= corr, a1 *= corr;
-#pragma unroll 4
-    for (int64_t t = tb + group; t < te; t += kGroups) {
+#pragma unroll(kEarly ? kValueLoads : 4)
+    for (int i = 0; i < kValueLoads; ++i) {
+      const int64_t t = tb + group + i * kGroups;
+      if (t >= te) break;
       const float pr = sp[t - tb];
-      const uint32_t vv = __ldg(reinterpret_cast<const uint32_t*>(vb + t * p.v_pos) + pair);
+      const uint32_t vv = early && t != at ? v_early[kEarly ? i : 0] : value_at(t);
       a0 += pr * bf16_bits_to_f32(static_cast<uint16_t>(vv & 0xffffu));
       a1 += pr * bf16_bits_to_f32(static_cast<uint16_t>(vv >> 16));
     }
