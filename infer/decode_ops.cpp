@@ -335,7 +335,16 @@ bool decode_gemv_supported(Device device, int64_t N, int64_t C) {
   return device == Device::kCPU && N >= 1 && C >= 1;
 }
 
-void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in, const std::vector<Tensor>& l2) {
+int64_t decode_gemv_argmax_workspace(Device device) {
+#ifdef DELTATRON_HAVE_CUDA
+  if (device == Device::kCUDA) return cuda::kGemvArgmaxWs;
+#endif
+  (void)device;
+  return 0;
+}
+
+void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in, const std::vector<Tensor>& l2,
+                 const GemvArgmax& argmax) {
   const char* op = "decode_gemv";
   const Tensor& x = in.x;
   DT_CHECK(x.ndim() == 2 && x.is_contiguous(), "{}: x {} must be a contiguous [N, C] tensor", op, x.str());
@@ -365,6 +374,18 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
                "{}: the conv weight {} must be [{}, 1, K], without a residual", op, g.conv_w.str(), rows);
       if (g.conv_w.size(2) > 1) check_shape(g.conv_tail, {N, g.conv_w.size(2) - 1, rows}, "decode_gemv conv tail");
     }
+  }
+  const bool greedy = argmax.ids.defined();
+  if (greedy) {
+    const Tensor& y = outs.begin()->y;
+    DT_CHECK(outs.size() == 1 && y.dtype == DType::kF32,
+             "{}: the argmax takes one weight with an f32 output, got {} weights (y {})", op, outs.size(), y.str());
+    DT_CHECK(argmax.ids.dtype == DType::kI32 && argmax.ids.numel() == N && argmax.ids.is_contiguous() &&
+                 argmax.ids.device == ctx.device,
+             "{}: the argmax's ids {} must be a contiguous i32 tensor of {} ids on the context's device", op,
+             argmax.ids.str(), N);
+    DT_CHECK(argmax.vocab >= 1 && argmax.vocab <= outs.begin()->w.size(0), "{}: the argmax's vocab {} outside [1, {}]",
+             op, argmax.vocab, outs.begin()->w.size(0));
   }
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
@@ -402,6 +423,16 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
       if (end <= begin) continue;
       p.l2[p.n_l2] = reinterpret_cast<const void*>(begin), p.l2_bytes[p.n_l2++] = static_cast<int64_t>(end - begin);
     }
+    if (greedy) {
+      const Tensor& ws = argmax.ws;
+      const int64_t need = decode_gemv_argmax_workspace(Device::kCUDA);
+      DT_CHECK(ws.defined() && ws.device == Device::kCUDA && ws.dtype == DType::kI32 && ws.is_contiguous() &&
+                   ws.numel() >= need,
+               "{}: the argmax needs a contiguous int32 workspace of at least {} elements on the GPU, got {}", op, need,
+               ws.defined() ? ws.str() : std::string("none"));
+      p.argmax_out = argmax.ids.ptr<int32_t>(), p.argmax_vocab = argmax.vocab, p.argmax_ws = ws.ptr<int32_t>();
+      p.argmax_counter = const_cast<int32_t*>(counter_ptr(op, {0, argmax.counter}));
+    }
     return cuda::gemv(p, ctx.stream);
   }
 #endif
@@ -426,6 +457,7 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
       }
     }
   });
+  if (greedy) decode_argmax(ctx, argmax.ids, outs.begin()->y.view({N, outs.begin()->w.size(0)}), argmax.vocab, argmax.counter);
 }
 
 void decode_attn_prep(Context& ctx, const AttnPrepArgs& a, const DecodePosition& pos) {

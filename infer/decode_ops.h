@@ -118,12 +118,22 @@ struct GemvIn {
  private:
   GemvIn(GemvInput k, const Tensor& a, const Tensor& b) : kind(k), x(a), x2(b) {}
 };
+// Greedy decoding inside decode_gemv (ids defined; one weight, its y f32 [N, V]): also
+// decode_argmax(ids, y, vocab, counter), the same ids and the counter (optional) one on. On the GPU
+// it takes the GEMV's own sums, no kernel of its own, and needs ws: int32 of at least
+// decode_gemv_argmax_workspace(kCUDA) elements, zero before its first use (each call leaves it zero).
+struct GemvArgmax {
+  Tensor ids;
+  int64_t vocab = 0;
+  Tensor counter, ws;
+};
+int64_t decode_gemv_argmax_workspace(Device device);
 // y_i = W_i x' (+ residual_i) for up to 4 weights sharing the input. GPU: bf16 x, weights and
 // residuals; each y bf16 or fp32 (no residual then). l2: up to 4 tensors (contiguous, on the GPU)
 // that the GPU asks L2 to fetch while it runs, the weights of a GEMV further on (infer/l2_plan.h);
 // a hint only, ignored on the CPU.
 void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn& in,
-                 const std::vector<Tensor>& l2 = {});
+                 const std::vector<Tensor>& l2 = {}, const GemvArgmax& argmax = {});
 
 // The softmax attention layer's token before the attention, one op (one kernel on the GPU): from
 // qg [N, H qw] (each head's hd query features, then with an output gate its hd gate features),

@@ -1,5 +1,7 @@
 #include "infer/decoder.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/device.h"
@@ -45,6 +47,7 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
   act_ = scratch_.declare("mlp.h", t, {N, 1, F});
   rstd_ = scratch_.declare("rstd", st, {N});
   logits_ = scratch_.declare("logits", st, {N, V});
+  argmax_ws_ = scratch_.declare("argmax_ws", DType::kI32, {std::max<int64_t>(1, decode_gemv_argmax_workspace(weights.device()))});
   scratch_.allocate();
 }
 
@@ -62,7 +65,7 @@ Tensor Decoder::step_chained(Context& ctx, DecodeState& state, int64_t greedy_vo
            state.capacity());
   const DecodePosition at{state.length(), state.counter()};
   auto run = [&] {
-    body(ctx, state, at);
+    if (body(ctx, state, at, greedy_vocab)) return;  // the LM head's GEMV took the argmax and the advance
     if (greedy_vocab > 0)  // the step's last kernel: the argmax, which also advances the position
       decode_argmax(ctx, input_ids(), buf(logits_), greedy_vocab, state.counter());
     else
@@ -97,7 +100,7 @@ Tensor Decoder::head(Context& ctx, const Tensor& hn) {
   return logits;
 }
 
-void Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos) {
+bool Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos, int64_t greedy_vocab) {
   const Tensor h = buf(h_), h2 = buf(h2_), n = buf(n_), m = buf(m_), rstd = buf(rstd_);
   const int64_t N = n_seqs_, C = cfg_.d_model, F = cfg_.d_ff;
   const Tensor h_2 = h.view({N, C}), h2_2 = h2.view({N, C}), n2 = n.view({N, C});
@@ -125,12 +128,17 @@ void Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos) 
     linear_forward(ctx, m, buf(act_), b.down);
     residual_add(ctx, h, h2, m);
   }
-  if (decode_gemv_supported(ctx.device, N, C)) {  // the final norm inside the LM head's GEMV
-    decode_gemv(ctx, {{lm_head_, buf(logits_), {}}}, GemvIn::rmsnorm(h_2, final_norm_, eps, zc), l2_.after(lm_head_));
-    return;
+  if (decode_gemv_supported(ctx.device, N, C)) {  // the final norm (and when greedy the argmax) inside the LM head's GEMV
+    const bool argmax_here = greedy_vocab > 0;
+    GemvArgmax argmax;
+    if (argmax_here) argmax = {input_ids(), greedy_vocab, state.counter(), buf(argmax_ws_)};
+    decode_gemv(ctx, {{lm_head_, buf(logits_), {}}}, GemvIn::rmsnorm(h_2, final_norm_, eps, zc), l2_.after(lm_head_),
+                argmax);
+    return argmax_here;
   }
   rmsnorm_forward(ctx, n2, rstd, h_2, final_norm_, eps, zc);
   linear_forward(ctx, buf(logits_), n2, lm_head_);
+  return false;
 }
 
 }  // namespace dt

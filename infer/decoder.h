@@ -61,7 +61,9 @@ class Decoder {
     std::unique_ptr<MixerStep> mixer;
   };
   Tensor buf(int slot) const { return scratch_.get(slot); }
-  void body(Context& ctx, DecodeState& state, const DecodePosition& pos);  // the step's ops
+  // The step's ops up to the logits; with a greedy vocabulary (> 0) the LM head's GEMV may take the
+  // argmax and the counter's advance too: whether it did.
+  bool body(Context& ctx, DecodeState& state, const DecodePosition& pos, int64_t greedy_vocab);
   struct GraphKey {
     const void* base = nullptr;
     int64_t capacity = 0;
@@ -81,6 +83,7 @@ class Decoder {
   GraphKey graph_key_, warm_key_;  // the state the graph was recorded for; the last state run op by op
   int64_t replays_ = 0;
   int ids_ = -1, h_ = -1, h2_ = -1, n_ = -1, m_ = -1, gate_ = -1, up_ = -1, act_ = -1, rstd_ = -1, logits_ = -1;
+  int argmax_ws_ = -1;  // the LM head GEMV's argmax workspace (GPU), zeroed by the arena
 };
 
 }  // namespace dt

@@ -44,6 +44,8 @@ void argmax_rows(int32_t* out, const float* logits, int64_t N, int64_t V, int64_
 
 inline constexpr int64_t kGemvMaxRows = 8;           // sequences a GEMV takes
 inline constexpr int kGemvMaxSegments = 4;           // weights sharing one input
+inline constexpr int64_t kGemvArgmaxMaxBlocks = 1024;  // CTAs of a GEMV with the argmax
+inline constexpr int64_t kGemvArgmaxWs = 2 + 2 * kGemvMaxRows * kGemvArgmaxMaxBlocks;  // its workspace (int32)
 inline constexpr int64_t kGemvMaxInputBytes = 160 * 1024;  // the input in shared memory: gemv_smem_bytes
 // The GEMV's shared memory: the input x' [N, C] bf16 (16-byte aligned), then for the norm its
 // weight [C] fp32.
@@ -73,6 +75,11 @@ struct GemvSegment {
 // y_s[n] = W_s x'[n] for every segment s, fp32 sums.
 // l2[i] (16-byte aligned, l2_bytes[i] a multiple of 16): regions the GEMV asks L2 to fetch, the
 // weights of a GEMV further on (none when n_l2 = 0).
+// Greedy decoding in the GEMV (argmax_out non-null; one segment, fp32 y [N, rows]): also
+// argmax_out[n] = the first index of the largest of y[n, 0 .. argmax_vocab) (NaN never wins; none:
+// 0), decode_argmax's ids, and with argmax_counter, counter += 1 (decode_advance). argmax_ws int32
+// [kGemvArgmaxWs]: zero before the first call, and each call leaves it zero (the CTAs' partial pairs
+// and their arrival count; the last CTA to arrive merges the pairs).
 struct GemvParams {
   GemvSegment seg[kGemvMaxSegments];
   int n_seg = 0;
@@ -86,6 +93,10 @@ struct GemvParams {
   float eps = 0.f;
   bool zero_centered = false;
   int64_t N = 0, C = 0, ldx = 0;
+  int32_t* argmax_out = nullptr;
+  int32_t* argmax_counter = nullptr;
+  int32_t* argmax_ws = nullptr;
+  int64_t argmax_vocab = 0;
 };
 void gemv(const GemvParams& p, void* stream);
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "infer/cuda/argmax.cuh"
 #include "infer/cuda/decode_cuda.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gdn_pointwise.cuh"  // the GDN gates' sigmoid and softplus, as the unfused kernels take them
@@ -66,9 +67,56 @@ __device__ __forceinline__ void gemv_fma(float* acc, const uint4& wv, const uint
   }
 }
 
+// The GEMV's argmax (GemvParams::argmax_out), after its rows: lane 0 of each warp holds the warp's
+// first largest (bv, bi) of each sequence. The CTA merges its warps and publishes its pairs, and the
+// last CTA to arrive (atomicInc wraps the count back to zero) merges every CTA's pairs and writes the
+// ids; it also advances the counter, so the GEMV can be a step's last kernel.
+template <int kN>
+__device__ __forceinline__ void gemv_argmax_finish(const GemvParams& p, const float* bv, const int* bi, int N) {
+  __shared__ float sv[kGemvWarps][kN];
+  __shared__ int si[kGemvWarps][kN];
+  __shared__ bool last;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0)
+#pragma unroll
+    for (int n = 0; n < kN; ++n) sv[warp][n] = bv[n], si[warp][n] = bi[n];
+  __syncthreads();
+  int2* pairs = reinterpret_cast<int2*>(p.argmax_ws + 2);  // [gridDim.x, N]; [0] is the count
+  if (threadIdx.x < N) {
+    float v = 0.f;
+    int i = -1;
+    for (int w = 0; w < kGemvWarps; ++w) argmax_merge(v, i, sv[w][threadIdx.x], si[w][threadIdx.x]);
+    pairs[blockIdx.x * N + threadIdx.x] = make_int2(__float_as_int(v), i);
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicInc(reinterpret_cast<unsigned*>(p.argmax_ws), gridDim.x - 1) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int n = 0; n < N; ++n) {
+    float v = 0.f;
+    int i = -1;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += kGemvThreads) {
+      const int2 e = __ldcg(pairs + b * N + n);
+      argmax_merge(v, i, __int_as_float(e.x), e.y);
+    }
+    warp_argmax(v, i);
+    if (lane == 0) sv[warp][0] = v, si[warp][0] = i;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < kGemvWarps; ++w) argmax_merge(v, i, sv[w][0], si[w][0]);
+      p.argmax_out[n] = i < 0 ? 0 : i;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && p.argmax_counter) *p.argmax_counter += 1;
+}
+
 // Shared memory: the input [N, C] bf16 (x' itself, or for the norm the raw x), then for the norm
 // its weight [C] fp32. kN >= N rows of registers for the sums.
-template <int kN>
+template <int kN, bool kArgmax>
 __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_constant__ GemvParams p) {
   extern __shared__ uint4 smem_x[];
   auto* xs = reinterpret_cast<uint16_t*>(smem_x);
@@ -164,10 +212,16 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
   }
   const float one = p.zero_centered ? 1.f : 0.f;
   const float* nw = norm ? nws : nullptr;
+  // kArgmax (p.argmax_out set): lane 0's first largest (value, row) of each sequence over the warp's
+  // rows (taken in increasing order, so a tie keeps the first).
+  float bv[kArgmax ? kN : 1];
+  int bi[kArgmax ? kN : 1];
+#pragma unroll
+  for (int n = 0; n < (kArgmax ? kN : 1); ++n) bv[n] = 0.f, bi[n] = -1;
 
   for (bool first = true;; first = false, r += stride) {
     const uint4* w = gemv_row(p, r);
-    if (!w) return;
+    if (!w) break;
     if (!first) {
 #pragma unroll
       for (int k = 0; k < kGemvPrefetch; ++k) {
@@ -198,6 +252,8 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
         const int64_t o = n * rows + row;
         if (g.y_f32) {
           static_cast<float*>(g.y)[o] = v;
+          if constexpr (kArgmax)
+            if (row < p.argmax_vocab && !isnan(v) && (bi[n] < 0 || v > bv[n])) bv[n] = v, bi[n] = static_cast<int>(row);
         } else if (g.conv_w) {  // conv_step_kernel's arithmetic on this row's channel: oldest input first
           const uint16_t pre = f32_to_bf16_bits(v);
           const float* cw = g.conv_w + row * g.conv_k;
@@ -217,6 +273,7 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
       }
     }
   }
+  if constexpr (kArgmax) gemv_argmax_finish<kN>(p, bv, bi, N);
 }
 
 // ---- GDN token: one CTA per (value head, sequence); gdn_step_kernel's thread j owns column j of
@@ -388,8 +445,19 @@ void gemv(const GemvParams& p, void* stream) {
     return n;
   }();
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((prev + kGemvWarps - 1) / kGemvWarps, 4 * sms));
+  if (p.argmax_out)
+    DT_CHECK(p.n_seg == 1 && p.seg[0].y_f32 && p.argmax_ws && reinterpret_cast<uintptr_t>(p.argmax_ws) % 8 == 0 &&
+                 p.argmax_vocab >= 1 && p.argmax_vocab <= prev &&
+                 prev < (int64_t{1} << 31) && blocks <= kGemvArgmaxMaxBlocks,
+             "{}: the argmax takes one fp32 output of fewer than 2^31 rows (vocab {} of {}), an 8-byte aligned workspace "
+             "and at most {} CTAs ({})",
+             op, p.argmax_vocab, prev, kGemvArgmaxMaxBlocks, blocks);
   // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N.
-  auto kernel = p.N <= 1 ? gemv_kernel<1> : p.N <= 2 ? gemv_kernel<2> : p.N <= 4 ? gemv_kernel<4> : gemv_kernel<8>;
+  const bool am = p.argmax_out != nullptr;
+  auto kernel = p.N <= 1   ? (am ? gemv_kernel<1, true> : gemv_kernel<1, false>)
+                : p.N <= 2 ? (am ? gemv_kernel<2, true> : gemv_kernel<2, false>)
+                : p.N <= 4 ? (am ? gemv_kernel<4, true> : gemv_kernel<4, false>)
+                           : (am ? gemv_kernel<8, true> : gemv_kernel<8, false>);
   if (smem > 48 * 1024)
     DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);

@@ -4,6 +4,7 @@
 // infer/cpu/decode_ref.h (the cache write is a copy). bf16 as raw bits, fp32 math.
 #include <cmath>
 
+#include "infer/cuda/argmax.cuh"
 #include "infer/cuda/decode_cuda.h"
 #include "kernels/cuda/common.cuh"
 
@@ -155,10 +156,6 @@ __global__ void advance_kernel(int32_t* counter) {
 constexpr int kArgmaxThreads = 1024;
 constexpr int kArgmaxLoads = 8;
 
-__device__ __forceinline__ void argmax_merge(float& v, int& i, float v2, int i2) {
-  if (i2 >= 0 && (i < 0 || v2 > v || (v2 == v && i2 < i))) v = v2, i = i2;
-}
-
 __global__ void argmax_kernel(int32_t* __restrict__ out, const float* __restrict__ logits, int64_t V, int64_t ld,
                               int32_t* counter) {
   grid_dependency_wait();  // the logits come from the kernel before; every kernel before has ended
@@ -179,8 +176,7 @@ __global__ void argmax_kernel(int32_t* __restrict__ out, const float* __restrict
     for (int k = 0; k < kArgmaxLoads; ++k)
       if (!isnan(x[k]) && (i < 0 || x[k] > v)) v = x[k], i = static_cast<int>(j0 + k * kArgmaxThreads);
   }
-  for (int off = 16; off > 0; off >>= 1)
-    argmax_merge(v, i, __shfl_down_sync(0xffffffffu, v, off), __shfl_down_sync(0xffffffffu, i, off));
+  warp_argmax(v, i);
   __shared__ float sv[kArgmaxThreads / 32];
   __shared__ int si[kArgmaxThreads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -188,8 +184,7 @@ __global__ void argmax_kernel(int32_t* __restrict__ out, const float* __restrict
   __syncthreads();
   if (warp == 0) {
     v = sv[lane], i = si[lane];
-    for (int off = 16; off > 0; off >>= 1)
-      argmax_merge(v, i, __shfl_down_sync(0xffffffffu, v, off), __shfl_down_sync(0xffffffffu, i, off));
+    warp_argmax(v, i);
     if (lane == 0) out[blockIdx.x] = i < 0 ? 0 : i;
   }
 }

@@ -311,6 +311,79 @@ TEST(DecodeOpsCuda, GemvWithManyRowsAndAPrefetchMatchesTheCpu) {
     }
 }
 
+// The LM head's GEMV with the greedy argmax (GemvArgmax): the ids are decode_argmax's of the logits
+// the same call writes, which are the GEMV's without the argmax bit for bit; the counter moves one
+// on a call, and three calls in a row give the same ids and leave the workspace's count at zero.
+// 1 to 8 sequences, 1 to 50304 rows (more CTAs than SMs). With 1000 rows and more, each sequence n
+// has a tie of two rows a_n < b_n far apart (the same weights, x_n / 2: the largest logit; the first
+// wins), a larger row past the vocabulary (it must not win) and row 3 gives NaN (never wins).
+TEST(DecodeOpsCuda, GemvWithTheArgmaxIsTheArgmaxOfItsLogits) {
+  SKIP_WITHOUT_GPU();
+  SEED_TRACE();
+  Context ctx = gpu_context();
+  const int64_t ws_elems = decode_gemv_argmax_workspace(Device::kCUDA);
+  Dev ws(DType::kI32, {ws_elems}), counter(DType::kI32, {1});
+  ws.upload_i32(std::vector<int32_t>(static_cast<size_t>(ws_elems), 0));
+  for (int64_t N : {1, 2, 3, 8})
+    for (auto [C, V] : {std::pair<int64_t, int64_t>{72, 1}, {72, 7}, {776, 1000}, {768, 50304}}) {
+      SCOPED_TRACE(fmt::format("N {}, C {}, rows {}", N, C, V));
+      const uint64_t salt = 1300 + N * 11 + V;
+      const std::vector<float> x = randn(N * C, salt);
+      std::vector<float> w = randn(V * C, salt + 1, 1.0 / std::sqrt(double(C)));
+      const int64_t vocab = V >= 1000 ? V - 47 : V;
+      std::vector<int32_t> tie_first;
+      if (V >= 1000) {
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t a = V / 3 + n * 37, b = a + 29 * 8 + 5;
+          for (int64_t c = 0; c < C; ++c) w[a * C + c] = w[b * C + c] = 0.5f * x[n * C + c];
+          tie_first.push_back(static_cast<int32_t>(a));
+        }
+        for (int64_t c = 0; c < C; ++c) w[(V - 1) * C + c] = x[c];  // past the vocabulary
+        w[3 * C] = std::numeric_limits<float>::quiet_NaN();
+      }
+      Dev dx(DType::kBF16, {N, C}), dw(DType::kBF16, {V, C}), dy(DType::kF32, {N, V}), dy_plain(DType::kF32, {N, V});
+      Dev ids(DType::kI32, {N}), want_ids(DType::kI32, {N});
+      dx.upload(x), dw.upload(w);
+      dy.poison(ctx), dy_plain.poison(ctx);
+      decode_gemv(ctx, {{dw, dy_plain, {}}}, dx.t());
+      counter.set_i32(41);
+      std::vector<int32_t> first;
+      for (int call = 0; call < 3; ++call) {
+        ids.upload_i32(std::vector<int32_t>(static_cast<size_t>(N), -7));  // poison
+        decode_gemv(ctx, {{dw, dy, {}}}, dx.t(), {}, GemvArgmax{ids, vocab, counter, ws});
+        const std::vector<int32_t> got = ids.download_i32();
+        if (call == 0) first = got;
+        EXPECT_EQ(got, first) << "call " << call;
+      }
+      EXPECT_EQ(counter.download_i32(), std::vector<int32_t>{44});
+      EXPECT_EQ(ws.download_i32()[0], 0) << "the arrival count";
+      EXPECT_EQ(dy.raw(), dy_plain.raw()) << "the logits";
+      decode_argmax(ctx, want_ids, dy, vocab);
+      EXPECT_EQ(first, want_ids.download_i32()) << "decode_argmax of the same logits";
+      if (!tie_first.empty()) {
+        EXPECT_EQ(first, tie_first) << "the first of each tie";
+      }
+    }
+  // Bad input: a second weight, an output that is not f32, a workspace too small.
+  Dev dx(DType::kBF16, {1, 8}), dw(DType::kBF16, {4, 8}), y(DType::kF32, {1, 4}), y16(DType::kBF16, {1, 4});
+  Dev ids(DType::kI32, {1}), small(DType::kI32, {16});
+  auto expect_error = [](auto&& f, const std::string& piece) {
+    try {
+      f();
+      ADD_FAILURE() << "no error";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(piece), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}, {dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, ws}); },
+               "the argmax takes one weight");
+  expect_error([&] { decode_gemv(ctx, {{dw, y16, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, ws}); },
+               "the argmax takes one weight with an f32 output");
+  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, small}); },
+               "int32 workspace");
+  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 5, {}, ws}); }, "vocab 5");
+}
+
 // The GEMV with the GDN conv on its output against the GEMV and then decode_conv_step, both on the
 // GPU: the same bits, for the outputs and the shifted tails (conv sizes 1, 2 and 4; a second weight
 // without the conv beside it; outputs poisoned).
