@@ -3,16 +3,7 @@
 # time, SMs, a CTA's mean time, the clock) and a PNG; a missing file, a CSV that is not the timeline's,
 # a malformed row and an unknown shape give a clear error; so does staging a build without the stamps.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "$*"; exit 1; }
-expect_error() {  # expect_error "message part" args...
-  local want=$1
-  shift
-  if python3 "$repo/tools/dev/gdn_timeline.py" "$@" > /dev/null 2> "$tmp/err"; then fail "$*: expected failure"; fi
-  grep -q -- "$want" "$tmp/err" || { echo "$*: wrong message (want '$want'):"; cat "$tmp/err"; exit 1; }
-}
+source "$(dirname "$0")/lib.sh"
 cat > "$tmp/tl.csv" << 'CSV'
 shape,kernel,sm,start_us,end_us,cycles
 B1_T128_H1_D64,prep,0,0.000,10.000,18000
@@ -30,14 +21,14 @@ if python3 -c "import matplotlib" 2> /dev/null; then
   python3 "$repo/tools/dev/gdn_timeline.py" "$tmp/tl.csv" --png "$tmp/tl.png" > /dev/null || fail "--png failed"
   [[ -s "$tmp/tl.png" ]] || fail "--png wrote no file"
 fi
-expect_error "cannot read" "$tmp/none.csv"
+expect_error "cannot read" gdn_timeline.py "$tmp/none.csv"
 echo "shape,kernel,sm,start_us,end_us" > "$tmp/old.csv"
-expect_error "no column cycles" "$tmp/old.csv"
+expect_error "no column cycles" gdn_timeline.py "$tmp/old.csv"
 { head -1 "$tmp/tl.csv"; echo "B1_T128_H1_D64,prep,x,0,1,2"; } > "$tmp/bad.csv"
-expect_error "bad.csv:2: a malformed row" "$tmp/bad.csv"
+expect_error "bad.csv:2: a malformed row" gdn_timeline.py "$tmp/bad.csv"
 head -1 "$tmp/tl.csv" > "$tmp/empty.csv"
-expect_error "no stamps" "$tmp/empty.csv"
-expect_error "no shape B9" "$tmp/tl.csv" --shape B9
+expect_error "no stamps" gdn_timeline.py "$tmp/empty.csv"
+expect_error "no shape B9" gdn_timeline.py "$tmp/tl.csv" --shape B9
 # gpu_quick.sh --stage-timeline takes only a build configured with the stamps, and says so
 if bash "$repo/tools/dev/gpu_quick.sh" --stage-timeline "$tmp" > /dev/null 2> "$tmp/err"; then
   fail "gpu_quick.sh --stage-timeline accepted a directory that is no timeline build"

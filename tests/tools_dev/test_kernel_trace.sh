@@ -3,16 +3,7 @@
 # row and the last step's sequence with its gaps; a missing file, a CSV that is not a trace, a
 # malformed row and a trace without two step openings give a clear error.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "$*"; exit 1; }
-expect_error() {  # expect_error "message part" args...
-  local want=$1
-  shift
-  if python3 "$repo/tools/dev/kernel_trace.py" "$@" > /dev/null 2> "$tmp/err"; then fail "$*: expected failure"; fi
-  grep -q -- "$want" "$tmp/err" || { echo "$*: wrong message (want '$want'):"; cat "$tmp/err"; exit 1; }
-}
+source "$(dirname "$0")/lib.sh"
 {
   echo "start,end,graph,grid,block,name"
   for s in 0 1 2 3; do
@@ -28,10 +19,10 @@ echo "$out" | grep -qE "gemv_kernel<1; false> g387x256 +1\.0 +4\.20 +4\.2" || fa
 echo "$out" | grep -qE "^ +4\.0 +5\.00 +-1\.00  dt::cuda::gdn_step_split_kernel<16> g12x256" || fail "unexpected sequence: $out"
 out=$(python3 "$repo/tools/dev/kernel_trace.py" "$tmp/tr.csv" --steps 1) || fail "--steps failed: $out"
 echo "$out" | grep -q "1 steps" || fail "--steps 1 gave: $out"
-expect_error "cannot read" "$tmp/none.csv"
+expect_error "cannot read" kernel_trace.py "$tmp/none.csv"
 echo "start,end,name" > "$tmp/other.csv"
-expect_error "no column grid, block" "$tmp/other.csv"
+expect_error "no column grid, block" kernel_trace.py "$tmp/other.csv"
 { head -1 "$tmp/tr.csv"; echo "x,1,1,1,1,k"; } > "$tmp/bad.csv"
-expect_error "bad.csv:2: a malformed row" "$tmp/bad.csv"
-expect_error "fewer than two launches of 'argmax'" "$tmp/tr.csv" --step-kernel argmax
+expect_error "bad.csv:2: a malformed row" kernel_trace.py "$tmp/bad.csv"
+expect_error "fewer than two launches of 'argmax'" kernel_trace.py "$tmp/tr.csv" --step-kernel argmax
 echo "kernel_trace.py: OK"

@@ -2,16 +2,7 @@
 # tools/dev/ncu_summary.py, ncu_pipes.py, ncu_sass_summary.py: a small CSV of each kind gives its table;
 # a missing file, a file that is not ncu's and a wrong usage give a clear error.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "$*"; exit 1; }
-expect_error() {  # expect_error "message part" script args...
-  local want=$1
-  shift
-  if python3 "$repo/tools/dev/$@" > /dev/null 2> "$tmp/err"; then fail "$*: expected failure"; fi
-  grep -q -- "$want" "$tmp/err" || { echo "$*: wrong message (want '$want'):"; cat "$tmp/err"; exit 1; }
-}
+source "$(dirname "$0")/lib.sh"
 # --page raw: a header, a units row, one row per launch
 metrics=$(python3 "$repo/tools/dev/ncu_pipes.py" --metrics) || fail "ncu_pipes.py --metrics failed"
 {
