@@ -46,10 +46,9 @@ const int32_t* counter_ptr(const char* op, const DecodePosition& pos) {
   return pos.counter.ptr<int32_t>();
 }
 
-void check_workspace(const char* op, const Tensor& ws, int64_t elems) {
-  DT_CHECK(ws.defined() && ws.device == Device::kCUDA && ws.dtype == DType::kF32 && ws.is_contiguous() &&
-               ws.numel() >= elems,
-           "{}: the GPU needs a contiguous fp32 workspace of at least {} elements, got {}", op, elems,
+void check_workspace(const char* op, const Tensor& ws, int64_t elems, DType dtype = DType::kF32) {
+  DT_CHECK(ws.defined() && ws.device == Device::kCUDA && ws.dtype == dtype && ws.is_contiguous() && ws.numel() >= elems,
+           "{}: the GPU needs a contiguous {} workspace of at least {} elements, got {}", op, dtype_name(dtype), elems,
            ws.defined() ? ws.str() : std::string("none"));
 }
 
@@ -424,13 +423,8 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
       p.l2[p.n_l2] = reinterpret_cast<const void*>(begin), p.l2_bytes[p.n_l2++] = static_cast<int64_t>(end - begin);
     }
     if (greedy) {
-      const Tensor& ws = argmax.ws;
-      const int64_t need = decode_gemv_argmax_workspace(Device::kCUDA);
-      DT_CHECK(ws.defined() && ws.device == Device::kCUDA && ws.dtype == DType::kI32 && ws.is_contiguous() &&
-                   ws.numel() >= need,
-               "{}: the argmax needs a contiguous int32 workspace of at least {} elements on the GPU, got {}", op, need,
-               ws.defined() ? ws.str() : std::string("none"));
-      p.argmax_out = argmax.ids.ptr<int32_t>(), p.argmax_vocab = argmax.vocab, p.argmax_ws = ws.ptr<int32_t>();
+      check_workspace(op, argmax.ws, decode_gemv_argmax_workspace(Device::kCUDA), DType::kI32);
+      p.argmax_out = argmax.ids.ptr<int32_t>(), p.argmax_vocab = argmax.vocab, p.argmax_ws = argmax.ws.ptr<int32_t>();
       p.argmax_counter = const_cast<int32_t*>(counter_ptr(op, {0, argmax.counter}));
     }
     return cuda::gemv(p, ctx.stream);
@@ -569,7 +563,7 @@ void decode_argmax(Context& ctx, const Tensor& out, const Tensor& logits, int64_
            "decode_argmax: the tensors must be on the context's device");
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
-    int32_t* c = counter.defined() ? const_cast<int32_t*>(counter_ptr("decode_argmax", {0, counter})) : nullptr;
+    int32_t* c = const_cast<int32_t*>(counter_ptr("decode_argmax", {0, counter}));
     return cuda::argmax_rows(out.ptr<int32_t>(), logits.ptr<float>(), N, vocab, V, c, ctx.stream);
   }
 #endif

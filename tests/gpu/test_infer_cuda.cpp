@@ -380,7 +380,7 @@ TEST(DecodeOpsCuda, GemvWithTheArgmaxIsTheArgmaxOfItsLogits) {
   expect_error([&] { decode_gemv(ctx, {{dw, y16, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, ws}); },
                "the argmax takes one weight with an f32 output");
   expect_error([&] { decode_gemv(ctx, {{dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, small}); },
-               "int32 workspace");
+               "contiguous i32 workspace of at least");
   expect_error([&] { decode_gemv(ctx, {{dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 5, {}, ws}); }, "vocab 5");
 }
 
