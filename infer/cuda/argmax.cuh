@@ -4,6 +4,8 @@
 // commutative and any order of merges gives the first index of the largest value.
 #pragma once
 
+#include <cuda_runtime.h>
+
 namespace dt::cuda {
 
 __device__ __forceinline__ void argmax_merge(float& v, int& i, float v2, int i2) {

@@ -41,9 +41,20 @@ static float exchange(float v, int src) {
   w.bar.arrive_and_wait();
   return r;
 }
+static uint32_t exchange_u32(uint32_t v, int src) {
+  Warp& w = warp();
+  w.u[lane()][0] = v;
+  w.bar.arrive_and_wait();
+  uint32_t r = (src >= 0 && src < 32) ? w.u[src][0] : v;
+  w.bar.arrive_and_wait();
+  return r;
+}
 float shfl_xor(float v, int m) { return exchange(v, lane() ^ m); }
 float shfl_up(float v, int d) { return exchange(v, lane() - d >= 0 ? lane() - d : lane()); }
 float shfl_down(float v, int d) { return exchange(v, lane() + d < 32 ? lane() + d : lane()); }
+int shfl_down_int(int v, int d) {
+  return static_cast<int>(exchange_u32(static_cast<uint32_t>(v), lane() + d < 32 ? lane() + d : lane()));
+}
 unsigned char* dyn_smem() { return g_smem.data(); }
 
 void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body) {

@@ -32,6 +32,24 @@ struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+struct alignas(8) int2 { int x, y; };
+inline int2 make_int2(int a, int b) { return {a, b}; }
+using std::isnan;
+template <class T> inline T min(T a, T b) { return b < a ? b : a; }
+template <class T> inline T max(T a, T b) { return a < b ? b : a; }
+// Loads through the read-only or the L2 path: plain loads here (device memory is the host's).
+template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+// Atomics and fences between CTAs: host atomics (sequentially consistent).
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline unsigned atomicInc(unsigned* p, unsigned limit) {  // old >= limit ? 0 : old + 1, returning old
+  unsigned old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  while (!__atomic_compare_exchange_n(p, &old, old >= limit ? 0u : old + 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
 #define __grid_constant__
 struct alignas(8) uint2 { unsigned x, y; };
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
@@ -58,6 +76,7 @@ void syncwarp();
 float shfl_xor(float v, int m);
 float shfl_up(float v, int d);
 float shfl_down(float v, int d);
+int shfl_down_int(int v, int d);
 unsigned char* dyn_smem();
 void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body);
 template <class... P, class... A>
@@ -68,6 +87,10 @@ void launch(void (*k)(P...), dim3 g, dim3 b, size_t smem, cudaStream_t, A&&... a
 void* alloc(size_t n);
 void release(void* p);
 }  // namespace emu
+// A shared-memory address as its offset in the emulated CTA's dynamic shared memory.
+inline size_t __cvta_generic_to_shared(const void* p) {
+  return static_cast<size_t>(static_cast<const unsigned char*>(p) - emu::dyn_smem());
+}
 
 // cudaLaunchKernelEx: the attributes do not matter here (kernels run one after another)
 enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization };
@@ -95,6 +118,7 @@ inline void __syncwarp(unsigned = 0xffffffffu) { emu::syncwarp(); }
 inline float __shfl_xor_sync(unsigned, float v, int m) { return emu::shfl_xor(v, m); }
 inline float __shfl_up_sync(unsigned, float v, int d) { return emu::shfl_up(v, d); }
 inline float __shfl_down_sync(unsigned, float v, int d) { return emu::shfl_down(v, d); }
+inline int __shfl_down_sync(unsigned, int v, int d) { return emu::shfl_down_int(v, d); }
 
 inline const char* cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
