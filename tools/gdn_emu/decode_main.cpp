@@ -115,8 +115,8 @@ TEST(EmuGemv, MatchesTheReference) {
 // The GEMV with the greedy argmax (GemvParams::argmax_out): each sequence's id is the first largest
 // of the fp32 logits the same call writes, among the first `vocab` rows: 100 rows over 13 CTAs (the
 // last to arrive merges every CTA's pairs), rows 17 and 61 tie for the largest (17 wins), row 95,
-// larger still, lies past the vocab (never wins). The counter moves one on a call, and the
-// workspace's count is back at zero after each of two calls.
+// larger still, lies past the vocab (never wins); the logits are the double reference's. The
+// counter moves one on a call, and the workspace's count is back at zero after each of two calls.
 TEST(EmuGemv, TheArgmaxIsTheFirstLargestLogit) {
   for (int64_t N : {1, 3}) {
     SCOPED_TRACE("N " + std::to_string(N));
@@ -134,6 +134,10 @@ TEST(EmuGemv, TheArgmaxIsTheFirstLargestLogit) {
     p.argmax_out = ids.data(), p.argmax_counter = &counter, p.argmax_ws = ws.data(), p.argmax_vocab = vocab;
     for (int call = 1; call <= 2; ++call) {
       cuda::gemv(p, nullptr);
+      std::vector<double> want(y.size());
+      decode_gemv_ref<double>(want.data(), to_double(w).data(), GemvInput::kPlain, to_double(x).data(), nullptr,
+                              nullptr, 0.0, false, nullptr, N, C, C, rows);
+      expect_close("the logits", std::vector<double>(y.begin(), y.end()), want, 1e-3);
       for (int64_t n = 0; n < N; ++n) {
         const float* l = y.data() + n * rows;
         EXPECT_EQ(std::max_element(l, l + vocab) - l, 17) << "the logits, sequence " << n;
