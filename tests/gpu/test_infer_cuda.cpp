@@ -16,6 +16,7 @@
 
 #include "infer/cpu/decode_ref.h"
 #include "infer/decode_ops.h"
+#include "tests/gemv_input_ref.h"
 #include "tests/gpu/infer_cuda_util.h"
 
 namespace dt {
@@ -224,22 +225,8 @@ TEST(DecodeOpsCuda, GemvMatchesTheCpu) {
         const std::vector<float> nw = randn(C, salt + 2, 0.5, false);
         Dev dx(DType::kBF16, {N, C}), dx2(DType::kBF16, {N, C}), dnw(DType::kF32, {C});
         dx.upload(x), dx2.upload(x2), dnw.upload(nw);
-        std::vector<double> in(static_cast<size_t>(N * C));  // the input as the GPU rounds it
-        for (int64_t n = 0; n < N; ++n) {
-          double ss = 0;
-          for (int64_t c = 0; c < C; ++c) ss += double(x[n * C + c]) * x[n * C + c];
-          const double rs = 1 / std::sqrt(ss / C + 1e-6);
-          for (int64_t c = 0; c < C; ++c) {
-            const int64_t i = n * C + c;
-            const double xi = x[i], gi = x2[i];
-            switch (kind) {
-              case GemvInput::kPlain: in[i] = xi; break;
-              case GemvInput::kSwiGLU: in[i] = round_bf16(static_cast<float>(xi / (1 + std::exp(-xi)) * gi)); break;
-              case GemvInput::kGate: in[i] = round_bf16(static_cast<float>(xi / (1 + std::exp(-gi)))); break;
-              case GemvInput::kRmsNorm: in[i] = round_bf16(static_cast<float>(xi * rs * ((zc ? 1 : 0) + nw[c]))); break;
-            }
-          }
-        }
+        // the input as the GPU rounds it
+        const std::vector<double> in = gemv_input_rounded(kind, to_double(x), to_double(x2), to_double(nw), zc, 1e-6, N, C);
         GemvIn gin = dx.t();
         if (kind == GemvInput::kSwiGLU) gin = GemvIn::swiglu(dx, dx2);
         if (kind == GemvInput::kGate) gin = GemvIn::gated(dx, dx2);

@@ -4,67 +4,33 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/dtype.h"
 #include "infer/cpu/decode_ref.h"
 #include "infer/cuda/decode_cuda.h"
+#include "tests/gemv_input_ref.h"
 
 using namespace dt;
 
 namespace {
-
-uint16_t f2b(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-float b2f(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // n bf16 values, normal with standard deviation `scale`.
 std::vector<uint16_t> randn_bf16(int64_t n, uint64_t seed, double scale = 1.0) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd;
   std::vector<uint16_t> v(static_cast<size_t>(n));
-  for (auto& e : v) e = f2b(static_cast<float>(scale * nd(rng)));
+  for (auto& e : v) e = f32_to_bf16(static_cast<float>(scale * nd(rng)));
   return v;
 }
 std::vector<double> to_double(const std::vector<uint16_t>& v) {
   std::vector<double> d(v.size());
-  for (size_t i = 0; i < v.size(); ++i) d[i] = b2f(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) d[i] = bf16_to_f32(v[i]);
   return d;
-}
-
-// The input x' of a GEMV as the kernel rounds it to bf16 (from bf16 x, x2 and fp32 norm weights).
-std::vector<double> gemv_input(GemvInput kind, const std::vector<uint16_t>& x, const std::vector<uint16_t>& x2,
-                               const std::vector<float>& nw, bool zc, int64_t N, int64_t C) {
-  std::vector<double> in(static_cast<size_t>(N * C));
-  for (int64_t n = 0; n < N; ++n) {
-    double ss = 0;
-    for (int64_t c = 0; c < C; ++c) ss += double(b2f(x[n * C + c])) * b2f(x[n * C + c]);
-    const double rs = 1 / std::sqrt(ss / C + 1e-6);
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t i = n * C + c;
-      const double xi = b2f(x[i]), gi = kind == GemvInput::kSwiGLU || kind == GemvInput::kGate ? b2f(x2[i]) : 0.0;
-      switch (kind) {
-        case GemvInput::kPlain: in[i] = xi; break;
-        case GemvInput::kSwiGLU: in[i] = b2f(f2b(static_cast<float>(xi / (1 + std::exp(-xi)) * gi))); break;
-        case GemvInput::kGate: in[i] = b2f(f2b(static_cast<float>(xi / (1 + std::exp(-gi))))); break;
-        case GemvInput::kRmsNorm: in[i] = b2f(f2b(static_cast<float>(xi * rs * ((zc ? 1 : 0) + nw[c])))); break;
-      }
-    }
-  }
-  return in;
 }
 
 // |got - want| / rms(want) at most tol everywhere (and no NaN: the outputs start poisoned).
@@ -101,7 +67,8 @@ TEST(EmuGemv, MatchesTheReference) {
         p.n_seg = 2, p.in = kind, p.x = x.data(), p.x2 = x2.data(), p.norm_w = nw.data(), p.eps = 1e-6f;
         p.zero_centered = zc, p.N = N, p.C = C, p.ldx = C;
         cuda::gemv(p, nullptr);
-        const std::vector<double> in = gemv_input(kind, x, x2, nw, zc, N, C);
+        const std::vector<double> in = gemv_input_rounded(kind, to_double(x), to_double(x2),
+                                                          std::vector<double>(nw.begin(), nw.end()), zc, 1e-6, N, C);
         std::vector<double> want0(y0.size()), want1(y1.size());
         decode_gemv_ref<double>(want0.data(), to_double(w0).data(), GemvInput::kPlain, in.data(), nullptr, nullptr, 0.0,
                                 false, to_double(res).data(), N, C, C, rows0);
@@ -124,7 +91,7 @@ TEST(EmuGemv, TheArgmaxIsTheFirstLargestLogit) {
     auto x = randn_bf16(N * C, 70 + N);
     for (auto& e : x) e &= 0x7fff;  // positive inputs: a row of ones sums them
     auto w = randn_bf16(rows * C, 80 + N, 1 / std::sqrt(double(C)));
-    for (int64_t c = 0; c < C; ++c) w[17 * C + c] = w[61 * C + c] = f2b(1.f), w[95 * C + c] = f2b(2.f);
+    for (int64_t c = 0; c < C; ++c) w[17 * C + c] = w[61 * C + c] = f32_to_bf16(1.f), w[95 * C + c] = f32_to_bf16(2.f);
     std::vector<float> y(static_cast<size_t>(N * rows), NAN);
     std::vector<int32_t> ids(static_cast<size_t>(N), -7), ws(static_cast<size_t>(cuda::kGemvArgmaxWs), 0);
     int32_t counter = 41;
