@@ -266,8 +266,9 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
   if (tid == 0) out[0] = m, out[1] = l;  // an empty range: m = -inf, l = 0, no values
 }
 
-// o[row] = the merge of the S partials of row; bf16 (GQA) or fp32 (MLA's o_lat). The splits'
-// maxima and sums are read at once into shared memory, then each thread merges its features.
+// o[row] = the merge of the S partials of row; bf16 (GQA) or fp32 (MLA's o_lat). Every load goes
+// out at once: the splits' maxima and sums into shared memory, and each thread's first feature's S
+// partials into registers; then each thread merges its features (s in order, as the CPU does).
 template <bool kOutF32>
 __global__ void __launch_bounds__(kThreads) merge_kernel(void* o, const float* partial, int64_t H, int64_t S,
                                                          int64_t Dv) {
@@ -277,6 +278,11 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(void* o, const float* p
   const float* pr = partial + row * S * (Dv + 2);
   grid_dependency_wait();  // a no-op unless launched as a dependent (GQA's launch)
   grid_launch_dependents();
+  const int64_t d0 = threadIdx.x;
+  float v[kMaxSplits];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s)
+    if (s < S && d0 < Dv) v[s] = pr[s * (Dv + 2) + 2 + d0];
   for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = pr[s * (Dv + 2)], sl[s] = pr[s * (Dv + 2) + 1];
   __syncthreads();
   float M = -INFINITY;
@@ -287,10 +293,15 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(void* o, const float* p
   __syncthreads();  // every thread has read the maxima
   for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = fac[s] == -INFINITY ? 0.f : expf(fac[s] - M);
   __syncthreads();
-  for (int64_t d = threadIdx.x; d < Dv; d += kThreads) {
+  for (int64_t d = d0; d < Dv; d += kThreads) {
+    if (d != d0)
+#pragma unroll
+      for (int s = 0; s < kMaxSplits; ++s)
+        if (s < S) v[s] = pr[s * (Dv + 2) + 2 + d];
     float a = 0.f;
-#pragma unroll 8
-    for (int64_t s = 0; s < S; ++s) a += pr[s * (Dv + 2) + 2 + d] * fac[s];
+#pragma unroll
+    for (int s = 0; s < kMaxSplits; ++s)
+      if (s < S) a += v[s] * fac[s];
     const float r = a / L;
     if constexpr (kOutF32)
       static_cast<float*>(o)[row * Dv + d] = r;
