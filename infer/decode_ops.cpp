@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/fp8.h"
 #include "infer/cpu/decode_ref.h"
+#include "kernels/op_checks.h"
 #include "kernels/ops.h"
 #ifdef DELTATRON_HAVE_CUDA
 #include "infer/cuda/decode_cuda.h"
@@ -385,6 +386,13 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
              argmax.ids.str(), N);
     DT_CHECK(argmax.vocab >= 1 && argmax.vocab <= outs.begin()->w.size(0), "{}: the argmax's vocab {} outside [1, {}]",
              op, argmax.vocab, outs.begin()->w.size(0));
+    if (argmax.embed.defined()) {
+      const auto d = op_checks::embedding(op, "embed_out", argmax.embed_out, argmax.ids, "embed", argmax.embed);
+      DT_CHECK(d.vocab >= argmax.vocab && argmax.embed_out.is_contiguous() && argmax.embed.is_contiguous() &&
+                   argmax.embed_out.dtype == argmax.embed.dtype,
+               "{}: the embedding table {} must hold the vocab {}, and it and embed_out {} be contiguous, of one dtype",
+               op, argmax.embed.str(), argmax.vocab, argmax.embed_out.str());
+    }
   }
 #ifdef DELTATRON_HAVE_CUDA
   if (on_gpu(ctx)) {
@@ -426,6 +434,12 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
       check_workspace(op, argmax.ws, decode_gemv_argmax_workspace(Device::kCUDA), DType::kI32);
       p.argmax_out = argmax.ids.ptr<int32_t>(), p.argmax_vocab = argmax.vocab, p.argmax_ws = argmax.ws.ptr<int32_t>();
       p.argmax_counter = const_cast<int32_t*>(counter_ptr(op, {0, argmax.counter}));
+      if (argmax.embed.defined()) {
+        check_gpu(op, DType::kBF16, {{"embed", &argmax.embed}, {"embed_out", &argmax.embed_out}});
+        DT_CHECK(argmax.embed.size(1) == C, "{}: the embedding table {} has not the input's {} features", op,
+                 argmax.embed.str(), C);
+        p.argmax_embed = bf16(argmax.embed), p.argmax_embed_out = bf16(argmax.embed_out);
+      }
     }
     return cuda::gemv(p, ctx.stream);
   }
@@ -451,7 +465,9 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
       }
     }
   });
-  if (greedy) decode_argmax(ctx, argmax.ids, outs.begin()->y.view({N, outs.begin()->w.size(0)}), argmax.vocab, argmax.counter);
+  if (!greedy) return;
+  decode_argmax(ctx, argmax.ids, outs.begin()->y.view({N, outs.begin()->w.size(0)}), argmax.vocab, argmax.counter);
+  if (argmax.embed.defined()) embedding_forward(ctx, argmax.embed_out, argmax.ids, argmax.embed);
 }
 
 void decode_attn_prep(Context& ctx, const AttnPrepArgs& a, const DecodePosition& pos) {

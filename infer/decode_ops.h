@@ -122,10 +122,13 @@ struct GemvIn {
 // decode_argmax(ids, y, vocab, counter), the same ids and the counter (optional) one on. On the GPU
 // it takes the GEMV's own sums, no kernel of its own, and needs ws: int32 of at least
 // decode_gemv_argmax_workspace(kCUDA) elements, zero before its first use (each call leaves it zero).
+// With embed (the embedding table [>= vocab, C]): also embedding_forward(embed_out [N, C], ids,
+// embed), the next step's input, in the same kernel.
 struct GemvArgmax {
   Tensor ids;
   int64_t vocab = 0;
   Tensor counter, ws;
+  Tensor embed, embed_out;
 };
 int64_t decode_gemv_argmax_workspace(Device device);
 // y_i = W_i x' (+ residual_i) for up to 4 weights sharing the input. GPU: bf16 x, weights and

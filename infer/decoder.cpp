@@ -37,7 +37,7 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
     blocks_.push_back(std::move(b));
   }
   l2_.add({lm_head_});
-  ids_ = scratch_.declare("ids", DType::kI32, {N, 1});
+  ids_ = scratch_.declare("ids", DType::kI32, {kMaxChainedSteps, N});
   h_ = scratch_.declare("h", t, {N, 1, C});
   h2_ = scratch_.declare("h2", t, {N, 1, C});
   n_ = scratch_.declare("normed", t, {N, 1, C});
@@ -52,43 +52,56 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamStore& weights, int n_seqs)
 }
 
 Tensor Decoder::step(Context& ctx, const int32_t* ids, DecodeState& state, int64_t greedy_vocab) {
-  const Tensor id = buf(ids_);
+  const Tensor id = input_ids();
   device_copy(id.data, id.device, ids, Device::kCPU, id.bytes());
+  if (head_takes_embedding(ctx.device, greedy_vocab)) embedding_forward(ctx, buf(h_), id, embed_);
   return step_chained(ctx, state, greedy_vocab);
 }
 
-Tensor Decoder::step_chained(Context& ctx, DecodeState& state, int64_t greedy_vocab) {
+bool Decoder::head_takes_embedding(Device device, int64_t greedy_vocab) const {
+  return greedy_vocab > 0 && decode_gemv_supported(device, n_seqs_, cfg_.d_model);
+}
+
+Tensor Decoder::step_chained(Context& ctx, DecodeState& state, int64_t greedy_vocab, int steps) {
   DT_CHECK(state.n_seqs() == n_seqs_, "decode: the state holds {} sequences, the decoder {}", state.n_seqs(), n_seqs_);
   DT_CHECK(state.device() == ctx.device && scratch_.device() == ctx.device,
            "decode: the context's device differs from the state's or the weights'");
-  DT_CHECK(state.length() < state.capacity(), "decode: the context is full ({} tokens, the state's capacity)",
+  DT_CHECK(steps >= 1 && steps <= kMaxChainedSteps && (steps == 1 || greedy_vocab > 0),
+           "decode: {} steps in a row (1 to {}, more than 1 only greedy)", steps, kMaxChainedSteps);
+  DT_CHECK(state.length() + steps <= state.capacity(), "decode: the context is full ({} tokens, the state's capacity)",
            state.capacity());
-  const DecodePosition at{state.length(), state.counter()};
   auto run = [&] {
-    if (body(ctx, state, at, greedy_vocab)) return;  // the LM head's GEMV took the argmax and the advance
-    if (greedy_vocab > 0)  // the step's last kernel: the argmax, which also advances the position
-      decode_argmax(ctx, input_ids(), buf(logits_), greedy_vocab, state.counter());
-    else
-      decode_advance(ctx, state.counter());
+    for (int k = 0; k < steps; ++k) {
+      // Step k reads row k of the chained ids and writes its choice into row (k + 1) % steps.
+      const Tensor in = buf(ids_).narrow0(k, 1).view({n_seqs_, 1});
+      const Tensor out = buf(ids_).narrow0((k + 1) % steps, 1).view({n_seqs_});
+      const DecodePosition at{state.length() + k, state.counter()};
+      if (body(ctx, state, at, greedy_vocab, in, out)) continue;  // the LM head's GEMV took the argmax and the advance
+      if (greedy_vocab > 0)  // the step's last kernel: the argmax, which also advances the position
+        decode_argmax(ctx, out, buf(logits_), greedy_vocab, state.counter());
+      else
+        decode_advance(ctx, state.counter());
+    }
   };
-  const GraphKey key{state.base(), state.capacity(), state.mla_cache(), greedy_vocab};
+  const GraphKey key{state.base(), state.capacity(), state.mla_cache(), greedy_vocab, steps};
   // A graph needs a stream of its own (capture refuses the legacy default stream).
   if (ctx.device != Device::kCUDA || !use_graph_ || !ctx.stream) {
     run();
   } else if (graph_.ready() && graph_key_ == key) {
     graph_.replay(ctx);
-    ++replays_;
-  } else if (warm_key_ == key) {  // the GEMM plans exist: record, then run the recording
+    replays_ += steps;
+  } else if (warm_key_.base == key.base && warm_key_.capacity == key.capacity && warm_key_.mla_cache == key.mla_cache &&
+             warm_key_.greedy_vocab == key.greedy_vocab) {  // the GEMM plans exist: record, then run the recording
     graph_.capture(ctx, run);
     graph_key_ = key;
     graph_.replay(ctx);
-    ++replays_;
+    replays_ += steps;
   } else {
     graph_.reset();
     run();
     warm_key_ = key;
   }
-  state.advanced();
+  for (int k = 0; k < steps; ++k) state.advanced();
   return buf(logits_);
 }
 
@@ -100,14 +113,16 @@ Tensor Decoder::head(Context& ctx, const Tensor& hn) {
   return logits;
 }
 
-bool Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos, int64_t greedy_vocab) {
+bool Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos, int64_t greedy_vocab, const Tensor& ids,
+                   const Tensor& out) {
   const Tensor h = buf(h_), h2 = buf(h2_), n = buf(n_), m = buf(m_), rstd = buf(rstd_);
   const int64_t N = n_seqs_, C = cfg_.d_model, F = cfg_.d_ff;
   const Tensor h_2 = h.view({N, C}), h2_2 = h2.view({N, C}), n2 = n.view({N, C});
   const bool fused_mlp = decode_gemv_supported(ctx.device, N, C) && decode_gemv_supported(ctx.device, N, F);
   const double eps = cfg_.norm_eps;
   const bool zc = cfg_.zero_centered_norm;
-  embedding_forward(ctx, h, buf(ids_), embed_);
+  const bool head_embeds = head_takes_embedding(ctx.device, greedy_vocab);
+  if (!head_embeds) embedding_forward(ctx, h, ids, embed_);  // else the last step's LM head wrote h
   for (size_t i = 0; i < blocks_.size(); ++i) {
     BlockWeights& b = blocks_[i];
     // h2 = h + mixer(norm(h))
@@ -129,12 +144,11 @@ bool Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos, 
     residual_add(ctx, h, h2, m);
   }
   if (decode_gemv_supported(ctx.device, N, C)) {  // the final norm (and when greedy the argmax) inside the LM head's GEMV
-    const bool argmax_here = greedy_vocab > 0;
     GemvArgmax argmax;
-    if (argmax_here) argmax = {input_ids(), greedy_vocab, state.counter(), buf(argmax_ws_)};
+    if (head_embeds) argmax = {out, greedy_vocab, state.counter(), buf(argmax_ws_), embed_, h_2};
     decode_gemv(ctx, {{lm_head_, buf(logits_), {}}}, GemvIn::rmsnorm(h_2, final_norm_, eps, zc), l2_.after(lm_head_),
                 argmax);
-    return argmax_here;
+    return head_embeds;
   }
   rmsnorm_forward(ctx, n2, rstd, h_2, final_norm_, eps, zc);
   linear_forward(ctx, buf(logits_), n2, lm_head_);

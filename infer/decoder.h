@@ -40,13 +40,20 @@ class Decoder {
   // advances the state. With greedy_vocab > 0 the step ends with greedy decoding where the logits
   // are: the first largest of each row among ids [0, greedy_vocab) (infer/decode_ops.h
   // decode_argmax), written where the next step reads its ids (input_ids(), step_chained), inside
-  // the step's CUDA graph.
+  // the step's CUDA graph; where the LM head is the fused GEMV (head_takes_embedding) that GEMV
+  // also writes the chosen ids' embeddings, the next step's input.
   Tensor step(Context& ctx, const int32_t* ids, DecodeState& state, int64_t greedy_vocab = 0);
-  // The same step on the ids that the last greedy step left on the device: nothing goes through
-  // the host, so the host may queue it before the last step's ids reach it.
-  Tensor step_chained(Context& ctx, DecodeState& state, int64_t greedy_vocab = 0);
+  // The same step on the ids (and embeddings) that the last greedy step left on the device: nothing
+  // goes through the host, so the host may queue it before the last step's ids reach it. With
+  // steps > 1 (greedy only, at most kMaxChainedSteps): that many greedy steps in a row, one CUDA
+  // graph; step k's ids are left in chained_ids() row (k + 1) % steps, the last step's in row 0
+  // (input_ids()).
+  Tensor step_chained(Context& ctx, DecodeState& state, int64_t greedy_vocab = 0, int steps = 1);
+  static constexpr int kMaxChainedSteps = 8;
   // The ids the next step reads, int32 [N] on the weights' device: after a greedy step, its choice.
-  Tensor input_ids() const { return buf(ids_).view({n_seqs_}); }
+  Tensor input_ids() const { return buf(ids_).narrow0(0, 1).view({n_seqs_}); }
+  // The chained steps' ids, int32 [kMaxChainedSteps, N] (row 0 is input_ids()).
+  Tensor chained_ids() const { return buf(ids_); }
   // The LM head on final-normed hidden rows hn [r, d_model] (r <= n_seqs; the prefill's last
   // position): logits [r, vocab] as step() computes them, in the same buffer.
   Tensor head(Context& ctx, const Tensor& hn);
@@ -63,12 +70,18 @@ class Decoder {
   Tensor buf(int slot) const { return scratch_.get(slot); }
   // The step's ops up to the logits; with a greedy vocabulary (> 0) the LM head's GEMV may take the
   // argmax and the counter's advance too: whether it did.
-  bool body(Context& ctx, DecodeState& state, const DecodePosition& pos, int64_t greedy_vocab);
+  // ids: the step's input ids [N, 1]; out: where the greedy argmax writes its choice [N].
+  bool body(Context& ctx, DecodeState& state, const DecodePosition& pos, int64_t greedy_vocab, const Tensor& ids,
+            const Tensor& out);
+  // Whether a greedy step's LM head GEMV takes the argmax and the next step's embedding (so the
+  // step itself starts at the first block; step() embeds host ids before it).
+  bool head_takes_embedding(Device device, int64_t greedy_vocab) const;
   struct GraphKey {
     const void* base = nullptr;
     int64_t capacity = 0;
     MlaCache mla_cache = MlaCache::kBf16;  // another layout (and other kernels) at the same address
     int64_t greedy_vocab = 0;              // the argmax recorded at the step's end (0: none)
+    int steps = 1;                         // steps recorded in a row
     bool operator==(const GraphKey&) const = default;
   };
 

@@ -156,41 +156,61 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   Decoder& dec = decoder(N);  // the prefill's for one sequence, else a new one
   const int64_t replays0 = graph_replays();
   // Greedy without a logits callback: the choice is made where the logits are (f32 there) and
-  // written where the next step reads its ids, and the host queues step s + 1 before it waits for
-  // step s's ids (two page-locked slots, one event each), so the device never waits on the host.
+  // written where the next step reads its ids. After the first, the steps go kChunk at a time into
+  // one CUDA graph (Decoder::step_chained with steps), whose ids come back in one copy, and the
+  // host queues the next chunk before it waits for the current one's ids (two page-locked slots,
+  // one event each), so the device never waits on the host.
   const bool greedy_here = o.sampling.temperature == 0 && !o.on_logits && weights_.stat_dtype() == DType::kF32;
   const Device dev = weights_.device();
+  constexpr int kChunk = 4;
+  static_assert(kChunk <= Decoder::kMaxChainedSteps);
+  struct Chunk {
+    int64_t first = 0;  // its first step
+    int steps = 0;
+    int64_t replays_before = 0;  // graph_replays() before it was queued
+    bool replayed = false;       // whether it ran as a graph replay
+  };
+  std::vector<Chunk> chunks;  // queued, in order; chunk c's ids go to slot c % 2
   std::vector<std::unique_ptr<PinnedBuffer>> slot;
   std::vector<std::unique_ptr<StreamEvent>> ready;
-  int64_t replays_at[2] = {0, 0};
   if (greedy_here)
     for (int k = 0; k < 2; ++k) {
-      slot.push_back(std::make_unique<PinnedBuffer>(static_cast<size_t>(N) * sizeof(int32_t), dev));
+      slot.push_back(std::make_unique<PinnedBuffer>(static_cast<size_t>(kChunk * N) * sizeof(int32_t), dev));
       ready.push_back(std::make_unique<StreamEvent>(dev));
     }
   std::vector<bool> done(static_cast<size_t>(N), false);
   std::vector<int32_t> next(static_cast<size_t>(N), 0);
-  auto queue_greedy = [&](int64_t s) {  // step s (>= 1) and the copy of its ids to slot s % 2
-    if (s == 1)
-      dec.step(ctx, next.data(), *state, vocab);  // the first: host ids
+  int64_t next_step = 1;  // greedy_here: the first step not queued yet
+  auto queue_chunk = [&] {  // the steps from next_step: the first alone (host ids), then kChunk at a time
+    const int64_t a = next_step, before = graph_replays();
+    const int steps = a == 1 ? 1 : static_cast<int>(std::min<int64_t>(kChunk, o.max_new_tokens - a));
+    if (a == 1)
+      dec.step(ctx, next.data(), *state, vocab);
     else
-      dec.step_chained(ctx, *state, vocab);
-    const Tensor ids = dec.input_ids();
-    device_copy_async(slot[s % 2]->data(), Device::kCPU, ids.data, ids.device, ids.bytes(), ctx.stream);
-    ready[s % 2]->record(ctx.stream);
-    replays_at[s % 2] = graph_replays();
+      dec.step_chained(ctx, *state, vocab, steps);
+    const size_t c = chunks.size();
+    const Tensor ids = dec.chained_ids().narrow0(0, steps);
+    device_copy_async(slot[c % 2]->data(), Device::kCPU, ids.data, ids.device, ids.bytes(), ctx.stream);
+    ready[c % 2]->record(ctx.stream);
+    chunks.push_back({a, steps, before, graph_replays() > before});
+    next_step = a + steps;
   };
+  int64_t waited = -1;  // the last chunk whose ids the host waited for
   std::vector<float> logits;  // [N, V]
   const int32_t* chosen = nullptr;  // [N], greedy_here
-  int64_t queued = 0;  // greedy_here: the last step queued
   for (int64_t s = 0; s < o.max_new_tokens; ++s) {
     if (s > 0) {
       if (greedy_here) {
-        if (queued < s) queue_greedy(queued = s);
-        if (s + 1 < o.max_new_tokens) queue_greedy(queued = s + 1);
-        ready[s % 2]->synchronize();
-        chosen = static_cast<const int32_t*>(slot[s % 2]->data());
-        r.graph_replays = replays_at[s % 2] - replays0;
+        while (next_step <= s) queue_chunk();  // the chunk holding step s
+        auto c = static_cast<int64_t>(chunks.size()) - 1;
+        while (chunks[static_cast<size_t>(c)].first > s) --c;
+        if (c + 1 == static_cast<int64_t>(chunks.size()) && next_step < o.max_new_tokens) queue_chunk();  // the next
+        const Chunk& ch = chunks[static_cast<size_t>(c)];
+        if (waited != c) ready[c % 2]->synchronize(), waited = c;
+        // Step k of a chunk leaves its ids in row (k + 1) % steps (Decoder::step_chained).
+        const int64_t row = (s - ch.first + 1) % ch.steps;
+        chosen = static_cast<const int32_t*>(slot[c % 2]->data()) + row * N;
+        r.graph_replays = ch.replays_before - replays0 + (ch.replayed ? s - ch.first + 1 : 0);
       } else {
         logits = step(ctx, next, *state);
         if (o.on_logits && !done[0]) o.on_logits(r.prompt_tokens + s - 1, {logits.data(), static_cast<size_t>(V)});

@@ -79,7 +79,9 @@ struct GemvSegment {
 // argmax_out[n] = the first index of the largest of y[n, 0 .. argmax_vocab) (NaN never wins; none:
 // 0), decode_argmax's ids, and with argmax_counter, counter += 1 (decode_advance). argmax_ws int32
 // [kGemvArgmaxWs]: zero before the first call, and each call leaves it zero (the CTAs' partial pairs
-// and their arrival count; the last CTA to arrive merges the pairs).
+// and their arrival count; the last CTA to arrive merges the pairs). With argmax_embed (bf16
+// [>= argmax_vocab, C], 16-byte aligned) the last CTA also writes the chosen ids' rows into
+// argmax_embed_out [N, C]: the next step's input, so a greedy step needs no embedding kernel.
 struct GemvParams {
   GemvSegment seg[kGemvMaxSegments];
   int n_seg = 0;
@@ -97,6 +99,8 @@ struct GemvParams {
   int32_t* argmax_counter = nullptr;
   int32_t* argmax_ws = nullptr;
   int64_t argmax_vocab = 0;
+  const uint16_t* argmax_embed = nullptr;
+  uint16_t* argmax_embed_out = nullptr;
 };
 void gemv(const GemvParams& p, void* stream);
 

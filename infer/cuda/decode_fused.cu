@@ -70,12 +70,14 @@ __device__ __forceinline__ void gemv_fma(float* acc, const uint4& wv, const uint
 // The GEMV's argmax (GemvParams::argmax_out), after its rows: lane 0 of each warp holds the warp's
 // first largest (bv, bi) of each sequence. The CTA merges its warps and publishes its pairs, and the
 // last CTA to arrive (atomicInc wraps the count back to zero) merges every CTA's pairs and writes the
-// ids; it also advances the counter, so the GEMV can be a step's last kernel.
+// ids (and with argmax_embed their embedding rows); it also advances the counter, so the GEMV can
+// be a step's last kernel.
 template <int kN>
 __device__ __forceinline__ void gemv_argmax_finish(const GemvParams& p, const float* bv, const int* bi, int N) {
   __shared__ float sv[kGemvWarps][kN];
   __shared__ int si[kGemvWarps][kN];
   __shared__ bool last;
+  __shared__ int chosen[kN];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0)
 #pragma unroll
@@ -107,11 +109,19 @@ __device__ __forceinline__ void gemv_argmax_finish(const GemvParams& p, const fl
     __syncthreads();
     if (threadIdx.x == 0) {
       for (int w = 1; w < kGemvWarps; ++w) argmax_merge(v, i, sv[w][0], si[w][0]);
-      p.argmax_out[n] = i < 0 ? 0 : i;
+      p.argmax_out[n] = chosen[n] = i < 0 ? 0 : i;
     }
     __syncthreads();
   }
   if (threadIdx.x == 0 && p.argmax_counter) *p.argmax_counter += 1;
+  if (!p.argmax_embed) return;
+  // Every CTA has read the input (the residual stream the rows come into) before it arrived.
+  const int64_t per_row = p.C / 8;
+  for (int64_t e = threadIdx.x; e < N * per_row; e += kGemvThreads) {
+    const int64_t n = e / per_row, c = e % per_row;
+    reinterpret_cast<uint4*>(p.argmax_embed_out)[e] =
+        __ldg(reinterpret_cast<const uint4*>(p.argmax_embed + chosen[n] * p.C) + c);
+  }
 }
 
 // Shared memory: the input [N, C] bf16 (x' itself, or for the norm the raw x), then for the norm
@@ -452,6 +462,10 @@ void gemv(const GemvParams& p, void* stream) {
              "{}: the argmax takes one fp32 output of fewer than 2^31 rows (vocab {} of {}), an 8-byte aligned workspace "
              "and at most {} CTAs ({})",
              op, p.argmax_vocab, prev, kGemvArgmaxMaxBlocks, blocks);
+  if (p.argmax_embed)
+    DT_CHECK(p.argmax_out && p.argmax_embed_out && reinterpret_cast<uintptr_t>(p.argmax_embed) % 16 == 0 &&
+                 reinterpret_cast<uintptr_t>(p.argmax_embed_out) % 16 == 0,
+             "{}: the embedding of the chosen ids needs the argmax and 16-byte aligned rows", op);
   // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N.
   const bool am = p.argmax_out != nullptr;
   auto kernel = p.N <= 1   ? (am ? gemv_kernel<1, true> : gemv_kernel<1, false>)

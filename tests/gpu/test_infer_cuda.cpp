@@ -300,7 +300,8 @@ TEST(DecodeOpsCuda, GemvWithManyRowsAndAPrefetchMatchesTheCpu) {
 
 // The LM head's GEMV with the greedy argmax (GemvArgmax): the ids are decode_argmax's of the logits
 // the same call writes, which are the GEMV's without the argmax bit for bit; the counter moves one
-// on a call, and three calls in a row give the same ids and leave the workspace's count at zero.
+// on a call, and three calls in a row give the same ids and leave the workspace's count at zero;
+// with an embedding table (the weights themselves, as tied embeddings) the chosen rows come out too.
 // 1 to 8 sequences, 1 to 50304 rows (more CTAs than SMs). With 1000 rows and more, each sequence n
 // has a tie of two rows a_n < b_n far apart (the same weights, x_n / 2: the largest logit; the first
 // wins), a larger row past the vocabulary (it must not win) and row 3 gives NaN (never wins).
@@ -329,15 +330,15 @@ TEST(DecodeOpsCuda, GemvWithTheArgmaxIsTheArgmaxOfItsLogits) {
         w[3 * C] = std::numeric_limits<float>::quiet_NaN();
       }
       Dev dx(DType::kBF16, {N, C}), dw(DType::kBF16, {V, C}), dy(DType::kF32, {N, V}), dy_plain(DType::kF32, {N, V});
-      Dev ids(DType::kI32, {N}), want_ids(DType::kI32, {N});
+      Dev ids(DType::kI32, {N}), want_ids(DType::kI32, {N}), emb(DType::kBF16, {N, C});
       dx.upload(x), dw.upload(w);
-      dy.poison(ctx), dy_plain.poison(ctx);
+      dy.poison(ctx), dy_plain.poison(ctx), emb.poison(ctx);
       decode_gemv(ctx, {{dw, dy_plain, {}}}, dx.t());
       counter.set_i32(41);
       std::vector<int32_t> first;
       for (int call = 0; call < 3; ++call) {
         ids.upload_i32(std::vector<int32_t>(static_cast<size_t>(N), -7));  // poison
-        decode_gemv(ctx, {{dw, dy, {}}}, dx.t(), {}, GemvArgmax{ids, vocab, counter, ws});
+        decode_gemv(ctx, {{dw, dy, {}}}, dx.t(), {}, GemvArgmax{ids, vocab, counter, ws, dw, emb});
         const std::vector<int32_t> got = ids.download_i32();
         if (call == 0) first = got;
         EXPECT_EQ(got, first) << "call " << call;
@@ -350,6 +351,10 @@ TEST(DecodeOpsCuda, GemvWithTheArgmaxIsTheArgmaxOfItsLogits) {
       if (!tie_first.empty()) {
         EXPECT_EQ(first, tie_first) << "the first of each tie";
       }
+      const std::vector<uint8_t> table = dw.raw(), rows = emb.raw();
+      for (int64_t n = 0; n < N; ++n)
+        EXPECT_TRUE(std::equal(rows.begin() + n * C * 2, rows.begin() + (n + 1) * C * 2, table.begin() + first[n] * C * 2))
+            << "the embedding of sequence " << n << "'s id " << first[n];
     }
   // Bad input: a second weight, an output that is not f32, a workspace too small.
   Dev dx(DType::kBF16, {1, 8}), dw(DType::kBF16, {4, 8}), y(DType::kF32, {1, 4}), y16(DType::kBF16, {1, 4});
@@ -362,13 +367,13 @@ TEST(DecodeOpsCuda, GemvWithTheArgmaxIsTheArgmaxOfItsLogits) {
       EXPECT_NE(std::string(e.what()).find(piece), std::string::npos) << e.what();
     }
   };
-  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}, {dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, ws}); },
+  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}, {dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, ws, {}, {}}); },
                "the argmax takes one weight");
-  expect_error([&] { decode_gemv(ctx, {{dw, y16, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, ws}); },
+  expect_error([&] { decode_gemv(ctx, {{dw, y16, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, ws, {}, {}}); },
                "the argmax takes one weight with an f32 output");
-  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, small}); },
+  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 4, {}, small, {}, {}}); },
                "contiguous i32 workspace of at least");
-  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 5, {}, ws}); }, "vocab 5");
+  expect_error([&] { decode_gemv(ctx, {{dw, y, {}}}, dx.t(), {}, GemvArgmax{ids, 5, {}, ws, {}, {}}); }, "vocab 5");
 }
 
 // The GEMV with the GDN conv on its output against the GEMV and then decode_conv_step, both on the
