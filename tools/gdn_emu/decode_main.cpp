@@ -82,8 +82,10 @@ TEST(EmuGemv, MatchesTheReference) {
 // The GEMV with the greedy argmax (GemvParams::argmax_out): each sequence's id is the first largest
 // of the fp32 logits the same call writes, among the first `vocab` rows: 100 rows over 13 CTAs (the
 // last to arrive merges every CTA's pairs), rows 17 and 61 tie for the largest (17 wins), row 95,
-// larger still, lies past the vocab (never wins); the logits are the double reference's. The
-// counter moves one on a call, and the workspace's count is back at zero after each of two calls.
+// larger still, lies past the vocab (never wins); the logits are the double reference's. The counter
+// moves one on a call, the workspace's count is back at zero after each of two calls, and the chosen
+// rows of the embedding table (the weights themselves, as tied embeddings) come out in
+// argmax_embed_out.
 TEST(EmuGemv, TheArgmaxIsTheFirstLargestLogit) {
   for (int64_t N : {1, 3}) {
     SCOPED_TRACE("N " + std::to_string(N));
@@ -99,6 +101,8 @@ TEST(EmuGemv, TheArgmaxIsTheFirstLargestLogit) {
     p.seg[0].w = w.data(), p.seg[0].y = y.data(), p.seg[0].y_f32 = true, p.seg[0].row_end = rows, p.n_seg = 1;
     p.x = x.data(), p.N = N, p.C = C, p.ldx = C;
     p.argmax_out = ids.data(), p.argmax_counter = &counter, p.argmax_ws = ws.data(), p.argmax_vocab = vocab;
+    std::vector<uint16_t> embedded(static_cast<size_t>(N * C), 0xFFFF);
+    p.argmax_embed = w.data(), p.argmax_embed_out = embedded.data();
     for (int call = 1; call <= 2; ++call) {
       cuda::gemv(p, nullptr);
       std::vector<double> want(y.size());
@@ -109,6 +113,8 @@ TEST(EmuGemv, TheArgmaxIsTheFirstLargestLogit) {
         const float* l = y.data() + n * rows;
         EXPECT_EQ(std::max_element(l, l + vocab) - l, 17) << "the logits, sequence " << n;
         EXPECT_EQ(ids[n], 17) << "call " << call << ", sequence " << n;
+        EXPECT_TRUE(std::equal(w.begin() + 17 * C, w.begin() + 18 * C, embedded.begin() + n * C))
+            << "call " << call << ", the embedding of sequence " << n;
       }
       EXPECT_EQ(counter, 41 + call);
       EXPECT_EQ(ws[0], 0) << "call " << call;
