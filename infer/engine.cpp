@@ -196,6 +196,9 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
     next_step = a + steps;
   };
   int64_t waited = -1;  // the last chunk whose ids the host waited for
+  // The steady rate's window opens when the host has step 2's ids; the steps done by then (with
+  // chunks, the rest of step 2's chunk too) are not counted in it.
+  int64_t steady_after = 2;
   std::vector<float> logits;  // [N, V]
   const int32_t* chosen = nullptr;  // [N], greedy_here
   for (int64_t s = 0; s < o.max_new_tokens; ++s) {
@@ -211,6 +214,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
         const int64_t row = (s - ch.first + 1) % ch.steps;
         chosen = static_cast<const int32_t*>(slot[c % 2]->data()) + row * N;
         r.graph_replays = ch.replays_before - replays0 + (ch.replayed ? s - ch.first + 1 : 0);
+        if (s == 2) steady_after = ch.first + ch.steps - 1;
       } else {
         logits = step(ctx, next, *state);
         if (o.on_logits && !done[0]) o.on_logits(r.prompt_tokens + s - 1, {logits.data(), static_cast<size_t>(V)});
@@ -229,7 +233,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
                              sampler_uniform(o.seed, n, s));
       next[n] = tok;
       if (s > 0) ++r.decode_tokens;
-      if (r.decode_steps > 2) ++r.steady_decode_tokens;
+      if (s > steady_after) ++r.steady_decode_tokens;
       if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), tok) != o.stop_tokens.end()) {
         done[n] = true;
         r.stop[n] = StopReason::kStopToken;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/bench_decode.py without a GPU or transformers: bad arguments are refused, and a --no-peer run
-# of the quickstart model on the CPU (contexts 16 and 40, batches 1 and 2, 5 new tokens) writes one
+# of the quickstart model on the CPU (contexts 16 and 40, batches 1 and 2, 8 new tokens) writes one
 # JSON row per context and batch with the prompt length asked, a decode rate, the state's size, and
 # the peer marked as not run; the table has a row each. A tiny MLA hybrid given plain and as
 # PATH@fp8 gives a row each, the second labelled "(fp8 cache)", decoded with --mla-cache fp8 and
@@ -14,18 +14,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 bd="$repo/bench/bench_decode.py"
-python3 "$bd" --deltatron "$bin" --new-tokens 3 > "$tmp/err.txt" 2>&1 && fail "--new-tokens 3 accepted"
-grep -q "new-tokens must be >= 4" "$tmp/err.txt" || fail "no clear error for --new-tokens 3: $(cat "$tmp/err.txt")"
+python3 "$bd" --deltatron "$bin" --new-tokens 7 > "$tmp/err.txt" 2>&1 && fail "--new-tokens 7 accepted"
+grep -q "new-tokens must be >= 8" "$tmp/err.txt" || fail "no clear error for --new-tokens 7: $(cat "$tmp/err.txt")"
 python3 "$bd" --deltatron "$bin" --device tpu > "$tmp/err.txt" 2>&1 && fail "--device tpu accepted"
 python3 "$bd" --deltatron "$bin" --device cpu --configs configs/quickstart.yaml --contexts 16,40 --batches 1,2 \
-  --new-tokens 5 --no-peer --work "$tmp/work" --json "$tmp/out.json" > "$tmp/table.md" 2> "$tmp/log.txt" ||
+  --new-tokens 8 --no-peer --work "$tmp/work" --json "$tmp/out.json" > "$tmp/table.md" 2> "$tmp/log.txt" ||
   fail "the run failed: $(tail -5 "$tmp/log.txt")"
 [[ $(grep -c "^| quickstart |" "$tmp/table.md") == 4 ]] || fail "expected 4 table rows: $(cat "$tmp/table.md")"
 python3 - "$tmp/out.json" << 'PY' || fail "JSON rows"
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = d["rows"]
-assert d["device"] == "cpu" and d["new_tokens"] == 5, d
+assert d["device"] == "cpu" and d["new_tokens"] == 8, d
 assert [(r["context"], r["batch"]) for r in rows] == [(16, 1), (16, 2), (40, 1), (40, 2)], rows
 for r in rows:
     o = r["deltatron"]
@@ -54,7 +54,7 @@ run:
   name: tiny_mla
 YAML
 python3 "$bd" --deltatron "$bin" --device cpu --configs "$tmp/tiny_mla.yaml,$tmp/tiny_mla.yaml@fp8" --contexts 16 \
-  --batches 1 --new-tokens 4 --no-peer --work "$tmp/work" --json "$tmp/mla.json" > "$tmp/mla.md" 2> "$tmp/log.txt" ||
+  --batches 1 --new-tokens 8 --no-peer --work "$tmp/work" --json "$tmp/mla.json" > "$tmp/mla.md" 2> "$tmp/log.txt" ||
   fail "the MLA run failed: $(tail -5 "$tmp/log.txt")"
 grep -q "^| tiny_mla (fp8 cache) | 16 | 1 |" "$tmp/mla.md" || fail "no fp8 row: $(cat "$tmp/mla.md")"
 python3 - "$tmp/mla.json" << 'PY' || fail "MLA JSON rows"
