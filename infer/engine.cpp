@@ -195,7 +195,8 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
     chunks.push_back({a, steps, before, graph_replays() > before});
     next_step = a + steps;
   };
-  int64_t waited = -1;  // the last chunk whose ids the host waited for
+  size_t cur = 0;          // greedy_here: the chunk holding step s
+  bool cur_ready = false;  // whether the host has waited for its ids
   // The steady rate's window opens when the host has step 2's ids; the steps done by then (with
   // chunks, the rest of step 2's chunk too) are not counted in it.
   int64_t steady_after = 2;
@@ -204,15 +205,14 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   for (int64_t s = 0; s < o.max_new_tokens; ++s) {
     if (s > 0) {
       if (greedy_here) {
-        while (next_step <= s) queue_chunk();  // the chunk holding step s
-        auto c = static_cast<int64_t>(chunks.size()) - 1;
-        while (chunks[static_cast<size_t>(c)].first > s) --c;
-        if (c + 1 == static_cast<int64_t>(chunks.size()) && next_step < o.max_new_tokens) queue_chunk();  // the next
-        const Chunk& ch = chunks[static_cast<size_t>(c)];
-        if (waited != c) ready[c % 2]->synchronize(), waited = c;
+        if (chunks.empty()) queue_chunk();  // step 1, from the host's ids
+        if (s == chunks[cur].first + chunks[cur].steps) ++cur, cur_ready = false;
+        if (cur + 1 == chunks.size() && next_step < o.max_new_tokens) queue_chunk();  // the next, before the wait
+        const Chunk& ch = chunks[cur];
+        if (!cur_ready) ready[cur % 2]->synchronize(), cur_ready = true;
         // Step k of a chunk leaves its ids in row (k + 1) % steps (Decoder::step_chained).
         const int64_t row = (s - ch.first + 1) % ch.steps;
-        chosen = static_cast<const int32_t*>(slot[c % 2]->data()) + row * N;
+        chosen = static_cast<const int32_t*>(slot[cur % 2]->data()) + row * N;
         r.graph_replays = ch.replays_before - replays0 + (ch.replayed ? s - ch.first + 1 : 0);
         if (s == 2) steady_after = ch.first + ch.steps - 1;
       } else {
