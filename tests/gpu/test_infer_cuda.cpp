@@ -16,6 +16,7 @@
 
 #include "infer/cpu/decode_ref.h"
 #include "infer/decode_ops.h"
+#include "tests/gdn_step_ref.h"
 #include "tests/gemv_input_ref.h"
 #include "tests/gpu/infer_cuda_util.h"
 
@@ -408,39 +409,9 @@ TEST(DecodeOpsCuda, GemvWithTheConvIsTheConvStepBitwise) {
     }
 }
 
-// gdn_decode_step_ref in double with the kernel's roundings: q^, k^ and o rounded to bf16 where the
-// unfused kernels write them (gdn_l2norm_forward's outputs, the recurrent kernel's o). Without them a
-// bf16 ulp of k^_i moves S_ij by up to 2^-9 |k^_i| |d_j|, and the gated norm of a head whose o is
-// small amplifies that past any fixed floor for an occasional seed.
-void gdn_step_ref_rounded(std::vector<double>& y, std::vector<double>& state, const std::vector<float>& qkv,
-                          const std::vector<float>& z, const std::vector<float>& a, const std::vector<float>& b,
-                          const std::vector<float>& A_log, const std::vector<float>& dt_bias,
-                          const std::vector<float>& w, int64_t N, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv,
-                          int64_t ld, double q_scale, double eps) {
-  auto rounded = [](std::vector<double>& x) {
-    for (double& v : x) v = round_bf16(static_cast<float>(v));
-  };
-  const std::vector<double> qkv_d = to_double(qkv);
-  std::vector<double> q(static_cast<size_t>(N * Hk * dk)), k(q.size()), g(static_cast<size_t>(N * Hv)), beta(g.size());
-  std::vector<double> o(static_cast<size_t>(N * Hv * dv)), S(state.size());
-  gdn_l2norm_forward_ref<double>({q.data(), Hk * dk}, {qkv_d.data(), ld}, N, Hk, dk, q_scale);
-  gdn_l2norm_forward_ref<double>({k.data(), Hk * dk}, {qkv_d.data() + Hk * dk, ld}, N, Hk, dk, 1.0);
-  rounded(q), rounded(k);
-  gdn_gates_forward_ref<double>(g.data(), beta.data(), to_double(a).data(), to_double(b).data(),
-                                to_double(A_log).data(), to_double(dt_bias).data(), N, Hv);
-  GdnForwardArgs<double> args;
-  args.dims = {N, 1, Hk, Hv, dk, dv};
-  args.q = {q.data(), Hk * dk}, args.k = {k.data(), Hk * dk}, args.v = {qkv_d.data() + 2 * Hk * dk, ld};
-  args.g = g.data(), args.beta = beta.data(), args.S0 = state.data(), args.o = {o.data(), Hv * dv};
-  args.S_out = S.data();
-  gdn_recurrent_forward_ref<double>(args);
-  state = S;
-  rounded(o);
-  gdn_norm_forward_ref<double>(y.data(), o.data(), to_double(z).data(), to_double(w).data(), N, Hv, dv, eps);
-}
-
 // The fused GDN token: GQA-style key heads, head dims from 8 to 128 (dk != dv), a few sequences;
-// the output and the updated state against the rounded double reference above (y poisoned first).
+// the output and the updated state against the rounded double reference (tests/gdn_step_ref.h; y
+// poisoned first).
 // Left: fp32 sums in another order and a rounding that lands on the other side of a bf16 tie, so the
 // floor is 1% of the RMS (a wrong head, column or gate moves them by O(RMS)).
 TEST(DecodeOpsCuda, GdnStepMatchesTheCpu) {
@@ -465,7 +436,8 @@ TEST(DecodeOpsCuda, GdnStepMatchesTheCpu) {
     const double q_scale = 1.0 / std::sqrt(double(d.dk)), eps = 1e-6;
     gdn_decode_step(ctx, dy, dS, dqkv, dz, da, db, dA, ddt, dw, d.Hk, d.dk, q_scale, eps);
     std::vector<double> y(static_cast<size_t>(d.N * d.Hv * d.dv)), state = to_double(S);
-    gdn_step_ref_rounded(y, state, qkv, z, a, b, A_log, dt_bias, w, d.N, d.Hk, d.Hv, d.dk, d.dv, W, q_scale, eps);
+    gdn_step_ref_rounded(y, state, to_double(qkv), to_double(z), to_double(a), to_double(b), to_double(A_log),
+                         to_double(dt_bias), to_double(w), d.N, d.Hk, d.Hv, d.dk, d.dv, W, q_scale, eps);
     expect_close("y", dy.download(), y, 2 * kBf16Rel, 1e-2);
     expect_close("state", dS.download(), state, kBf16Rel, 1e-2);
   }

@@ -1,6 +1,7 @@
-// Emulated-GPU checks of the decode GEMV kernel (infer/cuda/decode_fused.cu gemv) against the double
-// CPU reference (infer/cpu/decode_ref.h), GoogleTest. The GPU tests (tests/gpu/test_infer_cuda.cpp)
-// run the same kernel at the models' sizes.
+// Emulated-GPU checks of the decode kernels against the double CPU references (infer/cpu/decode_ref.h),
+// GoogleTest: the GEMV and the GDN token (infer/cuda/decode_fused.cu), the split attention of GQA
+// and MLA with its merge (infer/cuda/decode_attention.cu). The GPU tests (tests/gpu/test_infer_cuda.cpp)
+// run the same kernels at the models' sizes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,8 +12,10 @@
 #include <gtest/gtest.h>
 
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "infer/cpu/decode_ref.h"
 #include "infer/cuda/decode_cuda.h"
+#include "tests/gdn_step_ref.h"
 #include "tests/gemv_input_ref.h"
 
 using namespace dt;
@@ -27,6 +30,15 @@ std::vector<uint16_t> randn_bf16(int64_t n, uint64_t seed, double scale = 1.0) {
   for (auto& e : v) e = f32_to_bf16(static_cast<float>(scale * nd(rng)));
   return v;
 }
+// n fp32 values, normal with standard deviation `scale` (plus `mean`).
+std::vector<float> randn_f32(int64_t n, uint64_t seed, double scale = 1.0, double mean = 0.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& e : v) e = static_cast<float>(mean + scale * nd(rng));
+  return v;
+}
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 std::vector<double> to_double(const std::vector<uint16_t>& v) {
   std::vector<double> d(v.size());
   for (size_t i = 0; i < v.size(); ++i) d[i] = bf16_to_f32(v[i]);
@@ -120,6 +132,115 @@ TEST(EmuGemv, TheArgmaxIsTheFirstLargestLogit) {
       EXPECT_EQ(ws[0], 0) << "call " << call;
     }
   }
+}
+
+// The GDN token (cuda::gdn_step: the split kernel where dk / 16 or dk / 32 is a power of two, else
+// one thread a column) against the rounded double reference (tests/gdn_step_ref.h): GQA-style key
+// heads, head dims from 8 to 128, dk != dv, a few sequences; the output poisoned first.
+TEST(EmuGdnStep, MatchesTheRoundedReference) {
+  struct Dims {
+    int64_t N, Hk, Hv, dk, dv;
+  };
+  for (const Dims d : {Dims{1, 2, 2, 64, 64}, Dims{3, 1, 3, 16, 40}, Dims{2, 2, 4, 128, 128}, Dims{1, 1, 1, 8, 96},
+                       Dims{2, 1, 2, 24, 16}}) {
+    SCOPED_TRACE("N " + std::to_string(d.N) + ", Hk " + std::to_string(d.Hk) + ", Hv " + std::to_string(d.Hv) +
+                 ", dk " + std::to_string(d.dk) + ", dv " + std::to_string(d.dv));
+    const int64_t W = 2 * d.Hk * d.dk + d.Hv * d.dv, HV = d.Hv * d.dv;
+    const uint64_t salt = 300 + d.dk + d.dv;
+    const auto qkv = randn_bf16(d.N * W, salt), z = randn_bf16(d.N * HV, salt + 1);
+    const auto a = randn_f32(d.N * d.Hv, salt + 2), b = randn_f32(d.N * d.Hv, salt + 3);
+    const auto A_log = randn_f32(d.Hv, salt + 4, 0.5), dt_bias = randn_f32(d.Hv, salt + 5, 0.5);
+    const auto w = randn_f32(d.dv, salt + 6, 0.2, 1.0);
+    std::vector<float> S = randn_f32(d.N * d.Hv * d.dk * d.dv, salt + 7, 0.3);
+    std::vector<uint16_t> y(static_cast<size_t>(d.N * HV), 0xFFFF);
+    std::vector<double> want(y.size()), state = to_double(S);
+    const double q_scale = 1.0 / std::sqrt(double(d.dk)), eps = 1e-6;
+    cuda::GdnStepParams p;
+    p.qkv = qkv.data(), p.z = z.data(), p.a = a.data(), p.b = b.data(), p.A_log = A_log.data();
+    p.dt_bias = dt_bias.data(), p.norm_w = w.data(), p.state = S.data(), p.y = y.data();
+    p.N = d.N, p.Hk = d.Hk, p.Hv = d.Hv, p.dk = d.dk, p.dv = d.dv, p.ld_qkv = W, p.ld_z = HV, p.ld_y = HV;
+    p.q_scale = static_cast<float>(q_scale), p.eps = static_cast<float>(eps);
+    cuda::gdn_step(p, nullptr);
+    gdn_step_ref_rounded(want, state, to_double(qkv), to_double(z), to_double(a), to_double(b), to_double(A_log),
+                         to_double(dt_bias), to_double(w), d.N, d.Hk, d.Hv, d.dk, d.dv, W, q_scale, eps);
+    expect_close("y", to_double(y), want, 1.0 / 32);
+    expect_close("state", to_double(S), state, 1e-3);
+  }
+}
+
+// One query a (sequence, head) over a bf16 KV cache (cuda::attention: the split kernel, then the
+// merge), len of cap positions, the position from the host or from a device counter: GQA's tiled
+// kernel (head dims powers of two; several splits of a few positions, and splits of two tiles past
+// 8K) and the general split kernel (other dims), against decode_attention_ref; o poisoned first.
+TEST(EmuAttention, MatchesTheReference) {
+  struct Case {
+    int64_t N, H, Hkv, Dqk, Dv, cap, len;
+  };
+  for (const Case c : {Case{1, 4, 2, 64, 64, 300, 300}, Case{2, 2, 1, 16, 8, 9000, 8801}, Case{3, 6, 3, 24, 40, 37, 5},
+                       Case{2, 3, 3, 32, 32, 1, 1}})
+    for (bool counter : {false, true}) {
+      SCOPED_TRACE("N " + std::to_string(c.N) + ", H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) +
+                   ", D " + std::to_string(c.Dqk) + "/" + std::to_string(c.Dv) + ", len " + std::to_string(c.len) +
+                   " of " + std::to_string(c.cap) + (counter ? ", counter" : ", host"));
+      const float scale = 1.f / std::sqrt(static_cast<float>(c.Dqk));
+      const auto q = randn_bf16(c.N * c.H * c.Dqk, 30 + c.cap), k = randn_bf16(c.N * c.cap * c.Hkv * c.Dqk, 31);
+      const auto v = randn_bf16(c.N * c.cap * c.Hkv * c.Dv, 32);
+      std::vector<uint16_t> o(static_cast<size_t>(c.N * c.H * c.Dv), 0xFFFF);
+      std::vector<float> ws(static_cast<size_t>(cuda::attention_workspace_elems(c.N, c.H, c.cap, c.Dv)), NAN);
+      const int32_t pos = static_cast<int32_t>(c.len - 1);
+      // with the counter, a host position that would be wrong
+      cuda::attention(o.data(), q.data(), k.data(), v.data(), ws.data(), c.N, c.cap, c.H, c.Hkv, c.Dqk, c.Dv,
+                      counter ? 0 : pos, counter ? &pos : nullptr, scale, nullptr);
+      std::vector<double> want(o.size());
+      decode_attention_ref<double>(want.data(), to_double(q).data(), to_double(k).data(), to_double(v).data(), c.N,
+                                   c.cap, c.H, c.Hkv, c.Dqk, c.Dv, c.len, scale);
+      expect_close("o", to_double(o), want, 1.0 / 64);
+    }
+}
+
+// MLA in the latent space (cuda::mla_attention: q_lat = W_kb^T q_nope, the split kernel over the
+// latent and the rope keys, the merge, W_vb o_lat), over a bf16 latent cache and over an fp8 one
+// (cuda::mla_attention_fp8, the latent quantised per block by core/fp8.h), against
+// mla_decode_attention_ref and its fp8 form; o poisoned first.
+TEST(EmuMlaAttention, MatchesTheReference) {
+  struct Case {
+    int64_t N, H, dn, dr, dv, kvr, cap, len;
+  };
+  for (const Case c : {Case{2, 3, 24, 8, 16, 128, 37, 11}, Case{1, 2, 16, 16, 24, 256, 300, 297}})
+    for (bool fp8 : {false, true}) {
+      SCOPED_TRACE("N " + std::to_string(c.N) + ", H " + std::to_string(c.H) + ", dn/dr/dv/kvr " +
+                   std::to_string(c.dn) + "/" + std::to_string(c.dr) + "/" + std::to_string(c.dv) + "/" +
+                   std::to_string(c.kvr) + ", len " + std::to_string(c.len) + " of " + std::to_string(c.cap) +
+                   (fp8 ? ", fp8 cache" : ", bf16 cache"));
+      const float scale = 1.f / std::sqrt(static_cast<float>(c.dn + c.dr));
+      const auto qn = randn_bf16(c.N * c.H * c.dn, 40 + c.cap), qp = randn_bf16(c.N * c.H * c.dr, 41);
+      const auto w = randn_bf16(c.H * (c.dn + c.dv) * c.kvr, 42, 1 / std::sqrt(double(c.kvr)));
+      const auto cc = randn_bf16(c.N * c.cap * c.kvr, 43), pe = randn_bf16(c.N * c.cap * c.dr, 44);
+      std::vector<uint16_t> o(static_cast<size_t>(c.N * c.H * c.dv), 0xFFFF);
+      std::vector<float> ws(static_cast<size_t>(cuda::mla_workspace_elems(c.N, c.H, c.cap, c.kvr)), NAN);
+      std::vector<double> want(o.size());
+      const int32_t pos = static_cast<int32_t>(c.len - 1);
+      if (fp8) {
+        const int64_t rows = c.N * c.cap, nb = c.kvr / kFp8Block;
+        std::vector<uint8_t> cq(static_cast<size_t>(rows * c.kvr));
+        std::vector<float> cs(static_cast<size_t>(rows * nb));
+        const std::vector<double> cd = to_double(cc);
+        for (int64_t r = 0; r < rows; ++r)
+          e4m3_quantize_row<double>(cd.data() + r * c.kvr, c.kvr, cq.data() + r * c.kvr, cs.data() + r * nb);
+        cuda::mla_attention_fp8(o.data(), qn.data(), qp.data(), w.data(), cq.data(), cs.data(), pe.data(), ws.data(),
+                                c.N, c.cap, c.H, c.dn, c.dr, c.dv, c.kvr, pos, nullptr, scale, nullptr);
+        mla_decode_attention_fp8_ref<double>(want.data(), to_double(qn).data(), to_double(qp).data(),
+                                             to_double(w).data(), cq.data(), cs.data(), to_double(pe).data(), c.N,
+                                             c.cap, c.H, c.dn, c.dr, c.dv, c.kvr, c.len, scale);
+      } else {
+        cuda::mla_attention(o.data(), qn.data(), qp.data(), w.data(), cc.data(), pe.data(), ws.data(), c.N, c.cap, c.H,
+                            c.dn, c.dr, c.dv, c.kvr, pos, nullptr, scale, nullptr);
+        mla_decode_attention_ref<double>(want.data(), to_double(qn).data(), to_double(qp).data(), to_double(w).data(),
+                                         to_double(cc).data(), to_double(pe).data(), c.N, c.cap, c.H, c.dn, c.dr, c.dv,
+                                         c.kvr, c.len, scale);
+      }
+      expect_close("o", to_double(o), want, 1.0 / 64);
+    }
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ static uint32_t exchange_u32(uint32_t v, int src) {
   return r;
 }
 float shfl_xor(float v, int m) { return exchange(v, lane() ^ m); }
+float shfl_idx(float v, int src) { return exchange(v, src & 31); }
 float shfl_up(float v, int d) { return exchange(v, lane() - d >= 0 ? lane() - d : lane()); }
 float shfl_down(float v, int d) { return exchange(v, lane() + d < 32 ? lane() + d : lane()); }
 int shfl_down_int(int v, int d) {

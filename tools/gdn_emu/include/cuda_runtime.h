@@ -74,6 +74,7 @@ extern size_t g_smem_limit;
 void syncthreads();
 void syncwarp();
 float shfl_xor(float v, int m);
+float shfl_idx(float v, int src);
 float shfl_up(float v, int d);
 float shfl_down(float v, int d);
 int shfl_down_int(int v, int d);
@@ -116,6 +117,7 @@ inline const dim3& gridDim = emu::g_gridDim;
 inline void __syncthreads() { emu::syncthreads(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::syncwarp(); }
 inline float __shfl_xor_sync(unsigned, float v, int m) { return emu::shfl_xor(v, m); }
+inline float __shfl_sync(unsigned, float v, int src) { return emu::shfl_idx(v, src); }
 inline float __shfl_up_sync(unsigned, float v, int d) { return emu::shfl_up(v, d); }
 inline float __shfl_down_sync(unsigned, float v, int d) { return emu::shfl_down(v, d); }
 inline int __shfl_down_sync(unsigned, int v, int d) { return emu::shfl_down_int(v, d); }
