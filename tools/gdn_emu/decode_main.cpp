@@ -1,7 +1,8 @@
 // Emulated-GPU checks of the decode kernels against the double CPU references (infer/cpu/decode_ref.h),
 // GoogleTest: the GEMV and the GDN token (infer/cuda/decode_fused.cu), the split attention of GQA
-// and MLA with its merge (infer/cuda/decode_attention.cu). The GPU tests (tests/gpu/test_infer_cuda.cpp)
-// run the same kernels at the models' sizes.
+// and MLA with its merge (infer/cuda/decode_attention.cu), the conv step, RoPE, the cache write, the
+// argmax and the attention's token before the attention (infer/cuda/decode_ops.cu). The GPU tests
+// (tests/gpu/test_infer_cuda.cpp) run the same kernels at the models' sizes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/fp8.h"
 #include "infer/cpu/decode_ref.h"
+#include "kernels/cpu/rmsnorm.h"
 #include "infer/cuda/decode_cuda.h"
 #include "tests/gdn_step_ref.h"
 #include "tests/gemv_input_ref.h"
@@ -241,6 +243,148 @@ TEST(EmuMlaAttention, MatchesTheReference) {
       }
       expect_close("o", to_double(o), want, 1.0 / 64);
     }
+}
+
+// The GDN conv step alone (cuda::conv_step): conv sizes 1 to 6, against decode_conv_step_ref; the
+// tail shifts by one, exactly.
+TEST(EmuDecodeOps, ConvStepMatchesTheReference) {
+  const int64_t N = 3, C = 37;
+  for (int64_t K : {1, 2, 4, 6}) {
+    SCOPED_TRACE("K " + std::to_string(K));
+    const auto x = randn_bf16(N * C, 1), tail0 = randn_bf16(N * std::max<int64_t>(K - 1, 1) * C, 3);
+    const auto w = randn_f32(C * K, 2, 0.5);
+    std::vector<uint16_t> y(static_cast<size_t>(N * C), 0xFFFF), tail = tail0;
+    cuda::conv_step(y.data(), K > 1 ? tail.data() : nullptr, x.data(), w.data(), N, C, K, nullptr);
+    std::vector<double> want(y.size()), tl = to_double(tail0);
+    decode_conv_step_ref<double>(want.data(), K > 1 ? tl.data() : nullptr, to_double(x).data(), to_double(w).data(), N,
+                                 C, K);
+    expect_close("y", to_double(y), want, 1.0 / 64);
+    if (K > 1) EXPECT_EQ(to_double(tail), tl) << "the tail";
+  }
+}
+
+// RoPE in place (cuda::rope): halves and interleaved pairs, part or all of the head rotated, small
+// and large positions, from the host and from the counter (the host value wrong on purpose).
+TEST(EmuDecodeOps, RopeMatchesTheReference) {
+  const int64_t N = 2, H = 3, D = 40;
+  for (bool interleaved : {false, true})
+    for (int64_t rot : {8, 40})
+      for (int32_t pos : {0, 5, 131071})
+        for (bool counter : {false, true}) {
+          SCOPED_TRACE(std::string(interleaved ? "interleaved" : "halves") + ", rot " + std::to_string(rot) +
+                       ", pos " + std::to_string(pos) + (counter ? " from the counter" : " from the host"));
+          auto x = randn_bf16(N * H * D, 10 + rot + pos);
+          std::vector<double> want = to_double(x);
+          cuda::rope(x.data(), N * H, D, rot, 10000.0, interleaved, counter ? 0 : pos, counter ? &pos : nullptr,
+                     nullptr);
+          decode_rope_ref<double>(want.data(), N, H, D, pos, rot, 10000.0, interleaved);
+          expect_close("x", to_double(x), want, 1.0 / 64);
+        }
+}
+
+// The cache write (cuda::cache_write): the source rows land at the position (from the counter), every
+// other row untouched.
+TEST(EmuDecodeOps, CacheWriteTouchesOnlyThePosition) {
+  const int64_t N = 3, cap = 37, row = 30;
+  for (int32_t pos : {0, 17, 36}) {
+    SCOPED_TRACE("pos " + std::to_string(pos));
+    const auto cache0 = randn_bf16(N * cap * row, 20 + pos), src = randn_bf16(N * row, 21 + pos);
+    std::vector<uint16_t> cache = cache0, want = cache0;
+    cuda::cache_write(cache.data(), src.data(), N, cap, row * 2, 0, &pos, nullptr);
+    for (int64_t n = 0; n < N; ++n)
+      std::copy(src.begin() + n * row, src.begin() + (n + 1) * row, want.begin() + (n * cap + pos) * row);
+    EXPECT_EQ(cache, want);
+  }
+}
+
+// Greedy decoding's argmax (cuda::argmax_rows): rows shorter and longer than the block, ties (the
+// first wins), NaN (never wins; a row of NaN gives 0), rows ld apart past V; with the counter, the
+// same ids and the counter one on.
+TEST(EmuDecodeOps, ArgmaxMatchesTheReference) {
+  for (int64_t V : {1, 7, 1025, 5000}) {
+    SCOPED_TRACE("V " + std::to_string(V));
+    const int64_t N = 3, ld = V + 3;
+    auto x = randn_f32(N * ld, 40 + V);
+    if (V > 2) x[ld] = x[ld + V - 1] = 9.f;                      // row 1: its first and last tie
+    if (V > 1024) x[2 * ld + 1] = x[2 * ld + 1025] = 9.f;        // row 2: a tie one thread reads
+    if (V > 2) x[2 * ld] = NAN;                                  // and NaN first
+    if (V == 7) std::fill(x.begin(), x.begin() + V, NAN);        // row 0: all NaN
+    for (int64_t n = 0; n < N; ++n) x[n * ld + V] = 100.f;       // past V: never read
+    std::vector<int32_t> ids(static_cast<size_t>(N), -7), want(ids.size());
+    decode_argmax_ref(want.data(), x.data(), N, V, ld);
+    cuda::argmax_rows(ids.data(), x.data(), N, V, ld, nullptr, nullptr);
+    EXPECT_EQ(ids, want);
+    int32_t counter = 41;
+    std::fill(ids.begin(), ids.end(), -7);
+    cuda::argmax_rows(ids.data(), x.data(), N, V, ld, &counter, nullptr);
+    EXPECT_EQ(ids, want) << "with the counter";
+    EXPECT_EQ(counter, 42);
+  }
+}
+
+// The attention layer's token before the attention (cuda::attn_prep) against rmsnorm_forward_ref and
+// decode_rope_ref in double: query and key heads RMS-normed (zero-centred) or not, RoPE on part or
+// all of the head, the gate split off or none, head dims with and without a multiple of 8, the
+// position from the counter; the caches' other rows untouched (poisoned). The GPU rounds the normed
+// head to bf16 before RoPE and the reference does not, hence 1/32 of the RMS.
+TEST(EmuDecodeOps, AttnPrepMatchesTheReference) {
+  const int64_t N = 3, H = 4, Hkv = 2, cap = 7;
+  const int32_t pos = 5;
+  for (int64_t hd : {64, 36})
+    for (bool gated : {false, true})
+      for (bool norm : {false, true}) {
+        const int64_t rot = hd == 64 ? 64 : 20, qw = gated ? 2 * hd : hd;
+        SCOPED_TRACE("hd " + std::to_string(hd) + (gated ? ", gated" : "") + (norm ? ", qk norm" : ""));
+        const uint64_t salt = 500 + hd + 2 * gated + 4 * norm;
+        const auto qg = randn_bf16(N * H * qw, salt), k = randn_bf16(N * Hkv * hd, salt + 1);
+        const auto v = randn_bf16(N * Hkv * hd, salt + 2);
+        const auto qn = randn_f32(hd, salt + 3, 0.5), kn = randn_f32(hd, salt + 4, 0.5);
+        std::vector<uint16_t> q(static_cast<size_t>(N * H * hd), 0xFFFF), gate(q.size(), 0xFFFF);
+        std::vector<uint16_t> kc(static_cast<size_t>(N * cap * Hkv * hd), 0xFFFF), vc(kc.size(), 0xFFFF);
+        cuda::AttnPrepParams p;
+        p.qg = qg.data(), p.k = k.data(), p.v = v.data(), p.qn_w = norm ? qn.data() : nullptr;
+        p.kn_w = norm ? kn.data() : nullptr, p.q = q.data(), p.gate = gated ? gate.data() : nullptr;
+        p.k_cache = kc.data(), p.v_cache = vc.data(), p.N = N, p.H = H, p.Hkv = Hkv, p.hd = hd, p.cap = cap;
+        p.pos = 0, p.pos_dev = &pos, p.eps = 1e-6f, p.zero_centered = true, p.interleaved = false;
+        p.rot = static_cast<int>(rot), p.theta = 10000.0;
+        cuda::attn_prep(p, nullptr);
+        // the reference: each head normed (or not), rotated
+        auto heads = [&](const std::vector<uint16_t>& src, int64_t heads_n, int64_t width,
+                         const std::vector<float>& w) {
+          std::vector<double> x(static_cast<size_t>(N * heads_n * hd)), rs(static_cast<size_t>(N * heads_n));
+          const std::vector<double> s = to_double(src), wd = to_double(w);
+          for (int64_t r = 0; r < N * heads_n; ++r)
+            std::copy(s.begin() + (r / heads_n) * heads_n * width + (r % heads_n) * width,
+                      s.begin() + (r / heads_n) * heads_n * width + (r % heads_n) * width + hd, x.begin() + r * hd);
+          if (norm) rmsnorm_forward_ref<double>(x.data(), rs.data(), x.data(), wd.data(), N * heads_n, hd, 1e-6, true);
+          decode_rope_ref<double>(x.data(), N, heads_n, hd, pos, rot, 10000.0, false);
+          return x;
+        };
+        expect_close("q", to_double(q), heads(qg, H, qw, qn), 1.0 / 32);
+        const std::vector<double> kw = heads(k, Hkv, hd, kn);
+        const std::vector<double> kd = to_double(kc), vd = to_double(vc), vs = to_double(v);
+        const int64_t row = Hkv * hd;
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t t = 0; t < cap; ++t) {
+            const int64_t o = (n * cap + t) * row;
+            if (t != pos) {
+              EXPECT_TRUE(std::all_of(kc.begin() + o, kc.begin() + o + row, [](uint16_t b) { return b == 0xFFFF; }))
+                  << "k row " << t;
+              EXPECT_TRUE(std::all_of(vc.begin() + o, vc.begin() + o + row, [](uint16_t b) { return b == 0xFFFF; }))
+                  << "v row " << t;
+              continue;
+            }
+            expect_close("k cache", {kd.begin() + o, kd.begin() + o + row},
+                         {kw.begin() + n * row, kw.begin() + (n + 1) * row}, 1.0 / 32);
+            EXPECT_EQ(std::vector<double>(vd.begin() + o, vd.begin() + o + row),
+                      std::vector<double>(vs.begin() + n * row, vs.begin() + (n + 1) * row))
+                << "v cache (a copy)";
+          }
+        if (gated)
+          for (int64_t r = 0; r < N * H; ++r)
+            EXPECT_TRUE(std::equal(gate.begin() + r * hd, gate.begin() + (r + 1) * hd, qg.begin() + r * qw + hd))
+                << "the gate of head row " << r;
+      }
 }
 
 }  // namespace
