@@ -11,10 +11,9 @@ not change the speed), its export (`deltatron export --format hf`; models the ex
 as MLA, have no peer), then for each context and batch:
 - deltatron: `generate --ignore-eos --temperature 0 --max-new-tokens G --batch N --json` on a prompt
   of about `context` tokens of FineWeb-Edu text: prefill ms, decode tokens/s (all sequences, over the
-  steps after the first two and those that ran with the second, which build the GEMM plans and record
-  the CUDA graph (greedy steps 2 to 5 run as one graph); the rate over all
-  steps is in the JSON as all_steps_tokens_per_s), the
-  decode state's allocation, and on the GPU the device memory the decode holds: the larger of the
+  steps after steps 1 to 5: the first two build the GEMM plans and record the CUDA graph, and greedy
+  steps 2 to 5 run as one graph; the rate over all steps is in the JSON as all_steps_tokens_per_s),
+  the decode state's allocation, and on the GPU the device memory the decode holds: the larger of the
   device's used memory after the prefill and after the last step (the recorded step graph
   included), minus before the state (measured with the driver; it includes the allocator's
   granularity);
