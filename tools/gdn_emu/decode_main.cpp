@@ -259,7 +259,9 @@ TEST(EmuDecodeOps, ConvStepMatchesTheReference) {
     decode_conv_step_ref<double>(want.data(), K > 1 ? tl.data() : nullptr, to_double(x).data(), to_double(w).data(), N,
                                  C, K);
     expect_close("y", to_double(y), want, 1.0 / 64);
-    if (K > 1) EXPECT_EQ(to_double(tail), tl) << "the tail";
+    if (K > 1) {
+      EXPECT_EQ(to_double(tail), tl) << "the tail";
+    }
   }
 }
 
@@ -380,10 +382,11 @@ TEST(EmuDecodeOps, AttnPrepMatchesTheReference) {
                       std::vector<double>(vs.begin() + n * row, vs.begin() + (n + 1) * row))
                 << "v cache (a copy)";
           }
-        if (gated)
+        if (gated) {
           for (int64_t r = 0; r < N * H; ++r)
             EXPECT_TRUE(std::equal(gate.begin() + r * hd, gate.begin() + (r + 1) * hd, qg.begin() + r * qw + hd))
                 << "the gate of head row " << r;
+        }
       }
 }
 
