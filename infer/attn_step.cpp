@@ -82,8 +82,8 @@ class AttnStep final : public MixerStep {
                      1.0 / std::sqrt(static_cast<double>(hd)), s.workspace);
     if (a_.output_gate) {
       if (gemv) {  // the gate taken on the output projection's input
-        decode_gemv(ctx, {{w_o_, io.y, io.h}}, GemvIn::gated(o.view({N, H * hd}), buf(gate_).view({N, H * hd})),
-                    io.l2_after(w_o_));
+        decode_gemv(ctx, {GemvOut(w_o_, io.y, io.h).settled()},
+                    GemvIn::gated(o.view({N, H * hd}), buf(gate_).view({N, H * hd})), io.l2_after(w_o_));
         return;
       }
       sigmoid_gate_forward(ctx, buf(og_), o, buf(gate_));

@@ -94,7 +94,15 @@ struct GemvOut {
     o.conv_w = conv_w, o.conv_tail = conv_tail;
     return o;
   }
+  // The residual and conv_tail were written two or more kernels before this GEMV (or by this GEMV a
+  // step before), as a decode step's are: on the GPU each warp reads them before it waits for the
+  // kernel before (infer/cuda/decode_cuda.h, GemvSegment::early).
+  GemvOut& settled() {
+    early = true;
+    return *this;
+  }
   Tensor w, y, residual, conv_w, conv_tail;
+  bool early = false;
 };
 // Whether decode_gemv takes N sequences of C inputs here: on the CPU always; on the GPU for N <= 8
 // sequences and C a multiple of 8 that fits its shared memory (the decoder runs the unfused ops,

@@ -133,7 +133,8 @@ bool Decoder::body(Context& ctx, DecodeState& state, const DecodePosition& pos, 
       const Tensor gate = buf(gate_).view({N, F}), up = buf(up_).view({N, F});
       decode_gemv(ctx, {{b.gate, gate, {}}, {b.up, up, {}}}, GemvIn::rmsnorm(h2_2, b.post_norm, eps, zc),
                   l2_.after(b.gate));
-      decode_gemv(ctx, {{b.down, h_2, h2_2}}, GemvIn::swiglu(gate, up), l2_.after(b.down));
+      // h2: written by the mixer's last kernel, before the gate and up GEMV
+      decode_gemv(ctx, {GemvOut(b.down, h_2, h2_2).settled()}, GemvIn::swiglu(gate, up), l2_.after(b.down));
       continue;
     }
     rmsnorm_forward(ctx, n2, rstd, h2_2, b.post_norm, eps, zc);

@@ -74,7 +74,7 @@ class GdnStep final : public MixerStep {
       // token in one op, the output projection with the residual.
       const Tensor z2 = z.view({N, Hv * dv});
       decode_gemv(ctx,
-                  {GemvOut::with_conv(w_qkv_, qkv.view({N, conv_dim()}), w_conv_, s.conv_tail),
+                  {GemvOut::with_conv(w_qkv_, qkv.view({N, conv_dim()}), w_conv_, s.conv_tail).settled(),
                    {w_z_, z2, {}},
                    {w_b_, buf(b_).view({N, Hv}), {}},
                    {w_a_, buf(a_).view({N, Hv}), {}}},

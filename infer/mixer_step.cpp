@@ -13,7 +13,7 @@ const Tensor& StepIO::normalize(Context& ctx) const {
 void StepIO::project_out(Context& ctx, const Tensor& w, const Tensor& x) const {
   const int64_t N = h.size(0), C = h.size(1), K = x.numel() / N;
   if (decode_gemv_supported(ctx.device, N, K)) {
-    decode_gemv(ctx, {{w, y, h}}, x.view({N, K}), l2_after(w));
+    decode_gemv(ctx, {GemvOut(w, y, h).settled()}, x.view({N, K}), l2_after(w));
     return;
   }
   linear_forward(ctx, out.view({N, 1, C}), x.view({N, 1, K}), w);

@@ -34,7 +34,8 @@ struct StepIO {
   GemvIn gemv_in() const { return GemvIn::rmsnorm(h, norm_w, eps, zero_centered); }
   // The normed input in `normed`, for ops that take a tensor.
   const Tensor& normalize(Context& ctx) const;
-  // y = h + w x (x [N, C]): one decode_gemv where it takes N x C, else a GEMM and an add.
+  // y = h + w x (x [N, C]): one decode_gemv where it takes N x C, else a GEMM and an add. The
+  // mixer's kernels come between h's writer and this one, so the GEMV takes h as settled.
   void project_out(Context& ctx, const Tensor& w, const Tensor& x) const;
   // What the GEMV whose first weight is w prefetches into L2 (L2Plan::after).
   const std::vector<Tensor>& l2_after(const Tensor& w) const;

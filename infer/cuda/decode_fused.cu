@@ -29,7 +29,64 @@ namespace {
 
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = kGemvWarps * 32;
-constexpr int kGemvPrefetch = 4;  // 16-byte loads a lane before the staging: rows of up to 1024 inputs
+// 16-byte loads a lane before the staging (kPre): rows of up to 1024 inputs at 4 CTAs an SM; a GEMV
+// with longer rows and at most 2 CTAs an SM (the MLP's down projection) takes its first row's
+// weights whole before its wait, up to 4096 inputs, in the registers of 2 CTAs an SM.
+constexpr int kGemvPrefetch = 4;
+constexpr int kGemvDeepPrefetch = 16;
+constexpr int kGemvEarlyConv = 4;  // conv sizes whose tail and weights an early segment reads before the wait
+
+// The first row's operands of an early segment (GemvSegment::early) that its output needs besides
+// the sum, taken before the grid wait into shared memory (registers hold the weights' loads then):
+// for sequence n, by lane n, the residual, or the conv's terms of the tail summed (oldest first, as
+// the late path sums them) and the tail itself; the conv's weight of the new input. Read after the
+// staging's barrier by the same lane.
+struct GemvEarly {
+  float add[kGemvWarps][kGemvMaxRows];  // the residual, or the conv's sum over the tail
+  float cw_last[kGemvWarps];
+  uint16_t tail[kGemvWarps][kGemvMaxRows][kGemvEarlyConv - 1];
+
+  // Whether segment g's first row takes its operands from here.
+  static __device__ __forceinline__ bool applies(const GemvSegment& g) {
+    return g.early && (g.residual || (g.conv_w && g.conv_k <= kGemvEarlyConv));
+  }
+  __device__ __forceinline__ void load(const GemvSegment& g, int64_t row, int64_t rows, int warp, int n, int N) {
+    if (n >= N) return;
+    if (!g.conv_w) {
+      add[warp][n] = bf16_bits_to_f32(g.residual[n * rows + row]);
+      return;
+    }
+    const int64_t K = g.conv_k;
+    const float* cw = g.conv_w + row * K;
+    float u = 0.f;
+    for (int64_t j = 0; j + 1 < K; ++j) {
+      const uint16_t t = g.conv_tail[(n * (K - 1) + j) * rows + row];
+      tail[warp][n][j] = t;
+      u += cw[j] * bf16_bits_to_f32(t);
+    }
+    add[warp][n] = u;
+    if (n == 0) cw_last[warp] = cw[K - 1];
+  }
+  // Sequence n's output of the row from its sum, as the late path writes it: plus the residual, or
+  // through the conv, the tail shifted by one.
+  __device__ __forceinline__ void write(const GemvSegment& g, float sum, int64_t row, int64_t rows, int warp,
+                                       int n) const {
+    const int64_t o = n * rows + row;
+    if (!g.conv_w) {
+      static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(sum + add[warp][n]);
+      return;
+    }
+    const uint16_t cur = f32_to_bf16_bits(sum);
+    float u = add[warp][n];
+    u += cw_last[warp] * bf16_bits_to_f32(cur);
+    static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(u / (1.f + __expf(-u)));
+    const int64_t K = g.conv_k;
+    if (K == 1) return;
+    uint16_t* tl = g.conv_tail + n * (K - 1) * rows + row;
+    for (int64_t j = 0; j + 2 < K; ++j) tl[j * rows] = tail[warp][n][j + 1];
+    tl[(K - 2) * rows] = cur;
+  }
+};
 
 // Row r of the segments' weights stacked (null past the last row).
 __device__ __forceinline__ const uint4* gemv_row(const GemvParams& p, int64_t r) {
@@ -126,8 +183,9 @@ __device__ __forceinline__ void gemv_argmax_finish(const GemvParams& p, const fl
 
 // Shared memory: the input [N, C] bf16 (x' itself, or for the norm the raw x), then for the norm
 // its weight [C] fp32. kN >= N rows of registers for the sums.
-template <int kN, bool kArgmax>
-__global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_constant__ GemvParams p) {
+template <int kN, bool kArgmax, int kPre>
+__global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
+    gemv_kernel(const __grid_constant__ GemvParams p) {
   extern __shared__ uint4 smem_x[];
   auto* xs = reinterpret_cast<uint16_t*>(smem_x);
   const int N = static_cast<int>(p.N);
@@ -142,13 +200,22 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
   // first row's first loads go out before the staging.
   const int64_t chunks = p.C / 8, stride = static_cast<int64_t>(gridDim.x) * kGemvWarps;
   int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  uint4 wpre[kGemvPrefetch];
+  uint4 wpre[kPre];
+  __shared__ GemvEarly early;
+  bool early_on = false;  // this warp's first row takes its operands from `early`
   {
     const uint4* w0 = gemv_row(p, r);
 #pragma unroll
-    for (int k = 0; k < kGemvPrefetch; ++k) {
+    for (int k = 0; k < kPre; ++k) {
       const int64_t c = lane + 32 * k;
       if (w0 && c < chunks) wpre[k] = __ldg(w0 + c);
+    }
+    if (w0) {
+      int s = 0;
+      while (r >= p.seg[s].row_end) ++s;
+      const int64_t begin = s > 0 ? p.seg[s - 1].row_end : 0;
+      early_on = GemvEarly::applies(p.seg[s]);
+      if (early_on) early.load(p.seg[s], r - begin, p.seg[s].row_end - begin, warp, lane, N);
     }
   }
   // The weights of a GEMV further on in the step go to L2 while this one and the next run: this
@@ -234,7 +301,7 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
     if (!w) break;
     if (!first) {
 #pragma unroll
-      for (int k = 0; k < kGemvPrefetch; ++k) {
+      for (int k = 0; k < kPre; ++k) {
         const int64_t c = lane + 32 * k;
         if (c < chunks) wpre[k] = __ldg(w + c);
       }
@@ -243,38 +310,44 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
 #pragma unroll
     for (int n = 0; n < kN; ++n) acc[n] = 0.f;
 #pragma unroll
-    for (int k = 0; k < kGemvPrefetch; ++k) {
+    for (int k = 0; k < kPre; ++k) {
       const int64_t c = lane + 32 * k;
       if (c < chunks) gemv_fma<kN>(acc, wpre[k], smem_x, nw, rs, one, p.C, N, c);
     }
 #pragma unroll 4
-    for (int64_t c = lane + 32 * kGemvPrefetch; c < chunks; c += 32)
+    for (int64_t c = lane + 32 * kPre; c < chunks; c += 32)
       gemv_fma<kN>(acc, __ldg(w + c), smem_x, nw, rs, one, p.C, N, c);
     int s = 0;
     while (r >= p.seg[s].row_end) ++s;
     const GemvSegment& g = p.seg[s];
     const int64_t row_begin = s > 0 ? p.seg[s - 1].row_end : 0, row = r - row_begin, rows = g.row_end - row_begin;
+    // Lane 0 writes every sequence's output; for the first row of an early segment lane n writes
+    // sequence n's instead, from the operands loaded before the wait (every lane holds each sum).
+    const bool pre = first && early_on;
+    float mine = 0.f;  // pre: this lane's sequence's sum
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
       if (n >= N) break;
       const float v = warp_sum(acc[n]);
-      if (lane == 0) {
+      if (pre) {
+        if (lane == n) mine = v;
+      } else if (lane == 0) {
         const int64_t o = n * rows + row;
         if (g.y_f32) {
           static_cast<float*>(g.y)[o] = v;
           if constexpr (kArgmax)
             if (row < p.argmax_vocab && !isnan(v) && (bi[n] < 0 || v > bv[n])) bv[n] = v, bi[n] = static_cast<int>(row);
         } else if (g.conv_w) {  // conv_step_kernel's arithmetic on this row's channel: oldest input first
-          const uint16_t pre = f32_to_bf16_bits(v);
+          const uint16_t pre_act = f32_to_bf16_bits(v);
           const float* cw = g.conv_w + row * g.conv_k;
           uint16_t* tl = g.conv_tail ? g.conv_tail + n * (g.conv_k - 1) * rows + row : nullptr;
           float u = 0.f;
           for (int64_t j = 0; j + 1 < g.conv_k; ++j) u += cw[j] * bf16_bits_to_f32(tl[j * rows]);
-          u += cw[g.conv_k - 1] * bf16_bits_to_f32(pre);
+          u += cw[g.conv_k - 1] * bf16_bits_to_f32(pre_act);
           static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(u / (1.f + __expf(-u)));
           if (tl) {
             for (int64_t j = 0; j + 2 < g.conv_k; ++j) tl[j * rows] = tl[(j + 1) * rows];
-            tl[(g.conv_k - 2) * rows] = pre;
+            tl[(g.conv_k - 2) * rows] = pre_act;
           }
         } else {
           const float res = g.residual ? bf16_bits_to_f32(g.residual[o]) : 0.f;
@@ -282,6 +355,7 @@ __global__ void __launch_bounds__(kGemvThreads, 4) gemv_kernel(const __grid_cons
         }
       }
     }
+    if (pre && lane < N) early.write(g, mine, row, rows, warp, lane);
   }
   if constexpr (kArgmax) gemv_argmax_finish<kN>(p, bv, bi, N);
 }
@@ -466,12 +540,22 @@ void gemv(const GemvParams& p, void* stream) {
     DT_CHECK(p.argmax_out && p.argmax_embed_out && reinterpret_cast<uintptr_t>(p.argmax_embed) % 16 == 0 &&
                  reinterpret_cast<uintptr_t>(p.argmax_embed_out) % 16 == 0,
              "{}: the embedding of the chosen ids needs the argmax and 16-byte aligned rows", op);
-  // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N.
+  // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N. Rows longer than the usual
+  // prefetch takes, on at most 2 CTAs an SM: the deep prefetch.
   const bool am = p.argmax_out != nullptr;
-  auto kernel = p.N <= 1   ? (am ? gemv_kernel<1, true> : gemv_kernel<1, false>)
-                : p.N <= 2 ? (am ? gemv_kernel<2, true> : gemv_kernel<2, false>)
-                : p.N <= 4 ? (am ? gemv_kernel<4, true> : gemv_kernel<4, false>)
-                           : (am ? gemv_kernel<8, true> : gemv_kernel<8, false>);
+  const bool deep = !am && p.C > 32 * 8 * kGemvPrefetch && blocks <= 2 * static_cast<unsigned>(sms);
+  using Kernel = void (*)(GemvParams);
+  Kernel kernel = nullptr;
+  if (deep)
+    kernel = p.N <= 1   ? gemv_kernel<1, false, kGemvDeepPrefetch>
+             : p.N <= 2 ? gemv_kernel<2, false, kGemvDeepPrefetch>
+             : p.N <= 4 ? gemv_kernel<4, false, kGemvDeepPrefetch>
+                        : gemv_kernel<8, false, kGemvDeepPrefetch>;
+  else
+    kernel = p.N <= 1   ? (am ? gemv_kernel<1, true, kGemvPrefetch> : gemv_kernel<1, false, kGemvPrefetch>)
+             : p.N <= 2 ? (am ? gemv_kernel<2, true, kGemvPrefetch> : gemv_kernel<2, false, kGemvPrefetch>)
+             : p.N <= 4 ? (am ? gemv_kernel<4, true, kGemvPrefetch> : gemv_kernel<4, false, kGemvPrefetch>)
+                        : (am ? gemv_kernel<8, true, kGemvPrefetch> : gemv_kernel<8, false, kGemvPrefetch>);
   if (smem > 48 * 1024)
     DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);

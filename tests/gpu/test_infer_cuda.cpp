@@ -208,7 +208,8 @@ TEST(DecodeOpsCuda, ArgmaxMatchesTheCpu) {
     }
 }
 
-// The fused GEMV: 1 to 8 sequences, input widths from 8 to 2056, one weight with a residual or
+// The fused GEMV: 1 to 8 sequences, input widths from 8 to 4104 (past 1024 the first row's weights
+// are all loaded before the wait, past 4096 not all), one weight with a residual or
 // four weights with bf16 and fp32 outputs, for each way of taking the input (plain, SwiGLU, the
 // sigmoid gate, RMSNorm plain and zero-centred); outputs poisoned. The reference takes the input
 // as the GPU rounds it to bf16.
@@ -217,7 +218,7 @@ TEST(DecodeOpsCuda, GemvMatchesTheCpu) {
   SEED_TRACE();
   Context ctx = gpu_context();
   for (int64_t N : {1, 3, 8})
-    for (int64_t C : {8, 72, 776, 2056})
+    for (int64_t C : {8, 72, 776, 2056, 4104})
       for (GemvInput kind : {GemvInput::kPlain, GemvInput::kSwiGLU, GemvInput::kGate, GemvInput::kRmsNorm}) {
         const bool zc = C % 16 == 8;
         SCOPED_TRACE(fmt::format("N {}, C {}, input kind {}{}", N, C, static_cast<int>(kind), zc ? ", zero-centred" : ""));
@@ -260,6 +261,12 @@ TEST(DecodeOpsCuda, GemvMatchesTheCpu) {
                                     nullptr, 0.0, false, n_w == 1 ? r.data() : nullptr, N, C, C, rows);
             expect_close(fmt::format("y{}", i), y[i]->download(), want, kBf16Rel, kFloorRel);
           }
+          if (n_w == 1) {  // the residual read before the grid wait (settled): the same bits
+            Dev y_settled(DType::kBF16, {N, shapes[0].first});
+            y_settled.poison(ctx);
+            decode_gemv(ctx, {GemvOut(*w[0], y_settled, res[0]->t()).settled()}, gin);
+            EXPECT_EQ(y_settled.raw(), y[0]->raw()) << "the settled residual";
+          }
         }
       }
 }
@@ -282,11 +289,14 @@ TEST(DecodeOpsCuda, GemvWithManyRowsAndAPrefetchMatchesTheCpu) {
       Dev dx(DType::kBF16, {N, C}), dw0(DType::kBF16, {rows0, C}), dw1(DType::kBF16, {rows1, C});
       Dev dres(DType::kBF16, {N, rows0}), dy0(DType::kBF16, {N, rows0}), dy1(DType::kF32, {N, rows1});
       Dev dy0b(DType::kBF16, {N, rows0}), dy1b(DType::kF32, {N, rows1}), far(DType::kBF16, {1001, 24});
+      Dev dy0c(DType::kBF16, {N, rows0});
       dx.upload(x), dw0.upload(w0), dw1.upload(w1), dres.upload(res);
-      for (const Dev* d : {&dy0, &dy1, &dy0b, &dy1b}) d->poison(ctx);
+      for (const Dev* d : {&dy0, &dy1, &dy0b, &dy1b, &dy0c}) d->poison(ctx);
       decode_gemv(ctx, {{dw0, dy0, dres}, {dw1, dy1, {}}}, dx.t());
       const Tensor tiny = far.t().narrow0(0, 3);  // 144 bytes: fewer 16-byte blocks than CTAs
       decode_gemv(ctx, {{dw0, dy0b, dres}, {dw1, dy1b, {}}}, dx.t(), {far.t(), dw1.t(), tiny});
+      // The residual settled: each warp's first row reads it before the wait, its later rows after.
+      decode_gemv(ctx, {GemvOut(dw0, dy0c, dres).settled(), {dw1, dy1b, {}}}, dx.t());
       std::vector<double> want0(static_cast<size_t>(N * rows0)), want1(static_cast<size_t>(N * rows1));
       decode_gemv_ref<double>(want0.data(), to_double(w0).data(), GemvInput::kPlain, to_double(x).data(), nullptr,
                               nullptr, 0.0, false, to_double(res).data(), N, C, C, rows0);
@@ -295,6 +305,7 @@ TEST(DecodeOpsCuda, GemvWithManyRowsAndAPrefetchMatchesTheCpu) {
       expect_close("y0 (with the residual)", dy0.download(), want0, kBf16Rel, kFloorRel);
       expect_close("y1 (fp32)", dy1.download(), want1, kBf16Rel, kFloorRel);
       EXPECT_EQ(dy0b.raw(), dy0.raw()) << "y0 with the prefetch";
+      EXPECT_EQ(dy0c.raw(), dy0.raw()) << "y0 with the residual settled";
       EXPECT_EQ(dy1b.raw(), dy1.raw()) << "y1 with the prefetch";
     }
 }
@@ -378,14 +389,15 @@ TEST(DecodeOpsCuda, GemvWithTheArgmaxIsTheArgmaxOfItsLogits) {
 }
 
 // The GEMV with the GDN conv on its output against the GEMV and then decode_conv_step, both on the
-// GPU: the same bits, for the outputs and the shifted tails (conv sizes 1, 2 and 4; a second weight
-// without the conv beside it; outputs poisoned).
+// GPU: the same bits, for the outputs and the shifted tails (conv sizes 1, 2, 4 and 5; a second
+// weight without the conv beside it; outputs poisoned); and with the tail settled (read before the
+// grid wait up to conv size 4, after it above).
 TEST(DecodeOpsCuda, GemvWithTheConvIsTheConvStepBitwise) {
   SKIP_WITHOUT_GPU();
   SEED_TRACE();
   Context ctx = gpu_context();
   for (int64_t N : {1, 5})
-    for (int64_t K : {1, 2, 4}) {
+    for (int64_t K : {1, 2, 4, 5}) {
       SCOPED_TRACE(fmt::format("N {}, K {}", N, K));
       const int64_t C = 72, rows = 40, rows2 = 9;
       const uint64_t salt = 700 + N * 10 + K;
@@ -394,17 +406,22 @@ TEST(DecodeOpsCuda, GemvWithTheConvIsTheConvStepBitwise) {
       dx.upload(randn(N * C, salt)), dw.upload(randn(rows * C, salt + 1, 0.2)), dw2.upload(randn(rows2 * C, salt + 2));
       dcw.upload(randn(rows * K, salt + 3, 0.5, false)), dnw.upload(randn(C, salt + 4, 0.5, false));
       const std::vector<float> tail = randn(N * std::max<int64_t>(K - 1, 1) * rows, salt + 5);
-      Dev tail_a(DType::kBF16, {N, std::max<int64_t>(K - 1, 1), rows}), tail_b(DType::kBF16, {N, std::max<int64_t>(K - 1, 1), rows});
-      tail_a.upload(tail), tail_b.upload(tail);
+      const Shape tail_shape{N, std::max<int64_t>(K - 1, 1), rows};
+      Dev tail_a(DType::kBF16, tail_shape), tail_b(DType::kBF16, tail_shape), tail_c(DType::kBF16, tail_shape);
+      tail_a.upload(tail), tail_b.upload(tail), tail_c.upload(tail);
       Dev y_fused(DType::kBF16, {N, rows}), y2(DType::kBF16, {N, rows2}), pre(DType::kBF16, {N, rows}),
-          y_ref(DType::kBF16, {N, rows});
-      for (const Dev* d : {&y_fused, &y2, &pre, &y_ref}) d->poison(ctx);
+          y_ref(DType::kBF16, {N, rows}), y_settled(DType::kBF16, {N, rows});
+      for (const Dev* d : {&y_fused, &y2, &pre, &y_ref, &y_settled}) d->poison(ctx);
       const GemvIn in = GemvIn::rmsnorm(dx, dnw, 1e-6, true);
       decode_gemv(ctx, {GemvOut::with_conv(dw, y_fused, dcw, K > 1 ? tail_a.t() : Tensor{}), {dw2, y2}}, in);
+      decode_gemv(ctx, {GemvOut::with_conv(dw, y_settled, dcw, K > 1 ? tail_c.t() : Tensor{}).settled(), {dw2, y2}},
+                  in);
       decode_gemv(ctx, {{dw, pre, {}}}, in);
       decode_conv_step(ctx, y_ref, K > 1 ? tail_b.t() : Tensor{}, pre, dcw);
       EXPECT_EQ(y_fused.raw(), y_ref.raw()) << "outputs";
       EXPECT_EQ(tail_a.raw(), tail_b.raw()) << "tails";
+      EXPECT_EQ(y_settled.raw(), y_ref.raw()) << "outputs, the tail settled";
+      EXPECT_EQ(tail_c.raw(), tail_b.raw()) << "tails, the tail settled";
       for (float v : y2.download()) ASSERT_TRUE(std::isfinite(v)) << "the second weight's output";
     }
 }

@@ -59,9 +59,11 @@ void expect_close(const std::string& what, const std::vector<double>& got, const
 
 // The GEMV of the emulated kernel: x bf16 [N, C] (x2 for the two-operand inputs, nw for the norm),
 // two weights sharing it: w0 [rows0, C] into bf16 y0 with a residual, w1 [rows1, C] into fp32 y1.
+// Rows of 2056 inputs take the deep prefetch (the whole first row before the wait). Again with the
+// residual settled (read before the wait by lane n for sequence n): the same bits.
 TEST(EmuGemv, MatchesTheReference) {
   for (int64_t N : {1, 3})
-    for (int64_t C : {72, 1000})
+    for (int64_t C : {72, 1000, 2056})
       for (GemvInput kind : {GemvInput::kPlain, GemvInput::kSwiGLU, GemvInput::kGate, GemvInput::kRmsNorm}) {
         const bool zc = C == 72;
         SCOPED_TRACE("N " + std::to_string(N) + ", C " + std::to_string(C) + ", kind " + std::to_string(int(kind)));
@@ -90,7 +92,40 @@ TEST(EmuGemv, MatchesTheReference) {
                                 false, nullptr, N, C, C, rows1);
         expect_close("y0 (bf16, with the residual)", to_double(y0), want0, 1.0 / 64);
         expect_close("y1 (fp32)", std::vector<double>(y1.begin(), y1.end()), want1, 1e-3);
+        std::vector<uint16_t> y0_settled(y0.size(), 0xFFFF);
+        p.seg[0].y = y0_settled.data(), p.seg[0].early = true;
+        cuda::gemv(p, nullptr);
+        EXPECT_EQ(y0_settled, y0) << "the residual settled";
       }
+}
+
+// The GEMV with the GDN conv on its output (GemvSegment::conv_w), 3 CTAs of rows: with the tail
+// settled (read before the wait for each warp's first row, up to conv size 4), the same outputs and
+// shifted tails as without, for conv sizes 1 to 5.
+TEST(EmuGemv, TheSettledConvTailGivesTheSameBits) {
+  const int64_t N = 3, C = 72, rows = 20;
+  const auto x = randn_bf16(N * C, 5), w = randn_bf16(rows * C, 6, 1 / std::sqrt(double(C)));
+  for (int64_t K = 1; K <= 5; ++K) {
+    SCOPED_TRACE("conv size " + std::to_string(K));
+    std::vector<float> cw(static_cast<size_t>(rows * K));
+    for (size_t i = 0; i < cw.size(); ++i) cw[i] = 0.3f - 0.05f * static_cast<float>(i % 13);
+    const auto tail = randn_bf16(N * std::max<int64_t>(K - 1, 1) * rows, 7 + K);
+    auto run = [&](bool early, std::vector<uint16_t>& t) {
+      std::vector<uint16_t> y(static_cast<size_t>(N * rows), 0xFFFF);
+      cuda::GemvParams p;
+      p.seg[0].w = w.data(), p.seg[0].y = y.data(), p.seg[0].row_end = rows, p.seg[0].early = early;
+      p.seg[0].conv_w = cw.data(), p.seg[0].conv_k = K, p.seg[0].conv_tail = K > 1 ? t.data() : nullptr;
+      p.n_seg = 1, p.x = x.data(), p.N = N, p.C = C, p.ldx = C;
+      cuda::gemv(p, nullptr);
+      return y;
+    };
+    std::vector<uint16_t> tail_late = tail, tail_early = tail;
+    const std::vector<uint16_t> late = run(false, tail_late), early = run(true, tail_early);
+    for (uint16_t v : late) ASSERT_NE(v, 0xFFFF) << "an output left unwritten";
+    EXPECT_EQ(early, late) << "outputs";
+    EXPECT_EQ(tail_early, tail_late) << "tails";
+    if (K > 1) EXPECT_NE(tail_late, tail) << "the tail did not shift";
+  }
 }
 
 // The GEMV with the greedy argmax (GemvParams::argmax_out): each sequence's id is the first largest
