@@ -202,6 +202,17 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
   }
   grid_dependency_wait();  // q and the cache's new position come from the kernel before
   grid_launch_dependents();
+  // The new position's key and value, where the first tile holds it, go out with q: the threads
+  // that take it in the key and the value layouts above.
+  uint4 k_new{};
+  uint32_t v_new = 0;
+  if constexpr (kEarly) {
+    const int64_t d = at - t0;
+    if (d >= 0 && d < kTile && at < t1) {
+      if ((d / kPosPerWarp) % kWarps == warp && d % kPosPerWarp == lp) k_new = key_at(at);
+      if (d % kGroups == group) v_new = value_at(at);
+    }
+  }
   for (int d = tid; d < 8 * G; d += kThreads)
     sq[d] = bf16_bits_to_f32(static_cast<const uint16_t*>(p.q1)[row * 8 * G + d]);
   __syncthreads();
@@ -218,7 +229,7 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
       const int64_t t = tb + (i * kWarps + warp) * kPosPerWarp + lp;
       float dot = 0.f;
       if (t < te) {
-        const uint4 kv = early && t != at ? k_early[kEarly ? i : 0] : key_at(t);
+        const uint4 kv = !early ? key_at(t) : t != at ? k_early[kEarly ? i : 0] : k_new;
         const uint16_t* kh = reinterpret_cast<const uint16_t*>(&kv);
 #pragma unroll
         for (int k = 0; k < 8; ++k) dot += qf[k] * bf16_bits_to_f32(kh[k]);
@@ -249,7 +260,7 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
       const int64_t t = tb + group + i * kGroups;
       if (t >= te) break;
       const float pr = sp[t - tb];
-      const uint32_t vv = early && t != at ? v_early[kEarly ? i : 0] : value_at(t);
+      const uint32_t vv = !early ? value_at(t) : t != at ? v_early[kEarly ? i : 0] : v_new;
       a0 += pr * bf16_bits_to_f32(static_cast<uint16_t>(vv & 0xffffu));
       a1 += pr * bf16_bits_to_f32(static_cast<uint16_t>(vv >> 16));
     }

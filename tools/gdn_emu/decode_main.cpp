@@ -207,14 +207,15 @@ TEST(EmuGdnStep, MatchesTheRoundedReference) {
 
 // One query a (sequence, head) over a bf16 KV cache (cuda::attention: the split kernel, then the
 // merge), len of cap positions, the position from the host or from a device counter: GQA's tiled
-// kernel (head dims powers of two; several splits of a few positions, and splits of two tiles past
-// 8K) and the general split kernel (other dims), against decode_attention_ref; o poisoned first.
+// kernel (head dims powers of two; several splits of a few positions, splits of two tiles past 8K,
+// a context of 1 and of 3 positions) and the general split kernel (other dims), against
+// decode_attention_ref; o poisoned first.
 TEST(EmuAttention, MatchesTheReference) {
   struct Case {
     int64_t N, H, Hkv, Dqk, Dv, cap, len;
   };
   for (const Case c : {Case{1, 4, 2, 64, 64, 300, 300}, Case{2, 2, 1, 16, 8, 9000, 8801}, Case{3, 6, 3, 24, 40, 37, 5},
-                       Case{2, 3, 3, 32, 32, 1, 1}})
+                       Case{2, 3, 3, 32, 32, 1, 1}, Case{1, 2, 2, 32, 32, 37, 3}})
     for (bool counter : {false, true}) {
       SCOPED_TRACE("N " + std::to_string(c.N) + ", H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) +
                    ", D " + std::to_string(c.Dqk) + "/" + std::to_string(c.Dv) + ", len " + std::to_string(c.len) +
