@@ -387,25 +387,41 @@ struct GdnTokenInputs {
   }
 };
 
-// The GDN token's start, for CTA (value head blockIdx.x, sequence blockIdx.y): q^ = bf16(q_scale q /
-// |q|) and k^ = bf16(k / |k|) of its key head into sq, sk (rounded as gdn_l2norm_forward writes
-// them), and its gates.
+// The sum over the CTA of its threads' partials, thread t's being v(i) summed over i = t, t + blockDim,
+// ... below n in order: block_sum's result bit for bit (each warp's butterfly, then the warps in
+// order; the warps without an i add zeros), taken by every warp from shared memory without a barrier.
+template <class V>
+__device__ __forceinline__ float cta_sum_each_warp(int64_t n, V v) {
+  const int lane = threadIdx.x % 32;
+  const int64_t threads = blockDim.x, used = (n < threads ? n : threads);
+  float total = 0.f;
+  for (int64_t w = 0; 32 * w < used; ++w) {
+    float part = 0.f;
+    for (int64_t i = 32 * w + lane; i < n; i += threads) part += v(i);
+    total += warp_sum(part);
+  }
+  return total;
+}
+
+// The GDN token's start, for CTA (value head blockIdx.x, sequence blockIdx.y): q and k of its key
+// head into sq, sk, the scales rq, rk that normalise them (q^ = bf16(sq rq) = bf16(q_scale q / |q|),
+// k^ = bf16(sk rk), rounded as gdn_l2norm_forward writes them: gdn_token_hat), and its gates. One
+// barrier: every warp sums |q|^2 and |k|^2 itself.
 __device__ __forceinline__ void gdn_token_begin(const GdnStepParams& p, const GdnTokenInputs& in, float* sq, float* sk,
-                                                float* red, float* decay, float* beta) {
+                                                float* rq, float* rk, float* decay, float* beta) {
   const int64_t h = blockIdx.x, n = blockIdx.y, kh = h / (p.Hv / p.Hk);
   const uint16_t* row = p.qkv + n * p.ld_qkv;
-  float qq = 0.f, kk = 0.f;
-  for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x) {
-    const float q = bf16_bits_to_f32(row[kh * p.dk + i]), k = bf16_bits_to_f32(row[p.Hk * p.dk + kh * p.dk + i]);
-    sq[i] = q, sk[i] = k, qq += q * q, kk += k * k;
-  }
-  const float rq = rsqrtf(block_sum(qq, red) + 1e-6f) * p.q_scale, rk = rsqrtf(block_sum(kk, red) + 1e-6f);
   for (int64_t i = threadIdx.x; i < p.dk; i += blockDim.x)
-    sq[i] = bf16_bits_to_f32(f32_to_bf16_bits(sq[i] * rq)), sk[i] = bf16_bits_to_f32(f32_to_bf16_bits(sk[i] * rk));
+    sq[i] = bf16_bits_to_f32(row[kh * p.dk + i]), sk[i] = bf16_bits_to_f32(row[p.Hk * p.dk + kh * p.dk + i]);
   __syncthreads();
+  *rq = rsqrtf(cta_sum_each_warp(p.dk, [&](int64_t i) { return sq[i] * sq[i]; }) + 1e-6f) * p.q_scale;
+  *rk = rsqrtf(cta_sum_each_warp(p.dk, [&](int64_t i) { return sk[i] * sk[i]; }) + 1e-6f);
   *decay = expf(-expf(in.A_log) * softplus_f32(in.a + in.dt_bias));
   *beta = sigmoid_stable_f32(in.b);
 }
+
+// q^ or k^ from the raw value and its scale.
+__device__ __forceinline__ float gdn_token_hat(float x, float r) { return bf16_bits_to_f32(f32_to_bf16_bits(x * r)); }
 
 // The token's end: the gated RMSNorm over the head's dv outputs, y = o rsqrt(mean o^2 + eps) w silu(z),
 // written by the threads with `out` (one a column j); every thread of the CTA takes part.
@@ -428,19 +444,19 @@ __global__ void __launch_bounds__(kGdnMaxDim) gdn_step_kernel(const __grid_const
   grid_dependency_wait();
   grid_launch_dependents();
   in.load_inputs(p, j < p.dv, j < p.dv, j);
-  float decay, beta;
-  gdn_token_begin(p, in, sq, sk, red, &decay, &beta);
+  float rq, rk, decay, beta;
+  gdn_token_begin(p, in, sq, sk, &rq, &rk, &decay, &beta);
   // the delta rule on column j: S~ = decay S, u = S~^T k, d = beta (v - u), S = S~ + k d^T, o = S^T q
   float o = 0.f;
   if (j < p.dv) {
     float* S = p.state + gi * p.dk * p.dv + j;
     float u = 0.f;
-    for (int64_t i = 0; i < p.dk; ++i) u += decay * S[i * p.dv] * sk[i];
+    for (int64_t i = 0; i < p.dk; ++i) u += decay * S[i * p.dv] * gdn_token_hat(sk[i], rk);
     const float d = beta * (bf16_bits_to_f32(in.v) - u);
     for (int64_t i = 0; i < p.dk; ++i) {
-      const float s = decay * S[i * p.dv] + sk[i] * d;
+      const float s = decay * S[i * p.dv] + gdn_token_hat(sk[i], rk) * d;
       S[i * p.dv] = s;
-      o += s * sq[i];
+      o += s * gdn_token_hat(sq[i], rq);
     }
     o = bf16_bits_to_f32(f32_to_bf16_bits(o));  // the recurrent kernel's bf16 output
   }
@@ -469,21 +485,21 @@ __global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_const
   grid_dependency_wait();
   grid_launch_dependents();
   in.load_inputs(p, col, col && r == 0, j);
-  float decay, beta;
-  gdn_token_begin(p, in, sq, sk, red, &decay, &beta);
+  float rq, rk, decay, beta;
+  gdn_token_begin(p, in, sq, sk, &rq, &rk, &decay, &beta);
   const float* kr = sk + r * kPer;
   const float* qr = sq + r * kPer;
   float u = 0.f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) u += decay * st[i] * kr[i];
+  for (int i = 0; i < kPer; ++i) u += decay * st[i] * gdn_token_hat(kr[i], rk);
   for (int off = R / 2; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
   const float d = beta * ((col ? bf16_bits_to_f32(in.v) : 0.f) - u);
   float o = 0.f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    const float sv = decay * st[i] + kr[i] * d;
+    const float sv = decay * st[i] + gdn_token_hat(kr[i], rk) * d;
     if (col) S[i * p.dv] = sv;
-    o += sv * qr[i];
+    o += sv * gdn_token_hat(qr[i], rq);
   }
   for (int off = R / 2; off > 0; off >>= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
   o = bf16_bits_to_f32(f32_to_bf16_bits(o));  // the recurrent kernel's bf16 output
