@@ -97,30 +97,21 @@ __device__ __forceinline__ const uint4* gemv_row(const GemvParams& p, int64_t r)
   return reinterpret_cast<const uint4*>(p.seg[s].w + row * p.C);
 }
 
-// acc[n] += w . x'[n] over one chunk of 8 inputs (c) for the first N of kN input rows; with a norm
-// (nws non-null) x' = bf16(x rs[n] w') is taken here from the raw x in shared memory.
+// acc[n] += w . x'[n] over one chunk of 8 inputs (c) for the first N of kN input rows, x' in shared
+// memory.
 template <int kN>
-__device__ __forceinline__ void gemv_fma(float* acc, const uint4& wv, const uint4* xs, const float* nws,
-                                         const float* rs, float one, int64_t C, int N, int64_t c) {
+__device__ __forceinline__ void gemv_fma(float* acc, const uint4& wv, const uint4* xs, int64_t C, int N, int64_t c) {
   const uint16_t* wh = reinterpret_cast<const uint16_t*>(&wv);
-  float wf[8], nw[8];
+  float wf[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) wf[k] = bf16_bits_to_f32(wh[k]);
-  if (nws) {
-#pragma unroll
-    for (int k = 0; k < 8; ++k) nw[k] = one + nws[c * 8 + k];
-  }
 #pragma unroll
   for (int n = 0; n < kN; ++n) {
     if (n >= N) break;
     const uint4 xv = xs[(n * C) / 8 + c];
     const uint16_t* xh = reinterpret_cast<const uint16_t*>(&xv);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      float x = bf16_bits_to_f32(xh[k]);
-      if (nws) x = bf16_bits_to_f32(f32_to_bf16_bits(x * rs[n] * nw[k]));
-      acc[n] += wf[k] * x;
-    }
+    for (int k = 0; k < 8; ++k) acc[n] += wf[k] * bf16_bits_to_f32(xh[k]);
   }
 }
 
@@ -181,7 +172,7 @@ __device__ __forceinline__ void gemv_argmax_finish(const GemvParams& p, const fl
   }
 }
 
-// Shared memory: the input [N, C] bf16 (x' itself, or for the norm the raw x), then for the norm
+// Shared memory: the input [N, C] bf16 (x', for the norm the raw x until the norm pass), then for the norm
 // its weight [C] fp32. kN >= N rows of registers for the sums.
 template <int kN, bool kArgmax, int kPre>
 __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
@@ -277,18 +268,32 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
     }
   }
   __syncthreads();
-  // 1 / rms of each input row: the warps' partial sums in a fixed order.
-  float rs[kN];
+  // The norm: 1 / rms of each input row (the warps' partial sums in a fixed order), then x' =
+  // bf16(x rs w') in place, once a CTA (not once a warp in its sums), while the weights' first loads
+  // are still on their way.
   if (norm) {
+    float rs[kN];
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
       float t = 0.f;
       for (int w2 = 0; w2 < kGemvWarps; ++w2) t += red[w2][n];
       rs[n] = 1.f / sqrtf(t / static_cast<float>(p.C) + p.eps);
     }
+    const float one = p.zero_centered ? 1.f : 0.f;
+    for (int64_t i8 = threadIdx.x; i8 < NC / 8; i8 += kGemvThreads) {
+      const int64_t n = i8 * 8 / p.C, c = i8 * 8 % p.C;
+      float rsn = 0.f;
+#pragma unroll
+      for (int m = 0; m < kN; ++m)
+        if (m == n) rsn = rs[m];
+      uint4 v = smem_x[i8];
+      auto* h = reinterpret_cast<uint16_t*>(&v);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) h[k] = f32_to_bf16_bits(bf16_bits_to_f32(h[k]) * rsn * (one + nws[c + k]));
+      smem_x[i8] = v;
+    }
+    __syncthreads();
   }
-  const float one = p.zero_centered ? 1.f : 0.f;
-  const float* nw = norm ? nws : nullptr;
   // kArgmax (p.argmax_out set): lane 0's first largest (value, row) of each sequence over the warp's
   // rows (taken in increasing order, so a tie keeps the first).
   float bv[kArgmax ? kN : 1];
@@ -312,11 +317,11 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
 #pragma unroll
     for (int k = 0; k < kPre; ++k) {
       const int64_t c = lane + 32 * k;
-      if (c < chunks) gemv_fma<kN>(acc, wpre[k], smem_x, nw, rs, one, p.C, N, c);
+      if (c < chunks) gemv_fma<kN>(acc, wpre[k], smem_x, p.C, N, c);
     }
 #pragma unroll 4
     for (int64_t c = lane + 32 * kPre; c < chunks; c += 32)
-      gemv_fma<kN>(acc, __ldg(w + c), smem_x, nw, rs, one, p.C, N, c);
+      gemv_fma<kN>(acc, __ldg(w + c), smem_x, p.C, N, c);
     int s = 0;
     while (r >= p.seg[s].row_end) ++s;
     const GemvSegment& g = p.seg[s];
