@@ -412,7 +412,7 @@ void decode_gemv(Context& ctx, std::initializer_list<GemvOut> outs, const GemvIn
         s.conv_w = g.conv_w.ptr<float>(), s.conv_tail = s.conv_k > 1 ? bf16(g.conv_tail) : nullptr;
       }
       s.row_end = end += g.w.size(0);
-      s.early = g.early;
+      s.settled = g.operands_settled;
     }
     if (two) check_gpu(op, DType::kBF16, {{"x2", &in.x2}});
     if (in.kind == GemvInput::kRmsNorm) check_gpu(op, DType::kF32, {{"norm_w", &in.norm_w}});

@@ -96,13 +96,13 @@ struct GemvOut {
   }
   // The residual and conv_tail were written two or more kernels before this GEMV (or by this GEMV a
   // step before), as a decode step's are: on the GPU each warp reads them before it waits for the
-  // kernel before (infer/cuda/decode_cuda.h, GemvSegment::early).
+  // kernel before (infer/cuda/decode_cuda.h, GemvSegment::settled).
   GemvOut& settled() {
-    early = true;
+    operands_settled = true;
     return *this;
   }
   Tensor w, y, residual, conv_w, conv_tail;
-  bool early = false;
+  bool operands_settled = false;
 };
 // Whether decode_gemv takes N sequences of C inputs here: on the CPU always; on the GPU for N <= 8
 // sequences and C a multiple of 8 that fits its shared memory (the decoder runs the unfused ops,

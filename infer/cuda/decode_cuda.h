@@ -59,7 +59,7 @@ inline constexpr int64_t gemv_smem_bytes(int64_t N, int64_t C, GemvInput in) {
 // With conv_w (fp32 [rows, conv_k]) the output goes through the GDN conv step (conv_step above):
 // y = silu(conv of [conv_tail, bf16(W x)]) with conv_tail bf16 [N, conv_k - 1, rows] (null when
 // conv_k = 1) shifted by one; y bf16, no residual.
-// early: the residual and conv_tail were written two or more kernels before this GEMV (or by its
+// settled: the residual and conv_tail were written two or more kernels before this GEMV (or by its
 // own launch a step before), so they are complete when its CTAs start (launch_dependent): each
 // warp reads its first row's residual, tail and conv weights before its grid wait.
 struct GemvSegment {
@@ -71,7 +71,7 @@ struct GemvSegment {
   uint16_t* conv_tail = nullptr;
   int64_t conv_k = 0;
   int64_t row_end = 0;
-  bool early = false;
+  bool settled = false;
 };
 // The GEMV's input x bf16 [N, C] (16-byte aligned, rows ldx apart, C and ldx multiples of 8) is
 // taken as x' by `in` (infer/gemv_input.h; x2 in x's layout, norm_w fp32 [C]; the norm's sum of

@@ -34,21 +34,21 @@ constexpr int kGemvThreads = kGemvWarps * 32;
 // weights whole before its wait, up to 4096 inputs, in the registers of 2 CTAs an SM.
 constexpr int kGemvPrefetch = 4;
 constexpr int kGemvDeepPrefetch = 16;
-constexpr int kGemvEarlyConv = 4;  // conv sizes whose tail and weights an early segment reads before the wait
+constexpr int kGemvSettledConv = 4;  // conv sizes whose tail and weights a settled segment reads before the wait
 
-// The first row's operands of an early segment (GemvSegment::early) that its output needs besides
+// The first row's operands of a settled segment (GemvSegment::settled) that its output needs besides
 // the sum, taken before the grid wait into shared memory (registers hold the weights' loads then):
 // for sequence n, by lane n, the residual, or the conv's terms of the tail summed (oldest first, as
 // the late path sums them) and the tail itself; the conv's weight of the new input. Read after the
 // staging's barrier by the same lane.
-struct GemvEarly {
+struct GemvSettled {
   float add[kGemvWarps][kGemvMaxRows];  // the residual, or the conv's sum over the tail
   float cw_last[kGemvWarps];
-  uint16_t tail[kGemvWarps][kGemvMaxRows][kGemvEarlyConv - 1];
+  uint16_t tail[kGemvWarps][kGemvMaxRows][kGemvSettledConv - 1];
 
   // Whether segment g's first row takes its operands from here.
   static __device__ __forceinline__ bool applies(const GemvSegment& g) {
-    return g.early && (g.residual || (g.conv_w && g.conv_k <= kGemvEarlyConv));
+    return g.settled && (g.residual || (g.conv_w && g.conv_k <= kGemvSettledConv));
   }
   __device__ __forceinline__ void load(const GemvSegment& g, int64_t row, int64_t rows, int warp, int n, int N) {
     if (n >= N) return;
@@ -192,8 +192,8 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
   const int64_t chunks = p.C / 8, stride = static_cast<int64_t>(gridDim.x) * kGemvWarps;
   int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
   uint4 wpre[kPre];
-  __shared__ GemvEarly early;
-  bool early_on = false;  // this warp's first row takes its operands from `early`
+  __shared__ GemvSettled settled;
+  bool settled_on = false;  // this warp's first row takes its operands from `settled`
   {
     const uint4* w0 = gemv_row(p, r);
 #pragma unroll
@@ -205,8 +205,8 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
       int s = 0;
       while (r >= p.seg[s].row_end) ++s;
       const int64_t begin = s > 0 ? p.seg[s - 1].row_end : 0;
-      early_on = GemvEarly::applies(p.seg[s]);
-      if (early_on) early.load(p.seg[s], r - begin, p.seg[s].row_end - begin, warp, lane, N);
+      settled_on = GemvSettled::applies(p.seg[s]);
+      if (settled_on) settled.load(p.seg[s], r - begin, p.seg[s].row_end - begin, warp, lane, N);
     }
   }
   // The weights of a GEMV further on in the step go to L2 while this one and the next run: this
@@ -326,9 +326,9 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
     while (r >= p.seg[s].row_end) ++s;
     const GemvSegment& g = p.seg[s];
     const int64_t row_begin = s > 0 ? p.seg[s - 1].row_end : 0, row = r - row_begin, rows = g.row_end - row_begin;
-    // Lane 0 writes every sequence's output; for the first row of an early segment lane n writes
+    // Lane 0 writes every sequence's output; for the first row of a settled segment lane n writes
     // sequence n's instead, from the operands loaded before the wait (every lane holds each sum).
-    const bool pre = first && early_on;
+    const bool pre = first && settled_on;
     float mine = 0.f;  // pre: this lane's sequence's sum
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
         }
       }
     }
-    if (pre && lane < N) early.write(g, mine, row, rows, warp, lane);
+    if (pre && lane < N) settled.write(g, mine, row, rows, warp, lane);
   }
   if constexpr (kArgmax) gemv_argmax_finish<kN>(p, bv, bi, N);
 }

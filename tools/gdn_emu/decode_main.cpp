@@ -93,7 +93,7 @@ TEST(EmuGemv, MatchesTheReference) {
         expect_close("y0 (bf16, with the residual)", to_double(y0), want0, 1.0 / 64);
         expect_close("y1 (fp32)", std::vector<double>(y1.begin(), y1.end()), want1, 1e-3);
         std::vector<uint16_t> y0_settled(y0.size(), 0xFFFF);
-        p.seg[0].y = y0_settled.data(), p.seg[0].early = true;
+        p.seg[0].y = y0_settled.data(), p.seg[0].settled = true;
         cuda::gemv(p, nullptr);
         EXPECT_EQ(y0_settled, y0) << "the residual settled";
       }
@@ -110,20 +110,20 @@ TEST(EmuGemv, TheSettledConvTailGivesTheSameBits) {
     std::vector<float> cw(static_cast<size_t>(rows * K));
     for (size_t i = 0; i < cw.size(); ++i) cw[i] = 0.3f - 0.05f * static_cast<float>(i % 13);
     const auto tail = randn_bf16(N * std::max<int64_t>(K - 1, 1) * rows, 7 + K);
-    auto run = [&](bool early, std::vector<uint16_t>& t) {
+    auto run = [&](bool settled, std::vector<uint16_t>& t) {
       std::vector<uint16_t> y(static_cast<size_t>(N * rows), 0xFFFF);
       cuda::GemvParams p;
-      p.seg[0].w = w.data(), p.seg[0].y = y.data(), p.seg[0].row_end = rows, p.seg[0].early = early;
+      p.seg[0].w = w.data(), p.seg[0].y = y.data(), p.seg[0].row_end = rows, p.seg[0].settled = settled;
       p.seg[0].conv_w = cw.data(), p.seg[0].conv_k = K, p.seg[0].conv_tail = K > 1 ? t.data() : nullptr;
       p.n_seg = 1, p.x = x.data(), p.N = N, p.C = C, p.ldx = C;
       cuda::gemv(p, nullptr);
       return y;
     };
-    std::vector<uint16_t> tail_late = tail, tail_early = tail;
-    const std::vector<uint16_t> late = run(false, tail_late), early = run(true, tail_early);
+    std::vector<uint16_t> tail_late = tail, tail_settled = tail;
+    const std::vector<uint16_t> late = run(false, tail_late), settled = run(true, tail_settled);
     for (uint16_t v : late) ASSERT_NE(v, 0xFFFF) << "an output left unwritten";
-    EXPECT_EQ(early, late) << "outputs";
-    EXPECT_EQ(tail_early, tail_late) << "tails";
+    EXPECT_EQ(settled, late) << "outputs";
+    EXPECT_EQ(tail_settled, tail_late) << "tails";
     if (K > 1) EXPECT_NE(tail_late, tail) << "the tail did not shift";
   }
 }
