@@ -155,7 +155,9 @@ TEST(EmuGemv, TheSettledConvTailGivesTheSameBits) {
     for (uint16_t v : late) ASSERT_NE(v, 0xFFFF) << "an output left unwritten";
     EXPECT_EQ(settled, late) << "outputs";
     EXPECT_EQ(tail_settled, tail_late) << "tails";
-    if (K > 1) EXPECT_NE(tail_late, tail) << "the tail did not shift";
+    if (K > 1) {
+      EXPECT_NE(tail_late, tail) << "the tail did not shift";
+    }
   }
 }
 
