@@ -1,14 +1,18 @@
 // Attention of one query per (sequence, head) over a cache on the GPU, flash-decoding style
 // (CPU references: infer/cpu/decode_ref.h decode_attention_ref, mla_decode_attention_ref).
 //
-// The len = pos + 1 positions are cut in S = attention_splits(cap) equal ranges (S fixed by the
-// capacity, so a captured launch fits every length; the range size follows the length read on
-// the device). Kernel 1, one CTA per (split, head, sequence), 4 warps: warp w takes positions
+// The len = pos + 1 positions are cut in S equal ranges (S fixed by the capacity, so a captured
+// launch fits every length; the range size follows the length read on the device): S =
+// attention_splits(cap), about 64 positions each, or a tile of kTile for GQA's tiled kernel, at
+// most kMaxSplits. Kernel 1, one CTA per (split, head, sequence), 4 warps: warp w takes positions
 // t0 + w, t0 + w + 4, ... of its range; per position the warp forms the score (lanes over the
 // key dims, a butterfly sum), then an online softmax (running max m, sum l, and Dv accumulators,
 // VPL per lane). The CTA merges its warps and writes (m, l, acc[Dv]) to the fp32 workspace.
 // Kernel 2, one CTA per (head, sequence), merges the S partials: o = sum_s acc_s e^{m_s - M} /
 // sum_s l_s e^{m_s - M}. Nothing holds a whole score row, so any length up to the capacity runs.
+// Where a row's S splits fit a thread block cluster (S <= 16, GQA's tiled kernel), its CTAs form
+// one cluster, keep their partials in shared memory, and the cluster's first CTA merges them
+// (distributed shared memory), with merge_kernel's code and bits: one kernel fewer a layer.
 //
 // A key is up to two segments, [k1 | k2], read against [q1 | q2]: GQA has k1 = the key (q1 bf16),
 // MLA has k1 = the latent c_t against q_lat = W_kb^T q_nope (fp32, formed by mla_q_kernel) and
@@ -20,6 +24,8 @@
 
 #include "infer/cuda/decode_cuda.h"
 #include "infer/cuda/fp8.cuh"
+#include "kernels/cuda/cluster.cuh"
+#include "kernels/cuda/cluster_launch.h"
 #include "kernels/cuda/common.cuh"
 
 namespace dt::cuda {
@@ -30,6 +36,7 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int64_t kMaxSplits = 64;
 constexpr int64_t kPositionsPerSplit = 64;  // below kMaxSplits splits: about this many positions each
+constexpr int64_t kMaxClusterSplits = 16;   // gqa_split_kernel's clusters: a row's splits, at most
 
 struct SplitParams {
   const void* q1;           // [N, H, D1]: fp32 (MLA's q_lat) or bf16 (GQA's q)
@@ -41,6 +48,7 @@ struct SplitParams {
   const int32_t* pos_dev;
   float scale;
   float* partial;  // [N, H, S, Dv + 2]
+  uint16_t* o;     // [N, H, Dv] bf16: where gqa_split_kernel's clusters write the merged rows
   // MLA's fp8 latent (split_kernel's kFp8, in place of k1 and v): e4m3 [N, cap, D1] and fp32
   // scales [N, cap, D1 / kFp8Block], at the k1 strides.
   const uint8_t* c8;
@@ -55,6 +63,46 @@ __device__ __forceinline__ int64_t decode_len(const int32_t* pos_dev, int64_t po
 // An fp8 latent value read back: e4m3 times its block's scale (exact).
 __device__ __forceinline__ float fp8_latent(const uint8_t* q, const float* s, int64_t d) {
   return e4m3_bits_to_f32(q[d]) * s[d / kFp8Block];
+}
+
+// o[row] = the merge of the S partials of row, part(s) pointing at partial s (max, sum, Dv
+// accumulators); bf16 (GQA) or fp32 (MLA's o_lat), by one CTA of kThreads threads, fac and sl
+// kMax floats of its shared memory. Every load goes out at once: the splits' maxima and sums into
+// shared memory, and each thread's first feature's S partials into registers; then each thread
+// merges its features (s in order, as the CPU does).
+template <bool kOutF32, int kMax, class Part>
+__device__ __forceinline__ void merge_row(void* o, int64_t row, int64_t S, int64_t Dv, const Part& part, float* fac,
+                                          float* sl) {
+  const int64_t d0 = threadIdx.x;
+  float v[kMax];
+#pragma unroll
+  for (int s = 0; s < kMax; ++s)
+    if (s < S && d0 < Dv) v[s] = part(s)[2 + d0];
+  for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = part(s)[0], sl[s] = part(s)[1];
+  __syncthreads();
+  float M = -INFINITY;
+  for (int64_t s = 0; s < S; ++s) M = fmaxf(M, fac[s]);
+  float L = 0.f;
+  for (int64_t s = 0; s < S; ++s)
+    if (fac[s] != -INFINITY) L += sl[s] * expf(fac[s] - M);
+  __syncthreads();  // every thread has read the maxima
+  for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = fac[s] == -INFINITY ? 0.f : expf(fac[s] - M);
+  __syncthreads();
+  for (int64_t d = d0; d < Dv; d += kThreads) {
+    if (d != d0)
+#pragma unroll
+      for (int s = 0; s < kMax; ++s)
+        if (s < S) v[s] = part(s)[2 + d];
+    float a = 0.f;
+#pragma unroll
+    for (int s = 0; s < kMax; ++s)
+      if (s < S) a += v[s] * fac[s];
+    const float r = a / L;
+    if constexpr (kOutF32)
+      static_cast<float*>(o)[row * Dv + d] = r;
+    else
+      static_cast<uint16_t*>(o)[row * Dv + d] = f32_to_bf16_bits(r);
+  }
 }
 
 template <int VPL, bool kQ1F32, bool kFp8 = false>
@@ -160,7 +208,21 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   return r;
 }
 
+// gqa_split_kernel's shared memory (dynamic, as the CPU emulation of clusters needs).
 template <int G, int P>
+struct GqaSplitSmem {
+  float sq[8 * G];
+  float sp[kTile];
+  float red[kWarps];
+  float2 sacc[kThreads / P][P];
+  float part[2 + 2 * P];  // kCluster: this split's partial (max, sum, values), read by rank 0
+  float fac[kMaxClusterSplits], sl[kMaxClusterSplits];  // kCluster: rank 0's merge
+};
+
+// kCluster: launched in clusters of a row's S splits (gridDim.x = S <= kMaxClusterSplits). Each CTA
+// keeps its partial in shared memory, and after the cluster's barrier rank 0 merges them into
+// p.o as merge_kernel would (the same bits), so no merge kernel follows.
+template <int G, int P, bool kCluster>
 __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_constant__ SplitParams p) {
   constexpr int kPosPerWarp = 32 / G, kGroups = kThreads / P;
   constexpr int kKeyLoads = kTile / (kWarps * kPosPerWarp), kValueLoads = kTile / kGroups;  // a thread's, a tile
@@ -168,10 +230,11 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
   // Where they fit in registers (16-byte keys and 4-byte values: key dims up to 128), the first
   // tile's keys and values are loaded before the grid wait.
   constexpr bool kEarly = 4 * kKeyLoads + kValueLoads <= 128;
-  __shared__ float sq[8 * G];
-  __shared__ float sp[kTile];
-  __shared__ float red[kWarps];
-  __shared__ float2 sacc[kGroups][P];
+  extern __shared__ __align__(16) uint8_t gqa_smem[];
+  GqaSplitSmem<G, P>& sh = *reinterpret_cast<GqaSplitSmem<G, P>*>(gqa_smem);
+  float* const sq = sh.sq;
+  float* const sp = sh.sp;
+  float* const red = sh.red;
   const int64_t s = blockIdx.x, h = blockIdx.y, n = blockIdx.z, row = n * p.H + h;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int part = lane % G, lp = lane / G, pair = tid % P, group = tid / P;
@@ -266,20 +329,26 @@ __global__ void __launch_bounds__(kThreads) gqa_split_kernel(const __grid_consta
     }
     __syncthreads();  // sp is reused by the next tile
   }
-  sacc[group][pair] = make_float2(a0, a1);
+  sh.sacc[group][pair] = make_float2(a0, a1);
   __syncthreads();
-  float* out = p.partial + (row * p.S + s) * (p.Dv + 2);
+  float* out = kCluster ? sh.part : p.partial + (row * p.S + s) * (p.Dv + 2);
   for (int d = tid; d < 2 * P; d += kThreads) {
     float a = 0.f;
-    for (int g = 0; g < kGroups; ++g) a += d % 2 ? sacc[g][d / 2].y : sacc[g][d / 2].x;
+    for (int g = 0; g < kGroups; ++g) a += d % 2 ? sh.sacc[g][d / 2].y : sh.sacc[g][d / 2].x;
     out[2 + d] = a;
   }
   if (tid == 0) out[0] = m, out[1] = l;  // an empty range: m = -inf, l = 0, no values
+  if constexpr (kCluster) {
+    cluster_sync();  // every split's partial is in its CTA's shared memory (rank = split)
+    if (cluster_rank() == 0)
+      merge_row<false, kMaxClusterSplits>(
+          p.o, row, p.S, p.Dv, [&](int64_t r) { return cluster_smem(sh.part, static_cast<unsigned>(r)); }, sh.fac,
+          sh.sl);
+    cluster_sync();  // rank 0 has read the partials: the CTAs may exit
+  }
 }
 
-// o[row] = the merge of the S partials of row; bf16 (GQA) or fp32 (MLA's o_lat). Every load goes
-// out at once: the splits' maxima and sums into shared memory, and each thread's first feature's S
-// partials into registers; then each thread merges its features (s in order, as the CPU does).
+// The merge of each row's S partials in global memory: one CTA per (head, sequence).
 template <bool kOutF32>
 __global__ void __launch_bounds__(kThreads) merge_kernel(void* o, const float* partial, int64_t H, int64_t S,
                                                          int64_t Dv) {
@@ -289,36 +358,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(void* o, const float* p
   const float* pr = partial + row * S * (Dv + 2);
   grid_dependency_wait();  // a no-op unless launched as a dependent (GQA's launch)
   grid_launch_dependents();
-  const int64_t d0 = threadIdx.x;
-  float v[kMaxSplits];
-#pragma unroll
-  for (int s = 0; s < kMaxSplits; ++s)
-    if (s < S && d0 < Dv) v[s] = pr[s * (Dv + 2) + 2 + d0];
-  for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = pr[s * (Dv + 2)], sl[s] = pr[s * (Dv + 2) + 1];
-  __syncthreads();
-  float M = -INFINITY;
-  for (int64_t s = 0; s < S; ++s) M = fmaxf(M, fac[s]);
-  float L = 0.f;
-  for (int64_t s = 0; s < S; ++s)
-    if (fac[s] != -INFINITY) L += sl[s] * expf(fac[s] - M);
-  __syncthreads();  // every thread has read the maxima
-  for (int64_t s = threadIdx.x; s < S; s += kThreads) fac[s] = fac[s] == -INFINITY ? 0.f : expf(fac[s] - M);
-  __syncthreads();
-  for (int64_t d = d0; d < Dv; d += kThreads) {
-    if (d != d0)
-#pragma unroll
-      for (int s = 0; s < kMaxSplits; ++s)
-        if (s < S) v[s] = pr[s * (Dv + 2) + 2 + d];
-    float a = 0.f;
-#pragma unroll
-    for (int s = 0; s < kMaxSplits; ++s)
-      if (s < S) a += v[s] * fac[s];
-    const float r = a / L;
-    if constexpr (kOutF32)
-      static_cast<float*>(o)[row * Dv + d] = r;
-    else
-      static_cast<uint16_t*>(o)[row * Dv + d] = f32_to_bf16_bits(r);
-  }
+  merge_row<kOutF32, kMaxSplits>(o, row, S, Dv, [&](int64_t s) { return pr + s * (Dv + 2); }, fac, sl);
 }
 
 // q_lat[row, j] = sum_i q_nope[row, i] W_kb[h][i, j] (fp32), W_kb = w rows [h (dn + dv), + dn).
@@ -371,43 +411,57 @@ void launch_split_fp8(const SplitParams& p, cudaStream_t s) {
     split_kernel<16, true, true><<<grid, kThreads, 0, s>>>(p);
 }
 
-// GQA's split: gqa_split_kernel where the head dims fit its layout (key dims 8 to 256 a power of
-// two, value dims 2 to 256 a power of two, 16-byte aligned rows), else split_kernel.
-template <int G>
-bool launch_gqa_split_g(const SplitParams& p, const dim3& grid, cudaStream_t s) {
-  void (*kernel)(SplitParams) = nullptr;
-  switch (p.Dv) {
-    case 2: kernel = gqa_split_kernel<G, 1>; break;
-    case 4: kernel = gqa_split_kernel<G, 2>; break;
-    case 8: kernel = gqa_split_kernel<G, 4>; break;
-    case 16: kernel = gqa_split_kernel<G, 8>; break;
-    case 32: kernel = gqa_split_kernel<G, 16>; break;
-    case 64: kernel = gqa_split_kernel<G, 32>; break;
-    case 128: kernel = gqa_split_kernel<G, 64>; break;
-    case 256: kernel = gqa_split_kernel<G, 128>; break;
-    default: return false;
-  }
-  DT_CUDA_OK(launch_dependent(kernel, grid, dim3(kThreads), 0, s, p), "decode_attention (GPU)");
-  return true;
+// GQA's split by gqa_split_kernel, its head dims in its layout (key dims 8 to 256 and value dims 2
+// to 256, powers of two, 16-byte aligned rows): in clusters that merge the row where `clusters`
+// asks for them, the row's splits fit a cluster and the device runs such clusters (*merged), else
+// writing the partials for merge_kernel.
+template <int G, int P>
+void launch_gqa_split_gp(const SplitParams& p, const dim3& grid, bool clusters, bool* merged, cudaStream_t s) {
+  const size_t smem = sizeof(GqaSplitSmem<G, P>);
+  const auto cx = static_cast<unsigned>(p.S);
+  *merged = clusters && p.S <= kMaxClusterSplits &&
+            cluster_fits(gqa_split_kernel<G, P, true>, grid, cx, dim3(kThreads), smem, s);
+  if (*merged)
+    DT_CUDA_OK(launch_dependent_clusters(gqa_split_kernel<G, P, true>, grid, cx, dim3(kThreads), smem, s, p),
+               "decode_attention (GPU)");
+  else
+    DT_CUDA_OK(launch_dependent(gqa_split_kernel<G, P, false>, grid, dim3(kThreads), smem, s, p),
+               "decode_attention (GPU)");
 }
 
-void launch_gqa_split(const SplitParams& p, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>(p.S), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N));
-  const bool aligned = reinterpret_cast<uintptr_t>(p.k1) % 16 == 0 && p.k1_pos % 8 == 0 && p.k1_head % 8 == 0 &&
-                       reinterpret_cast<uintptr_t>(p.v) % 4 == 0 && p.v_pos % 2 == 0 && p.v_head % 2 == 0;
-  bool done = false;
-  if (aligned) {
-    switch (p.D1) {
-      case 8: done = launch_gqa_split_g<1>(p, grid, s); break;
-      case 16: done = launch_gqa_split_g<2>(p, grid, s); break;
-      case 32: done = launch_gqa_split_g<4>(p, grid, s); break;
-      case 64: done = launch_gqa_split_g<8>(p, grid, s); break;
-      case 128: done = launch_gqa_split_g<16>(p, grid, s); break;
-      case 256: done = launch_gqa_split_g<32>(p, grid, s); break;
-      default: break;
-    }
+template <int G>
+void launch_gqa_split_g(const SplitParams& p, const dim3& grid, bool clusters, bool* merged, cudaStream_t s) {
+  switch (p.Dv) {
+    case 2: return launch_gqa_split_gp<G, 1>(p, grid, clusters, merged, s);
+    case 4: return launch_gqa_split_gp<G, 2>(p, grid, clusters, merged, s);
+    case 8: return launch_gqa_split_gp<G, 4>(p, grid, clusters, merged, s);
+    case 16: return launch_gqa_split_gp<G, 8>(p, grid, clusters, merged, s);
+    case 32: return launch_gqa_split_gp<G, 16>(p, grid, clusters, merged, s);
+    case 64: return launch_gqa_split_gp<G, 32>(p, grid, clusters, merged, s);
+    case 128: return launch_gqa_split_gp<G, 64>(p, grid, clusters, merged, s);
+    default: return launch_gqa_split_gp<G, 128>(p, grid, clusters, merged, s);  // 256 (gqa_tiled)
   }
-  if (!done) launch_split<false>(p, s);
+}
+
+bool pow2_in(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
+
+// Whether gqa_split_kernel takes these dims and rows.
+bool gqa_tiled(const SplitParams& p) {
+  return pow2_in(p.D1, 8, 256) && pow2_in(p.Dv, 2, 256) && reinterpret_cast<uintptr_t>(p.k1) % 16 == 0 &&
+         p.k1_pos % 8 == 0 && p.k1_head % 8 == 0 && reinterpret_cast<uintptr_t>(p.v) % 4 == 0 && p.v_pos % 2 == 0 &&
+         p.v_head % 2 == 0;
+}
+
+void launch_gqa_split(const SplitParams& p, bool clusters, bool* merged, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(p.S), static_cast<unsigned>(p.H), static_cast<unsigned>(p.N));
+  switch (p.D1) {
+    case 8: return launch_gqa_split_g<1>(p, grid, clusters, merged, s);
+    case 16: return launch_gqa_split_g<2>(p, grid, clusters, merged, s);
+    case 32: return launch_gqa_split_g<4>(p, grid, clusters, merged, s);
+    case 64: return launch_gqa_split_g<8>(p, grid, clusters, merged, s);
+    case 128: return launch_gqa_split_g<16>(p, grid, clusters, merged, s);
+    default: return launch_gqa_split_g<32>(p, grid, clusters, merged, s);  // 256 (gqa_tiled)
+  }
 }
 
 void check_dims(const char* op, int64_t N, int64_t H, int64_t cap, int64_t Dk, int64_t Dv) {
@@ -420,10 +474,14 @@ void check_dims(const char* op, int64_t N, int64_t H, int64_t cap, int64_t Dk, i
 
 }  // namespace
 
-int64_t attention_splits(int64_t cap) {
-  const int64_t s = (cap + kPositionsPerSplit - 1) / kPositionsPerSplit;
+namespace {
+int64_t splits_of(int64_t cap, int64_t per) {
+  const int64_t s = (cap + per - 1) / per;
   return s < 1 ? 1 : (s > kMaxSplits ? kMaxSplits : s);
 }
+}  // namespace
+
+int64_t attention_splits(int64_t cap) { return splits_of(cap, kPositionsPerSplit); }
 
 int64_t attention_workspace_elems(int64_t N, int64_t H, int64_t cap, int64_t Dv) {
   return N * H * attention_splits(cap) * (Dv + 2);
@@ -435,7 +493,7 @@ int64_t mla_workspace_elems(int64_t N, int64_t H, int64_t cap, int64_t kvr) {
 
 void attention(uint16_t* o, const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, float* ws,
                int64_t N, int64_t cap, int64_t H, int64_t Hkv, int64_t Dqk, int64_t Dv, int64_t pos,
-               const int32_t* pos_dev, float scale, void* stream) {
+               const int32_t* pos_dev, float scale, void* stream, bool clusters) {
   const char* op = "decode_attention (GPU)";
   DT_CHECK(o && q && k_cache && v_cache && ws, "{}: null tensor pointer", op);
   check_dims(op, N, H, cap, Dqk, Dv);
@@ -444,14 +502,24 @@ void attention(uint16_t* o, const uint16_t* q, const uint16_t* k_cache, const ui
   p.q1 = q, p.q2 = nullptr, p.k1 = k_cache, p.k2 = nullptr, p.v = v_cache;
   p.k1_seq = cap * Hkv * Dqk, p.k1_pos = Hkv * Dqk, p.k1_head = Dqk;
   p.v_seq = cap * Hkv * Dv, p.v_pos = Hkv * Dv, p.v_head = Dv;
-  p.N = N, p.H = H, p.Hkv = Hkv, p.D1 = Dqk, p.D2 = 0, p.Dv = Dv, p.cap = cap, p.S = attention_splits(cap);
-  p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = ws;
+  p.N = N, p.H = H, p.Hkv = Hkv, p.D1 = Dqk, p.D2 = 0, p.Dv = Dv, p.cap = cap;
+  p.pos = pos, p.pos_dev = pos_dev, p.scale = scale, p.partial = ws, p.o = o;
   auto s = static_cast<cudaStream_t>(stream);
-  launch_gqa_split(p, s);
+  // The tiled kernel takes a tile of positions at once, so its splits are a tile each (fewer CTAs,
+  // the same loads in flight a CTA): at most attention_splits(cap), which sizes the workspace.
+  const bool tiled = gqa_tiled(p);
+  p.S = tiled ? splits_of(cap, kTile) : attention_splits(cap);
+  bool merged = false;
+  if (tiled)
+    launch_gqa_split(p, clusters, &merged, s);
+  else
+    launch_split<false>(p, s);
   DT_CUDA_OK(cudaGetLastError(), op);
-  DT_CUDA_OK(launch_dependent(merge_kernel<false>, dim3(static_cast<unsigned>(H), static_cast<unsigned>(N)),
-                              dim3(kThreads), 0, s, static_cast<void*>(o), static_cast<const float*>(ws), H, p.S, Dv),
-             op);
+  if (!merged)
+    DT_CUDA_OK(launch_dependent(merge_kernel<false>, dim3(static_cast<unsigned>(H), static_cast<unsigned>(N)),
+                                dim3(kThreads), 0, s, static_cast<void*>(o), static_cast<const float*>(ws), H, p.S,
+                                Dv),
+               op);
 }
 
 namespace {

@@ -155,9 +155,11 @@ int64_t mla_workspace_elems(int64_t N, int64_t H, int64_t cap, int64_t kvr);
 
 // GQA over the first len = pos + 1 cached positions: q, o bf16 [N, H, Dqk / Dv]; k_cache bf16
 // [N, cap, Hkv, Dqk]; v_cache bf16 [N, cap, Hkv, Dv]; ws fp32 of attention_workspace_elems.
+// clusters: where a row's splits fit a thread block cluster, they merge inside it (no merge
+// kernel); false always launches the merge kernel (the same bits; the tests compare the two).
 void attention(uint16_t* o, const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache, float* ws,
                int64_t N, int64_t cap, int64_t H, int64_t Hkv, int64_t Dqk, int64_t Dv, int64_t pos,
-               const int32_t* pos_dev, float scale, void* stream);
+               const int32_t* pos_dev, float scale, void* stream, bool clusters = true);
 
 // MLA in the latent space (infer/decode_ops.h): q_nope [N, H, dn], q_pe [N, H, dr], o [N, H, dv],
 // w_kvb [H (dn + dv), kvr], c_cache [N, cap, kvr], pe_cache [N, cap, dr], all bf16; ws fp32 of

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "infer/cpu/decode_ref.h"
+#include "infer/cuda/decode_cuda.h"
 #include "infer/decode_ops.h"
 #include "tests/gdn_step_ref.h"
 #include "tests/gemv_input_ref.h"
@@ -472,7 +473,7 @@ TEST(DecodeOpsCuda, AttentionMatchesTheCpu) {
   const AttnCase cases[] = {
       {2, 6, 2, 40, 24, 1, 1},      {1, 4, 4, 32, 32, 37, 37},    {3, 6, 3, 24, 40, 37, 5},
       {2, 8, 1, 64, 64, 1000, 1000}, {1, 4, 2, 128, 128, 1500, 1283}, {2, 2, 1, 72, 256, 1100, 1037},
-      {1, 2, 2, 16, 8, 4200, 4111},
+      {1, 2, 2, 16, 8, 4200, 4111}, {1, 12, 12, 64, 64, 1535, 1100}, {1, 3, 1, 64, 64, 2048, 2048},
   };
   for (const AttnCase& c : cases)
     for (bool on_device : {false, true}) {
@@ -497,6 +498,16 @@ TEST(DecodeOpsCuda, AttentionMatchesTheCpu) {
       decode_attention_ref<double>(want.data(), to_double(q).data(), to_double(k).data(), to_double(v).data(), c.N,
                                    c.cap, c.H, c.Hkv, c.Dqk, c.Dv, c.len, scale);
       expect_close("o", dout.download(), want, kBf16Rel, kFloorRel);
+      // Where the splits merged inside their clusters (up to 16 tiles of positions), the merge
+      // kernel gives the same bits.
+      Dev dmerged(DType::kBF16, {c.N, c.H, c.Dv});
+      dmerged.poison(ctx), ws.poison(ctx);
+      cuda::attention(static_cast<uint16_t*>(dmerged.t().data), static_cast<const uint16_t*>(dq.t().data),
+                      static_cast<const uint16_t*>(dk.t().data), static_cast<const uint16_t*>(dv.t().data),
+                      static_cast<float*>(ws.t().data), c.N, c.cap, c.H, c.Hkv, c.Dqk, c.Dv, c.len - 1,
+                      on_device ? static_cast<const int32_t*>(counter.t().data) : nullptr, static_cast<float>(scale),
+                      ctx.stream, /*clusters=*/false);
+      EXPECT_EQ(dmerged.raw(), dout.raw()) << "the clusters' merge and the merge kernel differ";
     }
 }
 

@@ -238,17 +238,19 @@ TEST(EmuGdnStep, MatchesTheRoundedReference) {
   }
 }
 
-// One query a (sequence, head) over a bf16 KV cache (cuda::attention: the split kernel, then the
-// merge), len of cap positions, the position from the host or from a device counter: GQA's tiled
-// kernel (head dims powers of two; several splits of a few positions, splits of two tiles past 8K,
-// a context of 1 and of 3 positions) and the general split kernel (other dims), against
-// decode_attention_ref; o poisoned first.
+// One query a (sequence, head) over a bf16 KV cache (cuda::attention), len of cap positions, the
+// position from the host or from a device counter: GQA's tiled kernel (head dims powers of two;
+// splits of a tile, one split, 3, 12 and 16 of them in clusters that merge inside, 64 splits of two
+// tiles past 8K, a context of 1 and of 3 positions) and the general split kernel (other dims),
+// against decode_attention_ref; o poisoned first. Each case runs twice: as it comes (clusters where
+// the splits fit one) and with the merge kernel, which give the same bits.
 TEST(EmuAttention, MatchesTheReference) {
   struct Case {
     int64_t N, H, Hkv, Dqk, Dv, cap, len;
   };
   for (const Case c : {Case{1, 4, 2, 64, 64, 300, 300}, Case{2, 2, 1, 16, 8, 9000, 8801}, Case{3, 6, 3, 24, 40, 37, 5},
-                       Case{2, 3, 3, 32, 32, 1, 1}, Case{1, 2, 2, 32, 32, 37, 3}})
+                       Case{2, 3, 3, 32, 32, 1, 1}, Case{1, 2, 2, 32, 32, 37, 3}, Case{1, 2, 1, 64, 64, 1535, 1100},
+                       Case{2, 1, 1, 128, 128, 2048, 1999}})
     for (bool counter : {false, true}) {
       SCOPED_TRACE("N " + std::to_string(c.N) + ", H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) +
                    ", D " + std::to_string(c.Dqk) + "/" + std::to_string(c.Dv) + ", len " + std::to_string(c.len) +
@@ -256,16 +258,21 @@ TEST(EmuAttention, MatchesTheReference) {
       const float scale = 1.f / std::sqrt(static_cast<float>(c.Dqk));
       const auto q = randn_bf16(c.N * c.H * c.Dqk, 30 + c.cap), k = randn_bf16(c.N * c.cap * c.Hkv * c.Dqk, 31);
       const auto v = randn_bf16(c.N * c.cap * c.Hkv * c.Dv, 32);
-      std::vector<uint16_t> o(static_cast<size_t>(c.N * c.H * c.Dv), 0xFFFF);
-      std::vector<float> ws(static_cast<size_t>(cuda::attention_workspace_elems(c.N, c.H, c.cap, c.Dv)), NAN);
       const int32_t pos = static_cast<int32_t>(c.len - 1);
-      // with the counter, a host position that would be wrong
-      cuda::attention(o.data(), q.data(), k.data(), v.data(), ws.data(), c.N, c.cap, c.H, c.Hkv, c.Dqk, c.Dv,
-                      counter ? 0 : pos, counter ? &pos : nullptr, scale, nullptr);
-      std::vector<double> want(o.size());
+      std::vector<uint16_t> outs[2];
+      for (bool clusters : {true, false}) {
+        std::vector<uint16_t>& o = outs[clusters ? 0 : 1];
+        o.assign(static_cast<size_t>(c.N * c.H * c.Dv), 0xFFFF);
+        std::vector<float> ws(static_cast<size_t>(cuda::attention_workspace_elems(c.N, c.H, c.cap, c.Dv)), NAN);
+        // with the counter, a host position that would be wrong
+        cuda::attention(o.data(), q.data(), k.data(), v.data(), ws.data(), c.N, c.cap, c.H, c.Hkv, c.Dqk, c.Dv,
+                        counter ? 0 : pos, counter ? &pos : nullptr, scale, nullptr, clusters);
+      }
+      std::vector<double> want(outs[0].size());
       decode_attention_ref<double>(want.data(), to_double(q).data(), to_double(k).data(), to_double(v).data(), c.N,
                                    c.cap, c.H, c.Hkv, c.Dqk, c.Dv, c.len, scale);
-      expect_close("o", to_double(o), want, 1.0 / 64);
+      expect_close("o", to_double(outs[0]), want, 1.0 / 64);
+      EXPECT_EQ(outs[0], outs[1]) << "the clusters' merge and the merge kernel differ";
     }
 }
 

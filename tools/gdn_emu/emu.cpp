@@ -22,16 +22,31 @@ struct Warp {
   float f[32];
   const void* p[32];
 };
-static std::unique_ptr<std::barrier<>> g_block_bar;
-static std::vector<std::unique_ptr<Warp>> g_warps;
-static std::vector<unsigned char> g_smem;
-static std::array<std::unique_ptr<std::barrier<>>, 16> g_named;  // bar.sync ids, made at first use
-static std::mutex g_named_mutex;
+// One emulated CTA: its barrier, warps, dynamic shared memory and named barriers. The CTAs of a
+// cluster run at once (each thread knows its own through tl_cta), other grids one CTA at a time.
+struct Cta {
+  Cta(unsigned nt, size_t smem) : bar(nt), smem(smem + 16, 0xFF) {  // NaN poison
+    for (unsigned w = 0; w < (nt + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>(std::min(32u, nt - 32 * w)));
+  }
+  std::barrier<> bar;
+  std::vector<std::unique_ptr<Warp>> warps;
+  std::vector<unsigned char> smem;
+  std::array<std::unique_ptr<std::barrier<>>, 16> named;  // bar.sync ids, made at first use
+  std::mutex named_mutex;
+};
+// The CTAs of the running cluster, in rank order, and the barrier of all their threads.
+struct Cluster {
+  std::vector<std::unique_ptr<Cta>> ctas;
+  std::unique_ptr<std::barrier<>> bar;
+};
+static thread_local Cta* tl_cta = nullptr;
+static thread_local Cluster* tl_cluster = nullptr;
+static thread_local unsigned tl_rank = 0;
 
-static Warp& warp() { return *g_warps[tl_threadIdx.x / 32]; }
+static Warp& warp() { return *tl_cta->warps[tl_threadIdx.x / 32]; }
 static int lane() { return tl_threadIdx.x % 32; }
 
-void syncthreads() { g_block_bar->arrive_and_wait(); }
+void syncthreads() { tl_cta->bar.arrive_and_wait(); }
 void syncwarp() { warp().bar.arrive_and_wait(); }
 static float exchange(float v, int src) {
   Warp& w = warp();
@@ -56,34 +71,52 @@ float shfl_down(float v, int d) { return exchange(v, lane() + d < 32 ? lane() + 
 int shfl_down_int(int v, int d) {
   return static_cast<int>(exchange_u32(static_cast<uint32_t>(v), lane() + d < 32 ? lane() + d : lane()));
 }
-unsigned char* dyn_smem() { return g_smem.data(); }
+unsigned char* dyn_smem() { return tl_cta->smem.data(); }
 
-void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body) {
+unsigned cluster_rank() { return tl_rank; }
+void cluster_sync() { tl_cluster->bar->arrive_and_wait(); }
+const void* cluster_map(const void* p, unsigned rank) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  const std::vector<unsigned char>& mine = tl_cta->smem;
+  if (b < mine.data() || b >= mine.data() + mine.size() || rank >= tl_cluster->ctas.size()) {
+    std::fprintf(stderr, "emu: cluster_smem of %p (rank %u of %zu): not this CTA's dynamic shared memory\n", p, rank,
+                 tl_cluster->ctas.size());
+    std::abort();
+  }
+  return tl_cluster->ctas[rank]->smem.data() + (b - mine.data());
+}
+
+void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body, unsigned cluster_x) {
   const unsigned nt = block.x * block.y * block.z;
   if (block.y != 1 || block.z != 1) throw std::runtime_error("emu: 1-D blocks only");
   if (smem > 232448 || (smem > 48 * 1024 && smem > g_smem_limit)) {
     std::fprintf(stderr, "emu: dynamic smem %zu over the limit (%zu)\n", smem, g_smem_limit);
     std::abort();
   }
+  if (cluster_x < 1 || cluster_x > 16 || grid.x % cluster_x) {
+    std::fprintf(stderr, "emu: clusters of %u CTAs do not tile a grid of %u along x\n", cluster_x, grid.x);
+    std::abort();
+  }
   g_blockDim = block, g_gridDim = grid;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        g_block_bar = std::make_unique<std::barrier<>>(nt);
-        g_warps.clear();
-        for (unsigned w = 0; w < (nt + 31) / 32; ++w) g_warps.push_back(std::make_unique<Warp>(std::min(32u, nt - 32 * w)));
-        g_smem.assign(smem + 16, 0xFF);  // NaN poison
-        for (auto& b : g_named) b.reset();
+      for (unsigned x0 = 0; x0 < grid.x; x0 += cluster_x) {
+        Cluster cl;
+        for (unsigned r = 0; r < cluster_x; ++r) cl.ctas.push_back(std::make_unique<Cta>(nt, smem));
+        cl.bar = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(nt) * cluster_x);
         std::vector<std::thread> ts;
-        for (unsigned t = 0; t < nt; ++t)
-          ts.emplace_back([&, t] {
-            tl_threadIdx = {t, 0, 0};
-            tl_blockIdx = {x, y, z};
-            body();
-            dt::cuda::cp_async_wait_n(0);
-            warp().bar.arrive_and_drop();
-            g_block_bar->arrive_and_drop();
-          });
+        for (unsigned r = 0; r < cluster_x; ++r)
+          for (unsigned t = 0; t < nt; ++t)
+            ts.emplace_back([&, r, t, x = x0 + r] {
+              tl_threadIdx = {t, 0, 0};
+              tl_blockIdx = {x, y, z};
+              tl_cta = cl.ctas[r].get(), tl_cluster = &cl, tl_rank = r;
+              body();
+              dt::cuda::cp_async_wait_n(0);
+              warp().bar.arrive_and_drop();
+              tl_cta->bar.arrive_and_drop();
+              cl.bar->arrive_and_drop();
+            });
         for (auto& th : ts) th.join();
       }
 }
@@ -100,18 +133,20 @@ namespace dt::cuda {
 void named_barrier(int id, int n_threads) {
   std::barrier<>* b = nullptr;
   {
-    std::lock_guard<std::mutex> lock(emu::g_named_mutex);
-    if (!emu::g_named.at(id)) emu::g_named[id] = std::make_unique<std::barrier<>>(n_threads);
-    b = emu::g_named[id].get();
+    emu::Cta& c = *emu::tl_cta;
+    std::lock_guard<std::mutex> lock(c.named_mutex);
+    if (!c.named.at(id)) c.named[id] = std::make_unique<std::barrier<>>(n_threads);
+    b = c.named[id].get();
   }
   b->arrive_and_wait();
 }
 void named_arrive(int id, int n_threads) {
   std::barrier<>* b = nullptr;
   {
-    std::lock_guard<std::mutex> lock(emu::g_named_mutex);
-    if (!emu::g_named.at(id)) emu::g_named[id] = std::make_unique<std::barrier<>>(n_threads);
-    b = emu::g_named[id].get();
+    emu::Cta& c = *emu::tl_cta;
+    std::lock_guard<std::mutex> lock(c.named_mutex);
+    if (!c.named.at(id)) c.named[id] = std::make_unique<std::barrier<>>(n_threads);
+    b = c.named[id].get();
   }
   (void)b->arrive();
 }

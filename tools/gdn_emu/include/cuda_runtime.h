@@ -1,5 +1,6 @@
 // Emulation shim of the CUDA runtime for running kernels on the CPU: one std::thread per CUDA
-// thread, one block at a time, std::barrier for __syncthreads and for warp collectives.
+// thread, one block (or one cluster of blocks) at a time, std::barrier for __syncthreads, the
+// cluster barrier and the warp collectives.
 #pragma once
 #include <barrier>
 #include <cmath>
@@ -62,8 +63,8 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUmemPool_st* cudaMemPool_t;
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorLaunchFailure = 719 };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount, cudaDevAttrComputeCapabilityMajor };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize, cudaFuncAttributeNonPortableClusterSizeAllowed };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount, cudaDevAttrComputeCapabilityMajor, cudaDevAttrClusterLaunch };
 enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold };
 enum cudaMemcpyKind { cudaMemcpyDefault };
 
@@ -79,11 +80,23 @@ float shfl_up(float v, int d);
 float shfl_down(float v, int d);
 int shfl_down_int(int v, int d);
 unsigned char* dyn_smem();
-void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body);
+// Runs the grid's clusters (cluster_x CTAs along x, 1 to 16) one after another, the CTAs of one
+// cluster at once: a kernel launched in clusters keeps its shared memory dynamic, since a static
+// __shared__ array is one copy here, shared by the cluster's CTAs.
+void run_grid(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body, unsigned cluster_x = 1);
+// The thread block cluster (kernels/cuda/cluster.cuh's emulation): this CTA's rank, the cluster's
+// barrier, and p (in this CTA's dynamic shared memory) mapped into the CTA of another rank.
+unsigned cluster_rank();
+void cluster_sync();
+const void* cluster_map(const void* p, unsigned rank);
+template <class... P, class... A>
+void launch_clusters(void (*k)(P...), dim3 g, dim3 b, size_t smem, unsigned cluster_x, A&&... args) {
+  std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+  run_grid(g, b, smem, [&] { std::apply(k, params); }, cluster_x);
+}
 template <class... P, class... A>
 void launch(void (*k)(P...), dim3 g, dim3 b, size_t smem, cudaStream_t, A&&... args) {
-  std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
-  run_grid(g, b, smem, [&] { std::apply(k, params); });
+  launch_clusters(k, g, b, smem, 1, std::forward<A>(args)...);
 }
 void* alloc(size_t n);
 void release(void* p);
@@ -93,9 +106,13 @@ inline size_t __cvta_generic_to_shared(const void* p) {
   return static_cast<size_t>(static_cast<const unsigned char*>(p) - emu::dyn_smem());
 }
 
-// cudaLaunchKernelEx: the attributes do not matter here (kernels run one after another)
-enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization };
-struct cudaLaunchAttributeValue { int programmaticStreamSerializationAllowed; };
+// cudaLaunchKernelEx: of the attributes only the cluster's size matters here (kernels run one
+// after another, so a programmatic dependent launch is a plain one).
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization, cudaLaunchAttributeClusterDimension };
+struct cudaLaunchAttributeValue {
+  int programmaticStreamSerializationAllowed;
+  struct { unsigned x, y, z; } clusterDim;
+};
 struct cudaLaunchAttribute { cudaLaunchAttributeID id; cudaLaunchAttributeValue val; };
 struct cudaLaunchConfig_t {
   dim3 gridDim, blockDim;
@@ -106,7 +123,22 @@ struct cudaLaunchConfig_t {
 };
 template <class... P, class... A>
 cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* c, void (*k)(P...), A&&... args) {
-  emu::launch(k, c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream, std::forward<A>(args)...);
+  unsigned cluster_x = 1;
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    if (c->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+      if (c->attrs[i].val.clusterDim.y != 1 || c->attrs[i].val.clusterDim.z != 1) return cudaErrorInvalidValue;
+      cluster_x = c->attrs[i].val.clusterDim.x;
+    }
+  emu::launch_clusters(k, c->gridDim, c->blockDim, c->dynamicSmemBytes, cluster_x, std::forward<A>(args)...);
+  return cudaSuccess;
+}
+// Every cluster of up to 16 CTAs fits (they run one cluster at a time).
+template <class... P>
+cudaError_t cudaOccupancyMaxActiveClusters(int* n, void (*)(P...), const cudaLaunchConfig_t* c) {
+  unsigned cluster_x = 1;
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    if (c->attrs[i].id == cudaLaunchAttributeClusterDimension) cluster_x = c->attrs[i].val.clusterDim.x;
+  *n = cluster_x <= 16 ? 1 : 0;
   return cudaSuccess;
 }
 #define threadIdx (emu::tl_threadIdx)
@@ -129,7 +161,8 @@ inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { emu::release(p); retur
 inline cudaError_t cudaMalloc(void** p, size_t n) { *p = emu::alloc(n); return cudaSuccess; }
 inline cudaError_t cudaFree(void* p) { emu::release(p); return cudaSuccess; }
 template <class F>
-cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int v) {
+cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute a, int v) {
+  if (a == cudaFuncAttributeNonPortableClusterSizeAllowed) return cudaSuccess;
   if (v > 232448) return cudaErrorInvalidValue;
   emu::g_smem_limit = static_cast<size_t>(v);
   return cudaSuccess;
@@ -145,6 +178,10 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, K) { return cudaSuccess; 
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int) {
   if (attr == cudaDevAttrComputeCapabilityMajor) {
     *v = 8;
+    return cudaSuccess;
+  }
+  if (attr == cudaDevAttrClusterLaunch) {  // thread block clusters: emulated (run_grid)
+    *v = 1;
     return cudaSuccess;
   }
   const char* s = std::getenv("EMU_SMS");
