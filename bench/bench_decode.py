@@ -11,8 +11,8 @@ not change the speed), its export (`deltatron export --format hf`; models the ex
 as MLA, have no peer), then for each context and batch:
 - deltatron: `generate --ignore-eos --temperature 0 --max-new-tokens G --batch N --json` on a prompt
   of about `context` tokens of FineWeb-Edu text: prefill ms, decode tokens/s (all sequences, over the
-  steps after steps 1 to 5: the first two build the GEMM plans and record the CUDA graph, and greedy
-  steps 2 to 5 run as one graph; the rate over all steps is in the JSON as all_steps_tokens_per_s),
+  steps after steps 1 to 9: the first two build the GEMM plans and record the CUDA graph, and greedy
+  steps 2 to 9 run as one graph; the rate over all steps is in the JSON as all_steps_tokens_per_s),
   the decode state's allocation, and on the GPU the device memory the decode holds: the larger of the
   device's used memory after the prefill and after the last step (the recorded step graph
   included), minus before the state (measured with the driver; it includes the allocator's
@@ -127,7 +127,7 @@ def deltatron_decode(args, ckpt, prompt, batch, extra=()):
     return {"prompt_tokens": len(j["prompt"]["tokens"]), "prompt_ids": j["prompt"]["tokens"],
             "mla_cache": j["options"].get("mla_cache"),
             "prefill_ms": j["timing"]["prefill_ms"],
-            # The steps after steps 1 to 5 (GEMM plans, then the CUDA graph's recording): the rate of a
+            # The steps after steps 1 to 9 (GEMM plans, then the CUDA graph's recording): the rate of a
             # long generation, as the peer's (generate of G tokens minus generate of 1) is.
             "decode_tokens_per_s": j["timing"]["steady_decode_tokens_per_s"],
             "all_steps_tokens_per_s": j["timing"]["decode_tokens_per_s"],
@@ -228,8 +228,8 @@ def main():
     args.deltatron = os.path.abspath(args.deltatron)
     contexts = [int(c) for c in args.contexts.split(",")]
     batches = [int(b) for b in args.batches.split(",")]
-    if args.new_tokens < 8 or min(contexts) < 1 or min(batches) < 1:
-        p.error("--new-tokens must be >= 8 (the rate is taken after the first five decode steps), "
+    if args.new_tokens < 12 or min(contexts) < 1 or min(batches) < 1:
+        p.error("--new-tokens must be >= 12 (the rate is taken after the first nine decode steps), "
                 "contexts and batches >= 1")
     configs = [parse_config(c) for c in args.configs.split(",")]
     for spec, parsed in zip(args.configs.split(","), configs):

@@ -162,7 +162,7 @@ GenerateResult Engine::generate(Context& ctx, std::span<const int32_t> prompt, c
   // one event each), so the device never waits on the host.
   const bool greedy_here = o.sampling.temperature == 0 && !o.on_logits && weights_.stat_dtype() == DType::kF32;
   const Device dev = weights_.device();
-  constexpr int kChunk = 4;
+  constexpr int kChunk = 8;
   static_assert(kChunk <= Decoder::kMaxChainedSteps);
   struct Chunk {
     int64_t first = 0;  // its first step

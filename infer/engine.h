@@ -61,7 +61,7 @@ struct GenerateResult {
   double prefill_ms = 0;  // the prefill, to the first token's logits
   double decode_ms = 0;   // the decode steps after it
   // The steps after the second and after any that ran with it (the first builds the GEMM plans, the
-  // second records the CUDA graph; greedy steps 2 to 5 are one graph): the rate a long generation
+  // second records the CUDA graph; greedy steps 2 to 9 are one graph): the rate a long generation
   // runs at. 0 when there were no such steps.
   double steady_decode_ms = 0;
   int64_t steady_decode_tokens = 0;

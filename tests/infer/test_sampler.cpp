@@ -154,9 +154,9 @@ TEST_F(Generation, GreedyOnTheDeviceEqualsGreedyFromTheLogits) {
   const GenerateResult via_logits = engine.generate(ctx, prompt_, o);
   EXPECT_EQ(direct.tokens, via_logits.tokens);
   EXPECT_EQ(rows, static_cast<int64_t>(prompt_.size()) + 11);
-  // The steady window opens once step 2's ids are on the host: greedy steps 2 to 5 run as one chunk,
-  // so the window holds steps 6 to 11; from the logits, steps 3 to 11.
-  EXPECT_EQ(direct.steady_decode_tokens, 3 * 6);
+  // The steady window opens once step 2's ids are on the host: greedy steps 2 to 9 run as one chunk,
+  // so the window holds steps 10 and 11; from the logits, steps 3 to 11.
+  EXPECT_EQ(direct.steady_decode_tokens, 3 * 2);
   EXPECT_EQ(via_logits.steady_decode_tokens, 3 * 9);
   EXPECT_GT(direct.steady_decode_ms, 0);
   EXPECT_EQ(direct.state_bytes, engine.new_state(3, static_cast<int64_t>(prompt_.size()) + 11)->bytes());

@@ -14,18 +14,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 bd="$repo/bench/bench_decode.py"
-python3 "$bd" --deltatron "$bin" --new-tokens 7 > "$tmp/err.txt" 2>&1 && fail "--new-tokens 7 accepted"
-grep -q "new-tokens must be >= 8" "$tmp/err.txt" || fail "no clear error for --new-tokens 7: $(cat "$tmp/err.txt")"
+python3 "$bd" --deltatron "$bin" --new-tokens 11 > "$tmp/err.txt" 2>&1 && fail "--new-tokens 11 accepted"
+grep -q "new-tokens must be >= 12" "$tmp/err.txt" || fail "no clear error for --new-tokens 11: $(cat "$tmp/err.txt")"
 python3 "$bd" --deltatron "$bin" --device tpu > "$tmp/err.txt" 2>&1 && fail "--device tpu accepted"
 python3 "$bd" --deltatron "$bin" --device cpu --configs configs/quickstart.yaml --contexts 16,40 --batches 1,2 \
-  --new-tokens 8 --no-peer --work "$tmp/work" --json "$tmp/out.json" > "$tmp/table.md" 2> "$tmp/log.txt" ||
+  --new-tokens 12 --no-peer --work "$tmp/work" --json "$tmp/out.json" > "$tmp/table.md" 2> "$tmp/log.txt" ||
   fail "the run failed: $(tail -5 "$tmp/log.txt")"
 [[ $(grep -c "^| quickstart |" "$tmp/table.md") == 4 ]] || fail "expected 4 table rows: $(cat "$tmp/table.md")"
 python3 - "$tmp/out.json" << 'PY' || fail "JSON rows"
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = d["rows"]
-assert d["device"] == "cpu" and d["new_tokens"] == 8, d
+assert d["device"] == "cpu" and d["new_tokens"] == 12, d
 assert [(r["context"], r["batch"]) for r in rows] == [(16, 1), (16, 2), (40, 1), (40, 2)], rows
 for r in rows:
     o = r["deltatron"]
@@ -54,7 +54,7 @@ run:
   name: tiny_mla
 YAML
 python3 "$bd" --deltatron "$bin" --device cpu --configs "$tmp/tiny_mla.yaml,$tmp/tiny_mla.yaml@fp8" --contexts 16 \
-  --batches 1 --new-tokens 8 --no-peer --work "$tmp/work" --json "$tmp/mla.json" > "$tmp/mla.md" 2> "$tmp/log.txt" ||
+  --batches 1 --new-tokens 12 --no-peer --work "$tmp/work" --json "$tmp/mla.json" > "$tmp/mla.md" 2> "$tmp/log.txt" ||
   fail "the MLA run failed: $(tail -5 "$tmp/log.txt")"
 grep -q "^| tiny_mla (fp8 cache) | 16 | 1 |" "$tmp/mla.md" || fail "no fp8 row: $(cat "$tmp/mla.md")"
 python3 - "$tmp/mla.json" << 'PY' || fail "MLA JSON rows"
