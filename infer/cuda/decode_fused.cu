@@ -34,7 +34,6 @@ constexpr int kGemvThreads = kGemvWarps * 32;
 // weights whole before its wait, up to 4096 inputs, in the registers of 2 CTAs an SM.
 constexpr int kGemvPrefetch = 4;
 constexpr int kGemvDeepPrefetch = 16;
-constexpr int kGemvWideRows = 4;  // rows a warp at a time where each warp has many (the LM head), at 2 CTAs an SM
 constexpr int kGemvSettledConv = 4;  // conv sizes whose tail and weights a settled segment reads before the wait
 
 // The first row's operands of a settled segment (GemvSegment::settled) that its output needs besides
@@ -175,13 +174,9 @@ __device__ __forceinline__ void gemv_argmax_finish(const GemvParams& p, const fl
 
 // Shared memory: the input [N, C] bf16 (x', for the norm the raw x until the norm pass), then for the norm
 // its weight [C] fp32. kN >= N rows of registers for the sums.
-// kRows rows a warp at a time (their rows r, r + stride, ...), each with kPre / kRows loads a lane
-// in registers: the LM head's many rows a warp keep kRows rows' weights in flight.
-template <int kN, bool kArgmax, int kPre, int kRows>
+template <int kN, bool kArgmax, int kPre>
 __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
     gemv_kernel(const __grid_constant__ GemvParams p) {
-  static_assert(kPre % kRows == 0, "the loads a lane split evenly over the rows in flight");
-  constexpr int kPer = kPre / kRows;  // loads a lane per row in flight
   extern __shared__ uint4 smem_x[];
   auto* xs = reinterpret_cast<uint16_t*>(smem_x);
   const int N = static_cast<int>(p.N);
@@ -193,26 +188,19 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
 
   // The warps take rows blockIdx.x * kGemvWarps + warp, then gridDim.x * kGemvWarps further on, ...
   // (gemv() launches at most as many CTAs as run at once, so the input is staged once a CTA). The
-  // first rows' first loads go out before the staging: wpre[j kPer + m] holds load m of row j.
+  // first row's first loads go out before the staging.
   const int64_t chunks = p.C / 8, stride = static_cast<int64_t>(gridDim.x) * kGemvWarps;
   int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
   uint4 wpre[kPre];
-  auto load_rows = [&](int64_t r0) {
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      const uint4* wj = gemv_row(p, r0 + j * stride);
-#pragma unroll
-      for (int m = 0; m < kPer; ++m) {
-        const int64_t c = lane + 32 * m;
-        if (wj && c < chunks) wpre[j * kPer + m] = __ldg(wj + c);
-      }
-    }
-  };
   __shared__ GemvSettled settled;
   bool settled_on = false;  // this warp's first row takes its operands from `settled`
   {
-    load_rows(r);
     const uint4* w0 = gemv_row(p, r);
+#pragma unroll
+    for (int k = 0; k < kPre; ++k) {
+      const int64_t c = lane + 32 * k;
+      if (w0 && c < chunks) wpre[k] = __ldg(w0 + c);
+    }
     if (w0) {
       int s = 0;
       while (r >= p.seg[s].row_end) ++s;
@@ -313,67 +301,66 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
 #pragma unroll
   for (int n = 0; n < (kArgmax ? kN : 1); ++n) bv[n] = 0.f, bi[n] = -1;
 
-  for (bool first = true;; first = false, r += kRows * stride) {
-    if (!gemv_row(p, r)) break;
-    if (!first) load_rows(r);
+  for (bool first = true;; first = false, r += stride) {
+    const uint4* w = gemv_row(p, r);
+    if (!w) break;
+    if (!first) {
 #pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      const int64_t rj = r + j * stride;
-      const uint4* w = gemv_row(p, rj);
-      if (!w) break;
-      float acc[kN];
-#pragma unroll
-      for (int n = 0; n < kN; ++n) acc[n] = 0.f;
-#pragma unroll
-      for (int m = 0; m < kPer; ++m) {
-        const int64_t c = lane + 32 * m;
-        if (c < chunks) gemv_fma<kN>(acc, wpre[j * kPer + m], smem_x, p.C, N, c);
+      for (int k = 0; k < kPre; ++k) {
+        const int64_t c = lane + 32 * k;
+        if (c < chunks) wpre[k] = __ldg(w + c);
       }
-#pragma unroll 4
-      for (int64_t c = lane + 32 * kPer; c < chunks; c += 32)
-        gemv_fma<kN>(acc, __ldg(w + c), smem_x, p.C, N, c);
-      int s = 0;
-      while (rj >= p.seg[s].row_end) ++s;
-      const GemvSegment& g = p.seg[s];
-      const int64_t row_begin = s > 0 ? p.seg[s - 1].row_end : 0, row = rj - row_begin;
-      const int64_t rows = g.row_end - row_begin;
-      // Lane 0 writes every sequence's output; for the first row of a settled segment lane n writes
-      // sequence n's instead, from the operands loaded before the wait (every lane holds each sum).
-      const bool pre = first && j == 0 && settled_on;
-      float mine = 0.f;  // pre: this lane's sequence's sum
+    }
+    float acc[kN];
 #pragma unroll
-      for (int n = 0; n < kN; ++n) {
-        if (n >= N) break;
-        const float v = warp_sum(acc[n]);
-        if (pre) {
-          if (lane == n) mine = v;
-        } else if (lane == 0) {
-          const int64_t o = n * rows + row;
-          if (g.y_f32) {
-            static_cast<float*>(g.y)[o] = v;
-            if constexpr (kArgmax)
-              if (row < p.argmax_vocab && !isnan(v) && (bi[n] < 0 || v > bv[n]))
-                bv[n] = v, bi[n] = static_cast<int>(row);
-          } else if (g.conv_w) {  // conv_step_kernel's arithmetic on this row's channel: oldest input first
-            const uint16_t pre_act = f32_to_bf16_bits(v);
-            const float* cw = g.conv_w + row * g.conv_k;
-            uint16_t* tl = g.conv_tail ? g.conv_tail + n * (g.conv_k - 1) * rows + row : nullptr;
-            float u = 0.f;
-            for (int64_t t = 0; t + 1 < g.conv_k; ++t) u += cw[t] * bf16_bits_to_f32(tl[t * rows]);
-            u += cw[g.conv_k - 1] * bf16_bits_to_f32(pre_act);
-            static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(u / (1.f + __expf(-u)));
-            if (tl) {
-              for (int64_t t = 0; t + 2 < g.conv_k; ++t) tl[t * rows] = tl[(t + 1) * rows];
-              tl[(g.conv_k - 2) * rows] = pre_act;
-            }
-          } else {
-            const float res = g.residual ? bf16_bits_to_f32(g.residual[o]) : 0.f;
-            static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(v + res);
+    for (int n = 0; n < kN; ++n) acc[n] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPre; ++k) {
+      const int64_t c = lane + 32 * k;
+      if (c < chunks) gemv_fma<kN>(acc, wpre[k], smem_x, p.C, N, c);
+    }
+#pragma unroll 4
+    for (int64_t c = lane + 32 * kPre; c < chunks; c += 32)
+      gemv_fma<kN>(acc, __ldg(w + c), smem_x, p.C, N, c);
+    int s = 0;
+    while (r >= p.seg[s].row_end) ++s;
+    const GemvSegment& g = p.seg[s];
+    const int64_t row_begin = s > 0 ? p.seg[s - 1].row_end : 0, row = r - row_begin, rows = g.row_end - row_begin;
+    // Lane 0 writes every sequence's output; for the first row of a settled segment lane n writes
+    // sequence n's instead, from the operands loaded before the wait (every lane holds each sum).
+    const bool pre = first && settled_on;
+    float mine = 0.f;  // pre: this lane's sequence's sum
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      if (n >= N) break;
+      const float v = warp_sum(acc[n]);
+      if (pre) {
+        if (lane == n) mine = v;
+      } else if (lane == 0) {
+        const int64_t o = n * rows + row;
+        if (g.y_f32) {
+          static_cast<float*>(g.y)[o] = v;
+          if constexpr (kArgmax)
+            if (row < p.argmax_vocab && !isnan(v) && (bi[n] < 0 || v > bv[n])) bv[n] = v, bi[n] = static_cast<int>(row);
+        } else if (g.conv_w) {  // conv_step_kernel's arithmetic on this row's channel: oldest input first
+          const uint16_t pre_act = f32_to_bf16_bits(v);
+          const float* cw = g.conv_w + row * g.conv_k;
+          uint16_t* tl = g.conv_tail ? g.conv_tail + n * (g.conv_k - 1) * rows + row : nullptr;
+          float u = 0.f;
+          for (int64_t j = 0; j + 1 < g.conv_k; ++j) u += cw[j] * bf16_bits_to_f32(tl[j * rows]);
+          u += cw[g.conv_k - 1] * bf16_bits_to_f32(pre_act);
+          static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(u / (1.f + __expf(-u)));
+          if (tl) {
+            for (int64_t j = 0; j + 2 < g.conv_k; ++j) tl[j * rows] = tl[(j + 1) * rows];
+            tl[(g.conv_k - 2) * rows] = pre_act;
           }
+        } else {
+          const float res = g.residual ? bf16_bits_to_f32(g.residual[o]) : 0.f;
+          static_cast<uint16_t*>(g.y)[o] = f32_to_bf16_bits(v + res);
         }
       }
-      if (pre && lane < N) settled.write(g, mine, row, rows, warp, lane);
     }
+    if (pre && lane < N) settled.write(g, mine, row, rows, warp, lane);
   }
   if constexpr (kArgmax) gemv_argmax_finish<kN>(p, bv, bi, N);
 }
@@ -524,17 +511,6 @@ __global__ void __launch_bounds__(1024) gdn_step_split_kernel(const __grid_const
   gdn_token_end(p, in, o, col && r == 0, j, red);
 }
 
-using GemvKernel = void (*)(GemvParams);
-
-// The kernel with registers for the sums of N sequences: the fewest of 1, 2, 4, 8 rows that hold N.
-template <bool kArgmax, int kPre, int kRows>
-GemvKernel gemv_for(int64_t N) {
-  return N <= 1   ? gemv_kernel<1, kArgmax, kPre, kRows>
-         : N <= 2 ? gemv_kernel<2, kArgmax, kPre, kRows>
-         : N <= 4 ? gemv_kernel<4, kArgmax, kPre, kRows>
-                  : gemv_kernel<8, kArgmax, kPre, kRows>;
-}
-
 }  // namespace
 
 void gemv(const GemvParams& p, void* stream) {
@@ -565,22 +541,15 @@ void gemv(const GemvParams& p, void* stream) {
   const size_t smem = gemv_smem_bytes(p.N, p.C, p.in);
   DT_CHECK(smem <= kGemvMaxInputBytes, "{}: the input ({} bytes) exceeds {} bytes of shared memory", op, smem,
            kGemvMaxInputBytes);
+  // At most the CTAs that run at once (4 an SM: the kernel's launch bounds), each staging the input
+  // once and taking every grid-th group of rows.
   static thread_local int sms = [] {
     int dev = 0, n = 0;
     DT_CUDA_OK(cudaGetDevice(&dev), "decode_gemv (GPU)");
     DT_CUDA_OK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "decode_gemv (GPU)");
     return n;
   }();
-  // At most the CTAs that run at once, each staging the input once and taking every grid-th group of
-  // rows: 4 an SM (64 registers a thread, kGemvPrefetch loads a lane before the wait), or 2 (128
-  // registers, kGemvDeepPrefetch loads) where that holds more weights in flight: a first row of more
-  // than 1024 inputs whole (deep), or kGemvWideRows rows a warp at a time where every warp has that
-  // many (wide: the LM head).
-  const bool am = p.argmax_out != nullptr;
-  const int64_t groups = (prev + kGemvWarps - 1) / kGemvWarps;
-  const bool deep = !am && p.C > 32 * 8 * kGemvPrefetch && groups <= 2 * sms;
-  const bool wide = !deep && p.C <= 32 * 8 * (kGemvDeepPrefetch / kGemvWideRows) && groups >= kGemvWideRows * 2 * sms;
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>(groups, (deep || wide ? 2 : 4) * sms));
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((prev + kGemvWarps - 1) / kGemvWarps, 4 * sms));
   if (p.argmax_out)
     DT_CHECK(p.n_seg == 1 && p.seg[0].y_f32 && p.argmax_ws && reinterpret_cast<uintptr_t>(p.argmax_ws) % 8 == 0 &&
                  p.argmax_vocab >= 1 && p.argmax_vocab <= prev &&
@@ -592,11 +561,22 @@ void gemv(const GemvParams& p, void* stream) {
     DT_CHECK(p.argmax_out && p.argmax_embed_out && reinterpret_cast<uintptr_t>(p.argmax_embed) % 16 == 0 &&
                  reinterpret_cast<uintptr_t>(p.argmax_embed_out) % 16 == 0,
              "{}: the embedding of the chosen ids needs the argmax and 16-byte aligned rows", op);
-  const GemvKernel kernel = deep   ? gemv_for<false, kGemvDeepPrefetch, 1>(p.N)
-                            : wide ? (am ? gemv_for<true, kGemvDeepPrefetch, kGemvWideRows>(p.N)
-                                         : gemv_for<false, kGemvDeepPrefetch, kGemvWideRows>(p.N))
-                            : am   ? gemv_for<true, kGemvPrefetch, 1>(p.N)
-                                   : gemv_for<false, kGemvPrefetch, 1>(p.N);
+  // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N. Rows longer than the usual
+  // prefetch takes, on at most 2 CTAs an SM: the deep prefetch.
+  const bool am = p.argmax_out != nullptr;
+  const bool deep = !am && p.C > 32 * 8 * kGemvPrefetch && blocks <= 2 * static_cast<unsigned>(sms);
+  using Kernel = void (*)(GemvParams);
+  Kernel kernel = nullptr;
+  if (deep)
+    kernel = p.N <= 1   ? gemv_kernel<1, false, kGemvDeepPrefetch>
+             : p.N <= 2 ? gemv_kernel<2, false, kGemvDeepPrefetch>
+             : p.N <= 4 ? gemv_kernel<4, false, kGemvDeepPrefetch>
+                        : gemv_kernel<8, false, kGemvDeepPrefetch>;
+  else
+    kernel = p.N <= 1   ? (am ? gemv_kernel<1, true, kGemvPrefetch> : gemv_kernel<1, false, kGemvPrefetch>)
+             : p.N <= 2 ? (am ? gemv_kernel<2, true, kGemvPrefetch> : gemv_kernel<2, false, kGemvPrefetch>)
+             : p.N <= 4 ? (am ? gemv_kernel<4, true, kGemvPrefetch> : gemv_kernel<4, false, kGemvPrefetch>)
+                        : (am ? gemv_kernel<8, true, kGemvPrefetch> : gemv_kernel<8, false, kGemvPrefetch>);
   if (smem > 48 * 1024)
     DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);

@@ -99,37 +99,6 @@ TEST(EmuGemv, MatchesTheReference) {
       }
 }
 
-// A GEMV of 345 rows of 72 inputs through the norm, two weights (a residual on the first, fp32 on the
-// second) against the reference; again with the residual settled. On a device of one SM
-// (emu.decode_gemv_one_sm) every warp has many rows, and takes 4 at a time at 2 CTAs an SM (the
-// LM head's way), the last group short.
-TEST(EmuGemv, ManyRowsAWarpMatchTheReference) {
-  const int64_t N = 3, C = 72, rows0 = 300, rows1 = 45;
-  const auto x = randn_bf16(N * C, 60), w0 = randn_bf16(rows0 * C, 61, 1 / std::sqrt(double(C)));
-  const auto w1 = randn_bf16(rows1 * C, 62, 1 / std::sqrt(double(C))), res = randn_bf16(N * rows0, 63);
-  const auto nw = randn_f32(C, 64, 0.3);
-  std::vector<uint16_t> y0(static_cast<size_t>(N * rows0), 0xFFFF), y0_settled = y0;
-  std::vector<float> y1(static_cast<size_t>(N * rows1), NAN);
-  cuda::GemvParams p;
-  p.seg[0].w = w0.data(), p.seg[0].y = y0.data(), p.seg[0].residual = res.data(), p.seg[0].row_end = rows0;
-  p.seg[1].w = w1.data(), p.seg[1].y = y1.data(), p.seg[1].y_f32 = true, p.seg[1].row_end = rows0 + rows1;
-  p.n_seg = 2, p.in = GemvInput::kRmsNorm, p.x = x.data(), p.norm_w = nw.data(), p.eps = 1e-6f;
-  p.zero_centered = true, p.N = N, p.C = C, p.ldx = C;
-  cuda::gemv(p, nullptr);
-  const std::vector<double> in = gemv_input_rounded(GemvInput::kRmsNorm, to_double(x), {}, to_double(nw), true, 1e-6,
-                                                    N, C);
-  std::vector<double> want0(y0.size()), want1(y1.size());
-  decode_gemv_ref<double>(want0.data(), to_double(w0).data(), GemvInput::kPlain, in.data(), nullptr, nullptr, 0.0,
-                          false, to_double(res).data(), N, C, C, rows0);
-  decode_gemv_ref<double>(want1.data(), to_double(w1).data(), GemvInput::kPlain, in.data(), nullptr, nullptr, 0.0,
-                          false, nullptr, N, C, C, rows1);
-  expect_close("y0 (bf16, with the residual)", to_double(y0), want0, 1.0 / 64);
-  expect_close("y1 (fp32)", std::vector<double>(y1.begin(), y1.end()), want1, 1e-3);
-  p.seg[0].y = y0_settled.data(), p.seg[0].settled = true;
-  cuda::gemv(p, nullptr);
-  EXPECT_EQ(y0_settled, y0) << "the residual settled";
-}
-
 // The GEMV with the GDN conv on its output (GemvSegment::conv_w), 3 CTAs of rows: with the tail
 // settled (read before the wait for each warp's first row, up to conv size 4), the same outputs and
 // shifted tails as without, for conv sizes 1 to 5.
