@@ -29,11 +29,8 @@ namespace {
 
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = kGemvWarps * 32;
-// 16-byte loads a lane before the staging (kPre): rows of up to 1024 inputs at 4 CTAs an SM; a GEMV
-// with longer rows and at most 2 CTAs an SM (the MLP's down projection) takes its first row's
-// weights whole before its wait, up to 4096 inputs, in the registers of 2 CTAs an SM.
+// 16-byte loads a lane before the staging: rows of up to 1024 inputs, at 4 CTAs an SM.
 constexpr int kGemvPrefetch = 4;
-constexpr int kGemvDeepPrefetch = 16;
 constexpr int kGemvSettledConv = 4;  // conv sizes whose tail and weights a settled segment reads before the wait
 
 // The first row's operands of a settled segment (GemvSegment::settled) that its output needs besides
@@ -174,8 +171,8 @@ __device__ __forceinline__ void gemv_argmax_finish(const GemvParams& p, const fl
 
 // Shared memory: the input [N, C] bf16 (x', for the norm the raw x until the norm pass), then for the norm
 // its weight [C] fp32. kN >= N rows of registers for the sums.
-template <int kN, bool kArgmax, int kPre>
-__global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
+template <int kN, bool kArgmax>
+__global__ void __launch_bounds__(kGemvThreads, 4)
     gemv_kernel(const __grid_constant__ GemvParams p) {
   extern __shared__ uint4 smem_x[];
   auto* xs = reinterpret_cast<uint16_t*>(smem_x);
@@ -191,13 +188,13 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
   // first row's first loads go out before the staging.
   const int64_t chunks = p.C / 8, stride = static_cast<int64_t>(gridDim.x) * kGemvWarps;
   int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  uint4 wpre[kPre];
+  uint4 wpre[kGemvPrefetch];
   __shared__ GemvSettled settled;
   bool settled_on = false;  // this warp's first row takes its operands from `settled`
   {
     const uint4* w0 = gemv_row(p, r);
 #pragma unroll
-    for (int k = 0; k < kPre; ++k) {
+    for (int k = 0; k < kGemvPrefetch; ++k) {
       const int64_t c = lane + 32 * k;
       if (w0 && c < chunks) wpre[k] = __ldg(w0 + c);
     }
@@ -306,7 +303,7 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
     if (!w) break;
     if (!first) {
 #pragma unroll
-      for (int k = 0; k < kPre; ++k) {
+      for (int k = 0; k < kGemvPrefetch; ++k) {
         const int64_t c = lane + 32 * k;
         if (c < chunks) wpre[k] = __ldg(w + c);
       }
@@ -315,12 +312,12 @@ __global__ void __launch_bounds__(kGemvThreads, kPre <= kGemvPrefetch ? 4 : 2)
 #pragma unroll
     for (int n = 0; n < kN; ++n) acc[n] = 0.f;
 #pragma unroll
-    for (int k = 0; k < kPre; ++k) {
+    for (int k = 0; k < kGemvPrefetch; ++k) {
       const int64_t c = lane + 32 * k;
       if (c < chunks) gemv_fma<kN>(acc, wpre[k], smem_x, p.C, N, c);
     }
 #pragma unroll 4
-    for (int64_t c = lane + 32 * kPre; c < chunks; c += 32)
+    for (int64_t c = lane + 32 * kGemvPrefetch; c < chunks; c += 32)
       gemv_fma<kN>(acc, __ldg(w + c), smem_x, p.C, N, c);
     int s = 0;
     while (r >= p.seg[s].row_end) ++s;
@@ -561,22 +558,13 @@ void gemv(const GemvParams& p, void* stream) {
     DT_CHECK(p.argmax_out && p.argmax_embed_out && reinterpret_cast<uintptr_t>(p.argmax_embed) % 16 == 0 &&
                  reinterpret_cast<uintptr_t>(p.argmax_embed_out) % 16 == 0,
              "{}: the embedding of the chosen ids needs the argmax and 16-byte aligned rows", op);
-  // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N. Rows longer than the usual
-  // prefetch takes, on at most 2 CTAs an SM: the deep prefetch.
+  // Register rows for the sums: the fewest of 1, 2, 4, 8 that hold N.
   const bool am = p.argmax_out != nullptr;
-  const bool deep = !am && p.C > 32 * 8 * kGemvPrefetch && blocks <= 2 * static_cast<unsigned>(sms);
   using Kernel = void (*)(GemvParams);
-  Kernel kernel = nullptr;
-  if (deep)
-    kernel = p.N <= 1   ? gemv_kernel<1, false, kGemvDeepPrefetch>
-             : p.N <= 2 ? gemv_kernel<2, false, kGemvDeepPrefetch>
-             : p.N <= 4 ? gemv_kernel<4, false, kGemvDeepPrefetch>
-                        : gemv_kernel<8, false, kGemvDeepPrefetch>;
-  else
-    kernel = p.N <= 1   ? (am ? gemv_kernel<1, true, kGemvPrefetch> : gemv_kernel<1, false, kGemvPrefetch>)
-             : p.N <= 2 ? (am ? gemv_kernel<2, true, kGemvPrefetch> : gemv_kernel<2, false, kGemvPrefetch>)
-             : p.N <= 4 ? (am ? gemv_kernel<4, true, kGemvPrefetch> : gemv_kernel<4, false, kGemvPrefetch>)
-                        : (am ? gemv_kernel<8, true, kGemvPrefetch> : gemv_kernel<8, false, kGemvPrefetch>);
+  const Kernel kernel = p.N <= 1   ? (am ? gemv_kernel<1, true> : gemv_kernel<1, false>)
+                        : p.N <= 2 ? (am ? gemv_kernel<2, true> : gemv_kernel<2, false>)
+                        : p.N <= 4 ? (am ? gemv_kernel<4, true> : gemv_kernel<4, false>)
+                                   : (am ? gemv_kernel<8, true> : gemv_kernel<8, false>);
   if (smem > 48 * 1024)
     DT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                         op);

@@ -209,8 +209,8 @@ TEST(DecodeOpsCuda, ArgmaxMatchesTheCpu) {
     }
 }
 
-// The fused GEMV: 1 to 8 sequences, input widths from 8 to 4104 (past 1024 the first row's weights
-// are all loaded before the wait, past 4096 not all), one weight with a residual or
+// The fused GEMV: 1 to 8 sequences, input widths from 8 to 4104 (up to 1024 the first row's weights
+// are all loaded before the wait, past it not all), one weight with a residual or
 // four weights with bf16 and fp32 outputs, for each way of taking the input (plain, SwiGLU, the
 // sigmoid gate, RMSNorm plain and zero-centred); outputs poisoned. The reference takes the input
 // as the GPU rounds it to bf16.

@@ -59,7 +59,7 @@ void expect_close(const std::string& what, const std::vector<double>& got, const
 
 // The GEMV of the emulated kernel: x bf16 [N, C] (x2 for the two-operand inputs, nw for the norm),
 // two weights sharing it: w0 [rows0, C] into bf16 y0 with a residual, w1 [rows1, C] into fp32 y1.
-// Rows of 2056 inputs take the deep prefetch (the whole first row before the wait). Again with the
+// Rows of 2056 inputs are longer than the loads before the wait. Again with the
 // residual settled (read before the wait by lane n for sequence n): the same bits.
 TEST(EmuGemv, MatchesTheReference) {
   for (int64_t N : {1, 3})
