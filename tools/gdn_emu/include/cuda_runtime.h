@@ -121,24 +121,30 @@ struct cudaLaunchConfig_t {
   cudaLaunchAttribute* attrs;
   unsigned numAttrs;
 };
-template <class... P, class... A>
-cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* c, void (*k)(P...), A&&... args) {
-  unsigned cluster_x = 1;
+namespace emu {
+// The launch's cluster size along x: 1 without the attribute, 0 for clusters along y or z (not
+// emulated).
+inline unsigned cluster_x_of(const cudaLaunchConfig_t* c) {
   for (unsigned i = 0; i < c->numAttrs; ++i)
     if (c->attrs[i].id == cudaLaunchAttributeClusterDimension) {
-      if (c->attrs[i].val.clusterDim.y != 1 || c->attrs[i].val.clusterDim.z != 1) return cudaErrorInvalidValue;
-      cluster_x = c->attrs[i].val.clusterDim.x;
+      const auto& d = c->attrs[i].val.clusterDim;
+      return d.y == 1 && d.z == 1 ? d.x : 0;
     }
+  return 1;
+}
+}  // namespace emu
+template <class... P, class... A>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* c, void (*k)(P...), A&&... args) {
+  const unsigned cluster_x = emu::cluster_x_of(c);
+  if (cluster_x == 0) return cudaErrorInvalidValue;
   emu::launch_clusters(k, c->gridDim, c->blockDim, c->dynamicSmemBytes, cluster_x, std::forward<A>(args)...);
   return cudaSuccess;
 }
 // Every cluster of up to 16 CTAs fits (they run one cluster at a time).
 template <class... P>
 cudaError_t cudaOccupancyMaxActiveClusters(int* n, void (*)(P...), const cudaLaunchConfig_t* c) {
-  unsigned cluster_x = 1;
-  for (unsigned i = 0; i < c->numAttrs; ++i)
-    if (c->attrs[i].id == cudaLaunchAttributeClusterDimension) cluster_x = c->attrs[i].val.clusterDim.x;
-  *n = cluster_x <= 16 ? 1 : 0;
+  const unsigned cluster_x = emu::cluster_x_of(c);
+  *n = cluster_x >= 1 && cluster_x <= 16 ? 1 : 0;
   return cudaSuccess;
 }
 #define threadIdx (emu::tl_threadIdx)
